@@ -1,0 +1,219 @@
+// Package queue defines the contract between sluice and the durable queue
+// that holds jobs between the gateway and the drainers.
+//
+// A Backend stores opaque message bodies in named queues with the semantics
+// of Amazon SQS standard queues: at-least-once delivery, a visibility
+// timeout that hides a received message until it is deleted or the timeout
+// passes, per-message delays, a receive count, and redrive to a dead-letter
+// queue after a maximum number of receives. Two implementations exist:
+// queue/embeddedqueue (the single-node default) and, later, queue/sqsqueue.
+// Both must pass the conformance suite in queue/queuetest.
+//
+// Callers use errors.Is with the sentinel errors of this package only; each
+// backend translates its own errors where they enter.
+package queue
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Limits shared by every backend, matching Amazon SQS so that behaviour on the
+// embedded backend carries over to production unchanged.
+const (
+	// MaxBatch is the largest number of entries in one Send, Receive, Delete
+	// or ChangeVisibility call.
+	MaxBatch = 10
+	// MaxBodyBytes is the largest message body a backend accepts (256 KiB).
+	MaxBodyBytes = 256 * 1024
+	// MaxDelay is the longest per-message delay (15 minutes).
+	MaxDelay = 15 * time.Minute
+	// MaxVisibilityTimeout is the longest visibility timeout (12 hours).
+	MaxVisibilityTimeout = 12 * time.Hour
+	// MaxWait is the longest long-poll wait of one Receive (20 seconds).
+	MaxWait = 20 * time.Second
+)
+
+// Sentinel errors. Backends wrap them with context; test with errors.Is.
+var (
+	// ErrQueueNotFound means the named queue does not exist.
+	ErrQueueNotFound = errors.New("queue not found")
+	// ErrReceiptInvalid means a receipt handle no longer names a message this
+	// caller holds: it was deleted, its visibility expired and another
+	// consumer received it, or the handle is malformed. It is the fencing
+	// signal: a consumer that gets it has lost its lease.
+	ErrReceiptInvalid = errors.New("receipt handle invalid or lease lost")
+	// ErrBatchTooLarge means a call carried more than MaxBatch entries.
+	ErrBatchTooLarge = errors.New("batch too large")
+	// ErrBodyTooLarge means a message body exceeded MaxBodyBytes.
+	ErrBodyTooLarge = errors.New("message body too large")
+	// ErrInvalidArgument means a parameter was out of range (delay,
+	// visibility timeout, wait, empty batch, duplicate entry id).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrClosed means the backend was closed.
+	ErrClosed = errors.New("backend closed")
+	// ErrUnavailable means the backend could not take the request now
+	// (throttled, disk full, network failure); the caller may retry.
+	ErrUnavailable = errors.New("backend unavailable")
+)
+
+// QueueSpec describes one queue. Backends that own their storage (embedded)
+// create queues from specs; SQS creates them with the same attributes when
+// asked to (tests, local mode) and otherwise expects Terraform to have done so.
+type QueueSpec struct {
+	// Name of the queue. Names are produced by topology rules shared with
+	// Terraform; backends treat them as opaque.
+	Name string
+	// VisibilityTimeout is the default time a received message stays
+	// hidden. Defaults to 30 seconds.
+	VisibilityTimeout time.Duration
+	// Retention is how long a message is kept before it is discarded.
+	// Defaults to 4 days.
+	Retention time.Duration
+	// DeadLetterQueue names the queue that receives a message once it has
+	// been received MaxReceiveCount times without being deleted. Empty
+	// means no redrive.
+	DeadLetterQueue string
+	// MaxReceiveCount is the number of receives after which a message is
+	// moved to DeadLetterQueue on its next receive. Required when
+	// DeadLetterQueue is set.
+	MaxReceiveCount int
+}
+
+// Defaults for QueueSpec fields left zero.
+const (
+	VisibilityTimeoutDefault = 30 * time.Second
+	RetentionDefault         = 4 * 24 * time.Hour
+)
+
+// WithDefaults returns a copy of s with zero fields set to their defaults.
+func (s QueueSpec) WithDefaults() QueueSpec {
+	if s.VisibilityTimeout == 0 {
+		s.VisibilityTimeout = VisibilityTimeoutDefault
+	}
+	if s.Retention == 0 {
+		s.Retention = RetentionDefault
+	}
+	return s
+}
+
+// SendEntry is one message to send.
+type SendEntry struct {
+	// ID identifies the entry within its batch, so results can be matched
+	// to entries. Unique within one call.
+	ID string
+	// Body is the message body, at most MaxBodyBytes.
+	Body []byte
+	// Delay hides the message for this long after it is stored (0 to
+	// MaxDelay).
+	Delay time.Duration
+}
+
+// SendParams are the arguments of Backend.Send.
+type SendParams struct {
+	Queue   string
+	Entries []SendEntry // 1 to MaxBatch entries
+}
+
+// SendResult reports the outcome of one SendEntry. Exactly one of MessageID
+// and Err is set. A message whose result has no Err is durably stored.
+type SendResult struct {
+	ID        string // the SendEntry.ID this result belongs to
+	MessageID string
+	Err       error
+}
+
+// ReceiveParams are the arguments of Backend.Receive.
+type ReceiveParams struct {
+	Queue string
+	// Max is the largest number of messages to return (1 to MaxBatch).
+	Max int
+	// Wait is how long to wait for a first message when none is visible
+	// (0 to MaxWait). Receive returns as soon as any message is available.
+	Wait time.Duration
+	// VisibilityTimeout overrides the queue's default for these messages
+	// when positive.
+	VisibilityTimeout time.Duration
+}
+
+// Message is a received message. The ReceiptHandle names this one receive:
+// it is the only way to delete the message or change its visibility, and it
+// stops working once the lease is lost.
+type Message struct {
+	MessageID     string
+	ReceiptHandle string
+	Body          []byte
+	// ReceiveCount counts receives including this one.
+	ReceiveCount int
+	// SentAt is when the message was first stored in this queue.
+	SentAt time.Time
+}
+
+// DeleteParams are the arguments of Backend.Delete.
+type DeleteParams struct {
+	Queue          string
+	ReceiptHandles []string // 1 to MaxBatch handles
+}
+
+// VisibilityChange sets a received message's remaining visibility timeout.
+// Zero makes it visible again at once.
+type VisibilityChange struct {
+	ReceiptHandle string
+	Timeout       time.Duration
+}
+
+// ChangeVisibilityParams are the arguments of Backend.ChangeVisibility.
+type ChangeVisibilityParams struct {
+	Queue   string
+	Changes []VisibilityChange // 1 to MaxBatch changes
+}
+
+// StatsParams are the arguments of Backend.Stats.
+type StatsParams struct {
+	Queues []string
+}
+
+// Stats describes one queue. Counts may be approximate (SQS) but never
+// negative.
+type Stats struct {
+	Queue string
+	// Visible messages, ready to be received.
+	Visible int64
+	// InFlight messages, received and not yet deleted or expired.
+	InFlight int64
+	// Delayed messages, sent with a delay that has not yet passed.
+	Delayed int64
+	// OldestAge is the age of the oldest message in the queue, zero when
+	// the queue is empty or the backend cannot tell.
+	OldestAge time.Duration
+}
+
+// Backend is a durable message queue. All methods are safe for concurrent
+// use. Batch calls report per-entry outcomes in their results and return an
+// error only when the whole call failed (nothing was done).
+type Backend interface {
+	// EnsureQueues creates the queues that do not exist and checks that the
+	// ones that do exist are compatible with their specs. A dead-letter
+	// queue must appear before (or in the same call as) the queues that
+	// redrive to it.
+	EnsureQueues(ctx context.Context, specs []QueueSpec) error
+	// Send stores messages. A result without an error means the message is
+	// durable: it survives a crash of this process.
+	Send(ctx context.Context, params *SendParams) ([]SendResult, error)
+	// Receive returns up to params.Max visible messages, hiding each for
+	// the visibility timeout and counting the receive. A message past its
+	// queue's MaxReceiveCount is moved to the dead-letter queue instead of
+	// being returned. It returns an empty slice if the wait passes first.
+	Receive(ctx context.Context, params *ReceiveParams) ([]Message, error)
+	// Delete removes received messages. The result has one entry per
+	// handle, in order: nil, or an error wrapping ErrReceiptInvalid.
+	Delete(ctx context.Context, params *DeleteParams) ([]error, error)
+	// ChangeVisibility extends or shortens leases. The result has one entry
+	// per change, in order: nil, or an error wrapping ErrReceiptInvalid.
+	ChangeVisibility(ctx context.Context, params *ChangeVisibilityParams) ([]error, error)
+	// Stats returns counts for each named queue, in order.
+	Stats(ctx context.Context, params *StatsParams) ([]Stats, error)
+	// Close releases the backend. Calls after Close return ErrClosed.
+	Close() error
+}

@@ -1,0 +1,313 @@
+// Package tenant loads the tenant configuration: who may submit, with which
+// API keys, in which tier, and with which limits. Tiers carry defaults;
+// each tenant may override any limit. The file is YAML:
+//
+//	tiers:                      # optional: built-in premium, standard and free
+//	  premium: {submit_rate: 2000, drain_rate: 1000}
+//	tenants:
+//	  - id: acme
+//	    tier: premium
+//	    api_key_sha256: [9f86d08…]   # hex SHA-256 of each key (preferred)
+//	  - id: dev
+//	    tier: standard
+//	    api_keys: [dev-key]          # plain keys, for development only
+//	    submit_rate: 50              # override the tier's limit
+//
+// Keys are looked up by their SHA-256, so a presented key is never compared
+// byte by byte with a stored one and stored keys can stay hashed.
+package tenant
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Limits are the per-tenant knobs. In a file, a zero or missing field
+// inherits the tier's value.
+type Limits struct {
+	// Lane the tenant's jobs go to.
+	Lane string `yaml:"lane"`
+	// SubmitRate is the admitted jobs per second at the gateway (token
+	// bucket refill rate).
+	SubmitRate float64 `yaml:"submit_rate"`
+	// SubmitBurst is the token bucket's size.
+	SubmitBurst int `yaml:"submit_burst"`
+	// HWMFraction is the share of the lane's high-water mark above which
+	// this tenant's submits are refused (free 0.5, standard 0.8, premium 1).
+	HWMFraction float64 `yaml:"hwm_fraction"`
+	// DrainRate is the jobs per second the drainers deliver for this tenant
+	// before sidelining the rest to the spillover queue.
+	DrainRate float64 `yaml:"drain_rate"`
+	// DrainBurst is the drain token bucket's size.
+	DrainBurst int `yaml:"drain_burst"`
+	// MaxInFlight is the most jobs of this tenant being delivered at once.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxPayloadBytes is the largest payload accepted.
+	MaxPayloadBytes int `yaml:"max_payload_bytes"`
+}
+
+// MaxPayloadBytesCeiling is the largest payload any tenant may configure:
+// it leaves room for the envelope inside SQS's 256 KiB message limit.
+const MaxPayloadBytesCeiling = 192 * 1024
+
+// DefaultTiers are the built-in tiers. A file's tiers section overrides
+// their fields and may add tiers.
+func DefaultTiers() map[string]Limits {
+	return map[string]Limits{
+		"premium": {
+			Lane: "premium", SubmitRate: 1000, SubmitBurst: 2000, HWMFraction: 1.0,
+			DrainRate: 500, DrainBurst: 1000, MaxInFlight: 64, MaxPayloadBytes: MaxPayloadBytesCeiling,
+		},
+		"standard": {
+			Lane: "standard", SubmitRate: 200, SubmitBurst: 400, HWMFraction: 0.8,
+			DrainRate: 100, DrainBurst: 200, MaxInFlight: 16, MaxPayloadBytes: 64 * 1024,
+		},
+		"free": {
+			Lane: "free", SubmitRate: 20, SubmitBurst: 40, HWMFraction: 0.5,
+			DrainRate: 10, DrainBurst: 20, MaxInFlight: 4, MaxPayloadBytes: 16 * 1024,
+		},
+	}
+}
+
+// inherit fills l's zero fields from def.
+func (l Limits) inherit(def Limits) Limits {
+	if l.Lane == "" {
+		l.Lane = def.Lane
+	}
+	if l.SubmitRate == 0 {
+		l.SubmitRate = def.SubmitRate
+	}
+	if l.SubmitBurst == 0 {
+		l.SubmitBurst = def.SubmitBurst
+	}
+	if l.HWMFraction == 0 {
+		l.HWMFraction = def.HWMFraction
+	}
+	if l.DrainRate == 0 {
+		l.DrainRate = def.DrainRate
+	}
+	if l.DrainBurst == 0 {
+		l.DrainBurst = def.DrainBurst
+	}
+	if l.MaxInFlight == 0 {
+		l.MaxInFlight = def.MaxInFlight
+	}
+	if l.MaxPayloadBytes == 0 {
+		l.MaxPayloadBytes = def.MaxPayloadBytes
+	}
+	return l
+}
+
+func (l Limits) validate() []string {
+	var p []string
+	if l.Lane == "" {
+		p = append(p, "lane is empty")
+	}
+	if l.SubmitRate <= 0 {
+		p = append(p, "submit_rate must be positive")
+	}
+	if l.SubmitBurst < 1 {
+		p = append(p, "submit_burst must be at least 1")
+	}
+	if l.HWMFraction <= 0 || l.HWMFraction > 1 {
+		p = append(p, "hwm_fraction must be in (0, 1]")
+	}
+	if l.DrainRate <= 0 {
+		p = append(p, "drain_rate must be positive")
+	}
+	if l.DrainBurst < 1 {
+		p = append(p, "drain_burst must be at least 1")
+	}
+	if l.MaxInFlight < 1 {
+		p = append(p, "max_in_flight must be at least 1")
+	}
+	if l.MaxPayloadBytes < 1 || l.MaxPayloadBytes > MaxPayloadBytesCeiling {
+		p = append(p, fmt.Sprintf("max_payload_bytes must be 1 to %d", MaxPayloadBytesCeiling))
+	}
+	return p
+}
+
+// Tenant is one resolved tenant: its tier's limits with its overrides.
+type Tenant struct {
+	ID     string
+	Tier   string
+	Limits Limits
+}
+
+// tenantEntry is a tenant as written in the file.
+type tenantEntry struct {
+	ID           string   `yaml:"id"`
+	Tier         string   `yaml:"tier"`
+	APIKeys      []string `yaml:"api_keys"`
+	APIKeySHA256 []string `yaml:"api_key_sha256"`
+	Limits       `yaml:",inline"`
+
+	line int
+}
+
+func (e *tenantEntry) UnmarshalYAML(node *yaml.Node) error {
+	type plain tenantEntry
+	var p plain
+	if err := node.Decode(&p); err != nil {
+		return err
+	}
+	*e = tenantEntry(p)
+	e.line = node.Line
+	return nil
+}
+
+type file struct {
+	Tiers   map[string]Limits `yaml:"tiers"`
+	Tenants []tenantEntry     `yaml:"tenants"`
+}
+
+// Config is a loaded, validated tenant configuration. It is immutable;
+// reloading builds a new one.
+type Config struct {
+	tiers   map[string]Limits
+	tenants map[string]*Tenant
+	byKey   map[[sha256.Size]byte]*Tenant
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Load reads and validates a tenant config file. Errors name the file and
+// the line of the offending entry.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read tenant config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("tenant config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a tenant config. Unknown fields are errors.
+func Parse(data []byte) (*Config, error) {
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	return build(f)
+}
+
+func build(f file) (*Config, error) {
+	c := &Config{
+		tiers:   DefaultTiers(),
+		tenants: map[string]*Tenant{},
+		byKey:   map[[sha256.Size]byte]*Tenant{},
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(f.Tiers)) {
+		l := f.Tiers[name].inherit(c.tiers[name])
+		for _, p := range l.validate() {
+			errs = append(errs, fmt.Errorf("tier %s: %s", name, p))
+		}
+		c.tiers[name] = l
+	}
+	for _, e := range f.Tenants {
+		at := fmt.Sprintf("line %d: tenant %q", e.line, e.ID)
+		fail := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+		}
+		if !idRE.MatchString(e.ID) {
+			fail("id must be 1-64 letters, digits, '.', '_' or '-'")
+		}
+		if c.tenants[e.ID] != nil {
+			fail("duplicate tenant id")
+		}
+		def, ok := c.tiers[e.Tier]
+		if !ok {
+			fail("unknown tier %q (known: %v)", e.Tier, slices.Sorted(maps.Keys(c.tiers)))
+		}
+		t := &Tenant{ID: e.ID, Tier: e.Tier, Limits: e.Limits.inherit(def)}
+		for _, p := range t.Limits.validate() {
+			fail("%s", p)
+		}
+		if len(e.APIKeys)+len(e.APIKeySHA256) == 0 {
+			fail("no api_keys or api_key_sha256")
+		}
+		var sums [][sha256.Size]byte
+		for _, k := range e.APIKeys {
+			if len(k) < 8 {
+				fail("api key shorter than 8 characters")
+				continue
+			}
+			sums = append(sums, sha256.Sum256([]byte(k)))
+		}
+		for _, h := range e.APIKeySHA256 {
+			b, err := hex.DecodeString(h)
+			if err != nil || len(b) != sha256.Size {
+				fail("api_key_sha256 %q is not 64 hex digits", h)
+				continue
+			}
+			sums = append(sums, [sha256.Size]byte(b))
+		}
+		for _, s := range sums {
+			if other := c.byKey[s]; other != nil && other.ID != t.ID {
+				fail("api key already belongs to tenant %q", other.ID)
+			}
+			c.byKey[s] = t
+		}
+		c.tenants[t.ID] = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Authenticate returns the tenant owning key.
+func (c *Config) Authenticate(key string) (*Tenant, bool) {
+	t, ok := c.byKey[sha256.Sum256([]byte(key))]
+	return t, ok
+}
+
+// Tenant returns the tenant with the given id.
+func (c *Config) Tenant(id string) (*Tenant, bool) {
+	t, ok := c.tenants[id]
+	return t, ok
+}
+
+// Tenants returns every tenant, sorted by id.
+func (c *Config) Tenants() []*Tenant {
+	out := slices.Collect(maps.Values(c.tenants))
+	slices.SortFunc(out, func(a, b *Tenant) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Tier returns a tier's limits.
+func (c *Config) Tier(name string) (Limits, bool) {
+	l, ok := c.tiers[name]
+	return l, ok
+}
+
+// Lanes returns the lanes that tiers and tenants refer to, sorted.
+func (c *Config) Lanes() []string {
+	set := map[string]bool{}
+	for _, t := range c.tenants {
+		set[t.Limits.Lane] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// HashKey returns the hex SHA-256 of an API key, the form api_key_sha256 takes.
+func HashKey(key string) string {
+	s := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(s[:])
+}

@@ -1,0 +1,339 @@
+// Package topology describes sluice's queues: the lanes (service tiers),
+// each with N shard queues, a spillover queue, a backlog queue and a
+// dead-letter queue, and the one naming rule that the Go code and the
+// Terraform module share.
+//
+// Queue names are <prefix>-<lane>-<kind>, where kind is shard-NN (two or
+// more digits, zero-based), spillover, backlog or dlq. For example, with
+// prefix "sluice" and lane "premium": sluice-premium-shard-00,
+// sluice-premium-spillover, sluice-premium-backlog, sluice-premium-dlq.
+// Every queue of a lane redrives to the lane's dead-letter queue.
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// Kind is the role of a queue within its lane.
+type Kind string
+
+// Queue kinds.
+const (
+	KindShard     Kind = "shard"
+	KindSpillover Kind = "spillover"
+	KindBacklog   Kind = "backlog"
+	KindDLQ       Kind = "dlq"
+)
+
+// Defaults for Lane and Topology fields left zero.
+const (
+	PrefixDefault            = "sluice"
+	ShardsDefault            = 4
+	ShardChoicesDefault      = 2
+	WeightDefault            = 1
+	VisibilityTimeoutDefault = 30 * time.Second
+	RetentionDefault         = 4 * 24 * time.Hour
+	StalenessBoundDefault    = 5 * time.Minute
+	DrainRateDefault         = 1000 // jobs per second, for the whole lane
+	SLADefault               = 5 * time.Minute
+	MaxReceiveCountDefault   = 5
+)
+
+// Duration is a time.Duration that reads and writes as "30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string such as "90s" or "5m".
+func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
+	var s string
+	if err := node.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a duration such as \"30s\"", node.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", node.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Lane is one service class and its queues.
+type Lane struct {
+	// Name of the lane: lowercase letters, digits and hyphens, e.g. "premium".
+	Name string `yaml:"name"`
+	// Shards is the number of shard queues (N). Defaults to 4.
+	Shards int `yaml:"shards"`
+	// ShardChoices is how many of the N shards each tenant hashes to (k).
+	// Defaults to 2, clamped to Shards.
+	ShardChoices int `yaml:"shard_choices"`
+	// Weight is the lane's share of drain capacity relative to other lanes.
+	// Defaults to 1.
+	Weight int `yaml:"weight"`
+	// VisibilityTimeout is how long a received job stays hidden before it is
+	// redelivered; heartbeats extend it. Defaults to 30s.
+	VisibilityTimeout Duration `yaml:"visibility_timeout"`
+	// Retention is how long the queues keep a message. Defaults to 4 days.
+	Retention Duration `yaml:"retention"`
+	// StalenessBound is the age beyond which a job read from a shard is moved
+	// to the backlog queue so fresh jobs go first. Defaults to 5m.
+	StalenessBound Duration `yaml:"staleness_bound"`
+	// DrainRate is the lane's expected drain rate in jobs per second, used to
+	// size the high-water mark and the retry hint. Defaults to 1000.
+	DrainRate float64 `yaml:"drain_rate"`
+	// SLA is the longest acceptable wait in the lane. Defaults to 5m.
+	SLA Duration `yaml:"sla"`
+	// HighWaterMark is the lane backlog (messages waiting in all its queues)
+	// above which Submit is refused for every tier. Defaults to
+	// DrainRate × SLA.
+	HighWaterMark int64 `yaml:"high_water_mark"`
+}
+
+// Topology is the full queue layout; it is also the file format that
+// `--queues` reads and that the Terraform module outputs.
+type Topology struct {
+	// Prefix starts every queue name. Defaults to "sluice".
+	Prefix string `yaml:"prefix"`
+	// MaxReceiveCount is the number of receives after which a message goes
+	// to its lane's dead-letter queue. Defaults to 5.
+	MaxReceiveCount int `yaml:"max_receive_count"`
+	// Lanes in priority order (informational; draining uses weights).
+	Lanes []Lane `yaml:"lanes"`
+}
+
+// Default returns the topology used when no queue config is given: three
+// lanes, premium, standard and free, weighted 6:3:1.
+func Default() Topology {
+	t := Topology{Lanes: []Lane{
+		{Name: "premium", Weight: 6},
+		{Name: "standard", Weight: 3},
+		{Name: "free", Weight: 1},
+	}}
+	return t.WithDefaults()
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// maxQueueNameLen is Amazon SQS's limit on queue names.
+const maxQueueNameLen = 80
+
+// WithDefaults returns a copy with zero fields set to their defaults.
+func (t Topology) WithDefaults() Topology {
+	if t.Prefix == "" {
+		t.Prefix = PrefixDefault
+	}
+	if t.MaxReceiveCount == 0 {
+		t.MaxReceiveCount = MaxReceiveCountDefault
+	}
+	lanes := make([]Lane, len(t.Lanes))
+	for i, l := range t.Lanes {
+		lanes[i] = l.withDefaults()
+	}
+	t.Lanes = lanes
+	return t
+}
+
+func (l Lane) withDefaults() Lane {
+	setDefault(&l.Shards, ShardsDefault)
+	setDefault(&l.ShardChoices, ShardChoicesDefault)
+	l.ShardChoices = min(l.ShardChoices, l.Shards)
+	setDefault(&l.Weight, WeightDefault)
+	setDefault(&l.VisibilityTimeout, Duration(VisibilityTimeoutDefault))
+	setDefault(&l.Retention, Duration(RetentionDefault))
+	setDefault(&l.StalenessBound, Duration(StalenessBoundDefault))
+	setDefault(&l.DrainRate, DrainRateDefault)
+	setDefault(&l.SLA, Duration(SLADefault))
+	if l.HighWaterMark == 0 {
+		l.HighWaterMark = int64(l.DrainRate * time.Duration(l.SLA).Seconds())
+	}
+	return l
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Validate reports every problem with t, one per line.
+func (t Topology) Validate() error {
+	var errs []error
+	if !nameRE.MatchString(t.Prefix) {
+		errs = append(errs, fmt.Errorf("prefix %q: use lowercase letters, digits and hyphens", t.Prefix))
+	}
+	if t.MaxReceiveCount < 1 || t.MaxReceiveCount > 1000 {
+		errs = append(errs, fmt.Errorf("max_receive_count %d: must be 1 to 1000", t.MaxReceiveCount))
+	}
+	if len(t.Lanes) == 0 {
+		errs = append(errs, errors.New("lanes: at least one lane is required"))
+	}
+	seen := map[string]bool{}
+	for i, l := range t.Lanes {
+		at := fmt.Sprintf("lanes[%d] (%s)", i, l.Name)
+		if !nameRE.MatchString(l.Name) {
+			errs = append(errs, fmt.Errorf("%s: name must be lowercase letters, digits and hyphens", at))
+		}
+		if seen[l.Name] {
+			errs = append(errs, fmt.Errorf("%s: duplicate lane name", at))
+		}
+		seen[l.Name] = true
+		if l.Shards < 1 || l.Shards > 1000 {
+			errs = append(errs, fmt.Errorf("%s: shards %d must be 1 to 1000", at, l.Shards))
+		}
+		if l.ShardChoices < 1 {
+			errs = append(errs, fmt.Errorf("%s: shard_choices %d must be at least 1", at, l.ShardChoices))
+		}
+		if l.Weight < 1 {
+			errs = append(errs, fmt.Errorf("%s: weight %d must be at least 1", at, l.Weight))
+		}
+		if v := time.Duration(l.VisibilityTimeout); v < time.Second || v > queue.MaxVisibilityTimeout {
+			errs = append(errs, fmt.Errorf("%s: visibility_timeout %s must be 1s to 12h", at, v))
+		}
+		if r := time.Duration(l.Retention); r < time.Minute || r > 14*24*time.Hour {
+			errs = append(errs, fmt.Errorf("%s: retention %s must be 1m to 336h (14 days)", at, r))
+		}
+		if l.StalenessBound < 0 {
+			errs = append(errs, fmt.Errorf("%s: staleness_bound must not be negative", at))
+		}
+		if l.DrainRate <= 0 {
+			errs = append(errs, fmt.Errorf("%s: drain_rate must be positive", at))
+		}
+		if l.HighWaterMark < 1 {
+			errs = append(errs, fmt.Errorf("%s: high_water_mark must be positive", at))
+		}
+		if n := len(QueueName(t.Prefix, l.Name, KindSpillover, 0)); n > maxQueueNameLen {
+			errs = append(errs, fmt.Errorf("%s: queue names would be %d characters, over the limit of %d", at, n, maxQueueNameLen))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Load reads a topology file (YAML), applies defaults and validates it.
+// Errors name the file and line.
+func Load(path string) (Topology, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Topology{}, fmt.Errorf("read queue config: %w", err)
+	}
+	t, err := Parse(data)
+	if err != nil {
+		return Topology{}, fmt.Errorf("queue config %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Parse decodes a topology from YAML, applies defaults and validates it.
+// Unknown fields are errors.
+func Parse(data []byte) (Topology, error) {
+	var t Topology
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&t); err != nil {
+		return Topology{}, err
+	}
+	t = t.WithDefaults()
+	if err := t.Validate(); err != nil {
+		return Topology{}, err
+	}
+	return t, nil
+}
+
+// QueueName is the naming rule shared with Terraform. For KindShard, index
+// is the shard number; it is ignored for other kinds.
+func QueueName(prefix, lane string, kind Kind, index int) string {
+	if kind == KindShard {
+		return fmt.Sprintf("%s-%s-shard-%02d", prefix, lane, index)
+	}
+	return fmt.Sprintf("%s-%s-%s", prefix, lane, kind)
+}
+
+// Lane returns the named lane.
+func (t Topology) Lane(name string) (Lane, bool) {
+	for _, l := range t.Lanes {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Lane{}, false
+}
+
+// ShardQueue names shard i of lane.
+func (t Topology) ShardQueue(lane string, i int) string {
+	return QueueName(t.Prefix, lane, KindShard, i)
+}
+
+// SpilloverQueue names lane's spillover queue.
+func (t Topology) SpilloverQueue(lane string) string {
+	return QueueName(t.Prefix, lane, KindSpillover, 0)
+}
+
+// BacklogQueue names lane's backlog queue.
+func (t Topology) BacklogQueue(lane string) string {
+	return QueueName(t.Prefix, lane, KindBacklog, 0)
+}
+
+// DLQ names lane's dead-letter queue.
+func (t Topology) DLQ(lane string) string {
+	return QueueName(t.Prefix, lane, KindDLQ, 0)
+}
+
+// QueueInfo is one queue of the topology with its place in it.
+type QueueInfo struct {
+	Spec  queue.QueueSpec
+	Lane  string
+	Kind  Kind
+	Shard int // shard index for KindShard, else 0
+}
+
+// Queues lists every queue of the topology, each lane's dead-letter queue
+// before the queues that redrive to it (the order EnsureQueues needs).
+func (t Topology) Queues() []QueueInfo {
+	var out []QueueInfo
+	for _, l := range t.Lanes {
+		dlq := t.DLQ(l.Name)
+		base := queue.QueueSpec{
+			VisibilityTimeout: time.Duration(l.VisibilityTimeout),
+			Retention:         time.Duration(l.Retention),
+		}
+		// The DLQ keeps messages for the longest retention SQS allows, so
+		// operators have time to inspect and replay them.
+		dlqSpec := base
+		dlqSpec.Name = dlq
+		dlqSpec.Retention = 14 * 24 * time.Hour
+		out = append(out, QueueInfo{Spec: dlqSpec, Lane: l.Name, Kind: KindDLQ})
+		redriven := func(name string, kind Kind, shard int) QueueInfo {
+			s := base
+			s.Name = name
+			s.DeadLetterQueue = dlq
+			s.MaxReceiveCount = t.MaxReceiveCount
+			return QueueInfo{Spec: s, Lane: l.Name, Kind: kind, Shard: shard}
+		}
+		for i := range l.Shards {
+			out = append(out, redriven(t.ShardQueue(l.Name, i), KindShard, i))
+		}
+		out = append(out, redriven(t.SpilloverQueue(l.Name), KindSpillover, 0))
+		out = append(out, redriven(t.BacklogQueue(l.Name), KindBacklog, 0))
+	}
+	return out
+}
+
+// Specs returns the queue specs of Queues, in the same order.
+func (t Topology) Specs() []queue.QueueSpec {
+	qs := t.Queues()
+	specs := make([]queue.QueueSpec, len(qs))
+	for i, q := range qs {
+		specs[i] = q.Spec
+	}
+	return specs
+}
