@@ -3,6 +3,7 @@ module github.com/sluice-dev/sluice
 go 1.26.0
 
 require (
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect

@@ -26,8 +26,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -155,7 +157,32 @@ type tenantEntry struct {
 	line int
 }
 
+// tenantFields are the keys a tenant entry may have. yaml.v3 does not
+// apply KnownFields inside a custom unmarshaler, so they are checked here.
+var tenantFields = yamlFields(reflect.TypeFor[tenantEntry]())
+
+func yamlFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for f := range t.Fields() {
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case opts == "inline":
+			maps.Copy(out, yamlFields(f.Type))
+		case name != "" && name != "-":
+			out[name] = true
+		}
+	}
+	return out
+}
+
 func (e *tenantEntry) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.MappingNode {
+		for i := 0; i < len(node.Content); i += 2 {
+			if k := node.Content[i]; !tenantFields[k.Value] {
+				return fmt.Errorf("line %d: unknown tenant field %q", k.Line, k.Value)
+			}
+		}
+	}
 	type plain tenantEntry
 	var p plain
 	if err := node.Decode(&p); err != nil {

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -21,6 +22,62 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// State of a replay.
+type Replay_State int32
+
+const (
+	Replay_STATE_UNSPECIFIED Replay_State = 0
+	Replay_STATE_RUNNING     Replay_State = 1
+	Replay_STATE_DONE        Replay_State = 2
+	Replay_STATE_CANCELLED   Replay_State = 3
+	Replay_STATE_FAILED      Replay_State = 4
+)
+
+// Enum value maps for Replay_State.
+var (
+	Replay_State_name = map[int32]string{
+		0: "STATE_UNSPECIFIED",
+		1: "STATE_RUNNING",
+		2: "STATE_DONE",
+		3: "STATE_CANCELLED",
+		4: "STATE_FAILED",
+	}
+	Replay_State_value = map[string]int32{
+		"STATE_UNSPECIFIED": 0,
+		"STATE_RUNNING":     1,
+		"STATE_DONE":        2,
+		"STATE_CANCELLED":   3,
+		"STATE_FAILED":      4,
+	}
+)
+
+func (x Replay_State) Enum() *Replay_State {
+	p := new(Replay_State)
+	*p = x
+	return p
+}
+
+func (x Replay_State) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Replay_State) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_admin_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (Replay_State) Type() protoreflect.EnumType {
+	return &file_sluice_admin_v1_admin_proto_enumTypes[0]
+}
+
+func (x Replay_State) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Replay_State.Descriptor instead.
+func (Replay_State) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15, 0}
+}
 
 // GetQueueStatsRequest selects queues.
 type GetQueueStatsRequest struct {
@@ -208,11 +265,882 @@ func (x *QueueStats) GetOldestAge() *durationpb.Duration {
 	return nil
 }
 
+// DLQFilter selects dead-lettered jobs. Every set field must match.
+type DLQFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lanes whose DLQ to read; empty means every lane.
+	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// Tenants whose jobs match. A replay must name tenants or set
+	// all_tenants, so that no filter mistake replays other tenants' jobs.
+	Tenants []string `protobuf:"bytes,2,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	// Required for a replay without tenants: replay every tenant's jobs.
+	AllTenants bool `protobuf:"varint,3,opt,name=all_tenants,json=allTenants,proto3" json:"all_tenants,omitempty"`
+	// Jobs accepted at or after this time.
+	EnqueuedAfter *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=enqueued_after,json=enqueuedAfter,proto3" json:"enqueued_after,omitempty"`
+	// Jobs accepted before this time.
+	EnqueuedBefore *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=enqueued_before,json=enqueuedBefore,proto3" json:"enqueued_before,omitempty"`
+	// Jobs whose dead-letter reason starts with this text (for example
+	// "attempts_exhausted", "permanent_failure", "malformed_envelope").
+	ReasonPrefix  string `protobuf:"bytes,6,opt,name=reason_prefix,json=reasonPrefix,proto3" json:"reason_prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQFilter) Reset() {
+	*x = DLQFilter{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQFilter) ProtoMessage() {}
+
+func (x *DLQFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQFilter.ProtoReflect.Descriptor instead.
+func (*DLQFilter) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DLQFilter) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *DLQFilter) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+func (x *DLQFilter) GetAllTenants() bool {
+	if x != nil {
+		return x.AllTenants
+	}
+	return false
+}
+
+func (x *DLQFilter) GetEnqueuedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedAfter
+	}
+	return nil
+}
+
+func (x *DLQFilter) GetEnqueuedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedBefore
+	}
+	return nil
+}
+
+func (x *DLQFilter) GetReasonPrefix() string {
+	if x != nil {
+		return x.ReasonPrefix
+	}
+	return ""
+}
+
+// ListDLQRequest asks for one page.
+type ListDLQRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *DLQFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// At most this many jobs (default 50, at most 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From the previous response's next_page_token.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Bytes of payload to include (default 64, at most 4096).
+	PreviewBytes  int32 `protobuf:"varint,4,opt,name=preview_bytes,json=previewBytes,proto3" json:"preview_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDLQRequest) Reset() {
+	*x = ListDLQRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDLQRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDLQRequest) ProtoMessage() {}
+
+func (x *ListDLQRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDLQRequest.ProtoReflect.Descriptor instead.
+func (*ListDLQRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListDLQRequest) GetFilter() *DLQFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *ListDLQRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDLQRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListDLQRequest) GetPreviewBytes() int32 {
+	if x != nil {
+		return x.PreviewBytes
+	}
+	return 0
+}
+
+// ListDLQResponse is one page of dead-lettered jobs.
+type ListDLQResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Jobs  []*DeadLetter          `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDLQResponse) Reset() {
+	*x = ListDLQResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDLQResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDLQResponse) ProtoMessage() {}
+
+func (x *ListDLQResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDLQResponse.ProtoReflect.Descriptor instead.
+func (*ListDLQResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListDLQResponse) GetJobs() []*DeadLetter {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *ListDLQResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DeadLetter is one job in a dead-letter queue.
+type DeadLetter struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	JobId          string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Tenant         string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Lane           string                 `protobuf:"bytes,3,opt,name=lane,proto3" json:"lane,omitempty"`
+	Reason         string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	EnqueuedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
+	Attempts       uint32                 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	PayloadPreview []byte                 `protobuf:"bytes,7,opt,name=payload_preview,json=payloadPreview,proto3" json:"payload_preview,omitempty"`
+	PayloadBytes   int64                  `protobuf:"varint,8,opt,name=payload_bytes,json=payloadBytes,proto3" json:"payload_bytes,omitempty"`
+	Attributes     map[string]string      `protobuf:"bytes,9,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Queue          string                 `protobuf:"bytes,10,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeadLetter) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetEnqueuedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedAt
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetPayloadPreview() []byte {
+	if x != nil {
+		return x.PayloadPreview
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetPayloadBytes() int64 {
+	if x != nil {
+		return x.PayloadBytes
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// ReplayDLQRequest describes a replay.
+type ReplayDLQRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *DLQFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Report what would move without moving anything.
+	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Stop after this many jobs (0: no limit).
+	MaxJobs int64 `protobuf:"varint,3,opt,name=max_jobs,json=maxJobs,proto3" json:"max_jobs,omitempty"`
+	// Jobs moved per second (0: 100).
+	RatePerSecond float64 `protobuf:"fixed64,4,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDLQRequest) Reset() {
+	*x = ReplayDLQRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDLQRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDLQRequest) ProtoMessage() {}
+
+func (x *ReplayDLQRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDLQRequest.ProtoReflect.Descriptor instead.
+func (*ReplayDLQRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReplayDLQRequest) GetFilter() *DLQFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *ReplayDLQRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ReplayDLQRequest) GetMaxJobs() int64 {
+	if x != nil {
+		return x.MaxJobs
+	}
+	return 0
+}
+
+func (x *ReplayDLQRequest) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+// ReplayDLQResponse returns the replay as started (or, for a dry run, as
+// finished).
+type ReplayDLQResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replay        *Replay                `protobuf:"bytes,1,opt,name=replay,proto3" json:"replay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDLQResponse) Reset() {
+	*x = ReplayDLQResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDLQResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDLQResponse) ProtoMessage() {}
+
+func (x *ReplayDLQResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDLQResponse.ProtoReflect.Descriptor instead.
+func (*ReplayDLQResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReplayDLQResponse) GetReplay() *Replay {
+	if x != nil {
+		return x.Replay
+	}
+	return nil
+}
+
+// GetReplayRequest names a replay.
+type GetReplayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ReplayId      string                 `protobuf:"bytes,1,opt,name=replay_id,json=replayId,proto3" json:"replay_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReplayRequest) Reset() {
+	*x = GetReplayRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplayRequest) ProtoMessage() {}
+
+func (x *GetReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplayRequest.ProtoReflect.Descriptor instead.
+func (*GetReplayRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetReplayRequest) GetReplayId() string {
+	if x != nil {
+		return x.ReplayId
+	}
+	return ""
+}
+
+// GetReplayResponse carries the replay.
+type GetReplayResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replay        *Replay                `protobuf:"bytes,1,opt,name=replay,proto3" json:"replay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReplayResponse) Reset() {
+	*x = GetReplayResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplayResponse) ProtoMessage() {}
+
+func (x *GetReplayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplayResponse.ProtoReflect.Descriptor instead.
+func (*GetReplayResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetReplayResponse) GetReplay() *Replay {
+	if x != nil {
+		return x.Replay
+	}
+	return nil
+}
+
+// ListReplaysRequest takes no arguments.
+type ListReplaysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplaysRequest) Reset() {
+	*x = ListReplaysRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplaysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplaysRequest) ProtoMessage() {}
+
+func (x *ListReplaysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplaysRequest.ProtoReflect.Descriptor instead.
+func (*ListReplaysRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+// ListReplaysResponse lists replays, newest first.
+type ListReplaysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replays       []*Replay              `protobuf:"bytes,1,rep,name=replays,proto3" json:"replays,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplaysResponse) Reset() {
+	*x = ListReplaysResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplaysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplaysResponse) ProtoMessage() {}
+
+func (x *ListReplaysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplaysResponse.ProtoReflect.Descriptor instead.
+func (*ListReplaysResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListReplaysResponse) GetReplays() []*Replay {
+	if x != nil {
+		return x.Replays
+	}
+	return nil
+}
+
+// CancelReplayRequest names a replay.
+type CancelReplayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ReplayId      string                 `protobuf:"bytes,1,opt,name=replay_id,json=replayId,proto3" json:"replay_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelReplayRequest) Reset() {
+	*x = CancelReplayRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelReplayRequest) ProtoMessage() {}
+
+func (x *CancelReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelReplayRequest.ProtoReflect.Descriptor instead.
+func (*CancelReplayRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CancelReplayRequest) GetReplayId() string {
+	if x != nil {
+		return x.ReplayId
+	}
+	return ""
+}
+
+// CancelReplayResponse carries the replay after cancellation.
+type CancelReplayResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replay        *Replay                `protobuf:"bytes,1,opt,name=replay,proto3" json:"replay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelReplayResponse) Reset() {
+	*x = CancelReplayResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelReplayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelReplayResponse) ProtoMessage() {}
+
+func (x *CancelReplayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelReplayResponse.ProtoReflect.Descriptor instead.
+func (*CancelReplayResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CancelReplayResponse) GetReplay() *Replay {
+	if x != nil {
+		return x.Replay
+	}
+	return nil
+}
+
+// Replay is a DLQ replay and its progress.
+type Replay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	State         Replay_State           `protobuf:"varint,2,opt,name=state,proto3,enum=sluice.admin.v1.Replay_State" json:"state,omitempty"`
+	Filter        *DLQFilter             `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
+	DryRun        bool                   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	MaxJobs       int64                  `protobuf:"varint,5,opt,name=max_jobs,json=maxJobs,proto3" json:"max_jobs,omitempty"`
+	RatePerSecond float64                `protobuf:"fixed64,6,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	// Jobs read from the DLQs so far.
+	Scanned int64 `protobuf:"varint,7,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	// Jobs that matched the filter (for a dry run: would move).
+	Matched int64 `protobuf:"varint,8,opt,name=matched,proto3" json:"matched,omitempty"`
+	// Jobs sent back to a shard queue and removed from the DLQ.
+	Moved int64 `protobuf:"varint,9,opt,name=moved,proto3" json:"moved,omitempty"`
+	// Jobs skipped: not matching, or held by another replay.
+	Skipped int64 `protobuf:"varint,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Jobs that could not be moved (they stay in the DLQ).
+	Failed     int64                  `protobuf:"varint,11,opt,name=failed,proto3" json:"failed,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// Why the replay failed, when it did.
+	Error         string `protobuf:"bytes,14,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replay) Reset() {
+	*x = Replay{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replay) ProtoMessage() {}
+
+func (x *Replay) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replay.ProtoReflect.Descriptor instead.
+func (*Replay) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Replay) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Replay) GetState() Replay_State {
+	if x != nil {
+		return x.State
+	}
+	return Replay_STATE_UNSPECIFIED
+}
+
+func (x *Replay) GetFilter() *DLQFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *Replay) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *Replay) GetMaxJobs() int64 {
+	if x != nil {
+		return x.MaxJobs
+	}
+	return 0
+}
+
+func (x *Replay) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+func (x *Replay) GetScanned() int64 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+func (x *Replay) GetMatched() int64 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *Replay) GetMoved() int64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *Replay) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *Replay) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *Replay) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Replay) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *Replay) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_sluice_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsluice/admin/v1/admin.proto\x12\x0fsluice.admin.v1\x1a\x1egoogle/protobuf/duration.proto\".\n" +
+	"\x1bsluice/admin/v1/admin.proto\x12\x0fsluice.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n" +
 	"\x14GetQueueStatsRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\"L\n" +
 	"\x15GetQueueStatsResponse\x123\n" +
@@ -226,9 +1154,93 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\tin_flight\x18\x05 \x01(\x03R\binFlight\x12\x18\n" +
 	"\adelayed\x18\x06 \x01(\x03R\adelayed\x128\n" +
 	"\n" +
-	"oldest_age\x18\a \x01(\v2\x19.google.protobuf.DurationR\toldestAge2n\n" +
+	"oldest_age\x18\a \x01(\v2\x19.google.protobuf.DurationR\toldestAge\"\x89\x02\n" +
+	"\tDLQFilter\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x18\n" +
+	"\atenants\x18\x02 \x03(\tR\atenants\x12\x1f\n" +
+	"\vall_tenants\x18\x03 \x01(\bR\n" +
+	"allTenants\x12A\n" +
+	"\x0eenqueued_after\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\renqueuedAfter\x12C\n" +
+	"\x0fenqueued_before\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0eenqueuedBefore\x12#\n" +
+	"\rreason_prefix\x18\x06 \x01(\tR\freasonPrefix\"\xa5\x01\n" +
+	"\x0eListDLQRequest\x122\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1a.sluice.admin.v1.DLQFilterR\x06filter\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12#\n" +
+	"\rpreview_bytes\x18\x04 \x01(\x05R\fpreviewBytes\"j\n" +
+	"\x0fListDLQResponse\x12/\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1b.sluice.admin.v1.DeadLetterR\x04jobs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb0\x03\n" +
+	"\n" +
+	"DeadLetter\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04lane\x18\x03 \x01(\tR\x04lane\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12;\n" +
+	"\venqueued_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"enqueuedAt\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\rR\battempts\x12'\n" +
+	"\x0fpayload_preview\x18\a \x01(\fR\x0epayloadPreview\x12#\n" +
+	"\rpayload_bytes\x18\b \x01(\x03R\fpayloadBytes\x12K\n" +
+	"\n" +
+	"attributes\x18\t \x03(\v2+.sluice.admin.v1.DeadLetter.AttributesEntryR\n" +
+	"attributes\x12\x14\n" +
+	"\x05queue\x18\n" +
+	" \x01(\tR\x05queue\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
+	"\x10ReplayDLQRequest\x122\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1a.sluice.admin.v1.DLQFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x19\n" +
+	"\bmax_jobs\x18\x03 \x01(\x03R\amaxJobs\x12&\n" +
+	"\x0frate_per_second\x18\x04 \x01(\x01R\rratePerSecond\"D\n" +
+	"\x11ReplayDLQResponse\x12/\n" +
+	"\x06replay\x18\x01 \x01(\v2\x17.sluice.admin.v1.ReplayR\x06replay\"/\n" +
+	"\x10GetReplayRequest\x12\x1b\n" +
+	"\treplay_id\x18\x01 \x01(\tR\breplayId\"D\n" +
+	"\x11GetReplayResponse\x12/\n" +
+	"\x06replay\x18\x01 \x01(\v2\x17.sluice.admin.v1.ReplayR\x06replay\"\x14\n" +
+	"\x12ListReplaysRequest\"H\n" +
+	"\x13ListReplaysResponse\x121\n" +
+	"\areplays\x18\x01 \x03(\v2\x17.sluice.admin.v1.ReplayR\areplays\"2\n" +
+	"\x13CancelReplayRequest\x12\x1b\n" +
+	"\treplay_id\x18\x01 \x01(\tR\breplayId\"G\n" +
+	"\x14CancelReplayResponse\x12/\n" +
+	"\x06replay\x18\x01 \x01(\v2\x17.sluice.admin.v1.ReplayR\x06replay\"\xd1\x04\n" +
+	"\x06Replay\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1d.sluice.admin.v1.Replay.StateR\x05state\x122\n" +
+	"\x06filter\x18\x03 \x01(\v2\x1a.sluice.admin.v1.DLQFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12\x19\n" +
+	"\bmax_jobs\x18\x05 \x01(\x03R\amaxJobs\x12&\n" +
+	"\x0frate_per_second\x18\x06 \x01(\x01R\rratePerSecond\x12\x18\n" +
+	"\ascanned\x18\a \x01(\x03R\ascanned\x12\x18\n" +
+	"\amatched\x18\b \x01(\x03R\amatched\x12\x14\n" +
+	"\x05moved\x18\t \x01(\x03R\x05moved\x12\x18\n" +
+	"\askipped\x18\n" +
+	" \x01(\x03R\askipped\x12\x16\n" +
+	"\x06failed\x18\v \x01(\x03R\x06failed\x129\n" +
+	"\n" +
+	"started_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x14\n" +
+	"\x05error\x18\x0e \x01(\tR\x05error\"h\n" +
+	"\x05State\x12\x15\n" +
+	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSTATE_RUNNING\x10\x01\x12\x0e\n" +
+	"\n" +
+	"STATE_DONE\x10\x02\x12\x13\n" +
+	"\x0fSTATE_CANCELLED\x10\x03\x12\x10\n" +
+	"\fSTATE_FAILED\x10\x042\x9b\x04\n" +
 	"\fAdminService\x12^\n" +
-	"\rGetQueueStats\x12%.sluice.admin.v1.GetQueueStatsRequest\x1a&.sluice.admin.v1.GetQueueStatsResponseB\xb9\x01\n" +
+	"\rGetQueueStats\x12%.sluice.admin.v1.GetQueueStatsRequest\x1a&.sluice.admin.v1.GetQueueStatsResponse\x12L\n" +
+	"\aListDLQ\x12\x1f.sluice.admin.v1.ListDLQRequest\x1a .sluice.admin.v1.ListDLQResponse\x12R\n" +
+	"\tReplayDLQ\x12!.sluice.admin.v1.ReplayDLQRequest\x1a\".sluice.admin.v1.ReplayDLQResponse\x12R\n" +
+	"\tGetReplay\x12!.sluice.admin.v1.GetReplayRequest\x1a\".sluice.admin.v1.GetReplayResponse\x12X\n" +
+	"\vListReplays\x12#.sluice.admin.v1.ListReplaysRequest\x1a$.sluice.admin.v1.ListReplaysResponse\x12[\n" +
+	"\fCancelReplay\x12$.sluice.admin.v1.CancelReplayRequest\x1a%.sluice.admin.v1.CancelReplayResponseB\xb9\x01\n" +
 	"\x13com.sluice.admin.v1B\n" +
 	"AdminProtoP\x01Z8github.com/sluice-dev/sluice/gen/sluice/admin/v1;adminv1\xa2\x02\x03SAX\xaa\x02\x0fSluice.Admin.V1\xca\x02\x0fSluice\\Admin\\V1\xe2\x02\x1bSluice\\Admin\\V1\\GPBMetadata\xea\x02\x11Sluice::Admin::V1b\x06proto3"
 
@@ -244,23 +1256,65 @@ func file_sluice_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sluice_admin_v1_admin_proto_rawDescData
 }
 
-var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sluice_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_sluice_admin_v1_admin_proto_goTypes = []any{
-	(*GetQueueStatsRequest)(nil),  // 0: sluice.admin.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil), // 1: sluice.admin.v1.GetQueueStatsResponse
-	(*QueueStats)(nil),            // 2: sluice.admin.v1.QueueStats
-	(*durationpb.Duration)(nil),   // 3: google.protobuf.Duration
+	(Replay_State)(0),             // 0: sluice.admin.v1.Replay.State
+	(*GetQueueStatsRequest)(nil),  // 1: sluice.admin.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil), // 2: sluice.admin.v1.GetQueueStatsResponse
+	(*QueueStats)(nil),            // 3: sluice.admin.v1.QueueStats
+	(*DLQFilter)(nil),             // 4: sluice.admin.v1.DLQFilter
+	(*ListDLQRequest)(nil),        // 5: sluice.admin.v1.ListDLQRequest
+	(*ListDLQResponse)(nil),       // 6: sluice.admin.v1.ListDLQResponse
+	(*DeadLetter)(nil),            // 7: sluice.admin.v1.DeadLetter
+	(*ReplayDLQRequest)(nil),      // 8: sluice.admin.v1.ReplayDLQRequest
+	(*ReplayDLQResponse)(nil),     // 9: sluice.admin.v1.ReplayDLQResponse
+	(*GetReplayRequest)(nil),      // 10: sluice.admin.v1.GetReplayRequest
+	(*GetReplayResponse)(nil),     // 11: sluice.admin.v1.GetReplayResponse
+	(*ListReplaysRequest)(nil),    // 12: sluice.admin.v1.ListReplaysRequest
+	(*ListReplaysResponse)(nil),   // 13: sluice.admin.v1.ListReplaysResponse
+	(*CancelReplayRequest)(nil),   // 14: sluice.admin.v1.CancelReplayRequest
+	(*CancelReplayResponse)(nil),  // 15: sluice.admin.v1.CancelReplayResponse
+	(*Replay)(nil),                // 16: sluice.admin.v1.Replay
+	nil,                           // 17: sluice.admin.v1.DeadLetter.AttributesEntry
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_sluice_admin_v1_admin_proto_depIdxs = []int32{
-	2, // 0: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
-	3, // 1: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
-	0, // 2: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
-	1, // 3: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3,  // 0: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
+	18, // 1: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
+	19, // 2: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
+	19, // 3: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
+	4,  // 4: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	7,  // 5: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
+	19, // 6: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
+	17, // 7: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
+	4,  // 8: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	16, // 9: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
+	16, // 10: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	16, // 11: sluice.admin.v1.ListReplaysResponse.replays:type_name -> sluice.admin.v1.Replay
+	16, // 12: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	0,  // 13: sluice.admin.v1.Replay.state:type_name -> sluice.admin.v1.Replay.State
+	4,  // 14: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
+	19, // 15: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
+	19, // 16: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	1,  // 17: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
+	5,  // 18: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
+	8,  // 19: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
+	10, // 20: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
+	12, // 21: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
+	14, // 22: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
+	2,  // 23: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
+	6,  // 24: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
+	9,  // 25: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
+	11, // 26: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
+	13, // 27: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
+	15, // 28: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sluice_admin_v1_admin_proto_init() }
@@ -273,13 +1327,14 @@ func file_sluice_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_admin_v1_admin_proto_rawDesc), len(file_sluice_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   3,
+			NumEnums:      1,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_admin_v1_admin_proto_goTypes,
 		DependencyIndexes: file_sluice_admin_v1_admin_proto_depIdxs,
+		EnumInfos:         file_sluice_admin_v1_admin_proto_enumTypes,
 		MessageInfos:      file_sluice_admin_v1_admin_proto_msgTypes,
 	}.Build()
 	File_sluice_admin_v1_admin_proto = out.File

@@ -20,6 +20,11 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	AdminService_GetQueueStats_FullMethodName = "/sluice.admin.v1.AdminService/GetQueueStats"
+	AdminService_ListDLQ_FullMethodName       = "/sluice.admin.v1.AdminService/ListDLQ"
+	AdminService_ReplayDLQ_FullMethodName     = "/sluice.admin.v1.AdminService/ReplayDLQ"
+	AdminService_GetReplay_FullMethodName     = "/sluice.admin.v1.AdminService/GetReplay"
+	AdminService_ListReplays_FullMethodName   = "/sluice.admin.v1.AdminService/ListReplays"
+	AdminService_CancelReplay_FullMethodName  = "/sluice.admin.v1.AdminService/CancelReplay"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -33,6 +38,17 @@ type AdminServiceClient interface {
 	// GetQueueStats reports depth, in-flight, delayed and oldest-message age
 	// for every queue of the topology (or the named ones).
 	GetQueueStats(ctx context.Context, in *GetQueueStatsRequest, opts ...grpc.CallOption) (*GetQueueStatsResponse, error)
+	// ListDLQ lists dead-lettered jobs matching a filter, a page at a time.
+	ListDLQ(ctx context.Context, in *ListDLQRequest, opts ...grpc.CallOption) (*ListDLQResponse, error)
+	// ReplayDLQ starts moving matching dead-lettered jobs back to their
+	// tenants' shard queues (or, with dry_run, reports what would move).
+	ReplayDLQ(ctx context.Context, in *ReplayDLQRequest, opts ...grpc.CallOption) (*ReplayDLQResponse, error)
+	// GetReplay reports a replay's progress.
+	GetReplay(ctx context.Context, in *GetReplayRequest, opts ...grpc.CallOption) (*GetReplayResponse, error)
+	// ListReplays lists the replays this drainer has run, newest first.
+	ListReplays(ctx context.Context, in *ListReplaysRequest, opts ...grpc.CallOption) (*ListReplaysResponse, error)
+	// CancelReplay stops a running replay; jobs already moved stay moved.
+	CancelReplay(ctx context.Context, in *CancelReplayRequest, opts ...grpc.CallOption) (*CancelReplayResponse, error)
 }
 
 type adminServiceClient struct {
@@ -53,6 +69,56 @@ func (c *adminServiceClient) GetQueueStats(ctx context.Context, in *GetQueueStat
 	return out, nil
 }
 
+func (c *adminServiceClient) ListDLQ(ctx context.Context, in *ListDLQRequest, opts ...grpc.CallOption) (*ListDLQResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDLQResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListDLQ_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ReplayDLQ(ctx context.Context, in *ReplayDLQRequest, opts ...grpc.CallOption) (*ReplayDLQResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayDLQResponse)
+	err := c.cc.Invoke(ctx, AdminService_ReplayDLQ_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetReplay(ctx context.Context, in *GetReplayRequest, opts ...grpc.CallOption) (*GetReplayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReplayResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetReplay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListReplays(ctx context.Context, in *ListReplaysRequest, opts ...grpc.CallOption) (*ListReplaysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReplaysResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListReplays_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CancelReplay(ctx context.Context, in *CancelReplayRequest, opts ...grpc.CallOption) (*CancelReplayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelReplayResponse)
+	err := c.cc.Invoke(ctx, AdminService_CancelReplay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -64,6 +130,17 @@ type AdminServiceServer interface {
 	// GetQueueStats reports depth, in-flight, delayed and oldest-message age
 	// for every queue of the topology (or the named ones).
 	GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error)
+	// ListDLQ lists dead-lettered jobs matching a filter, a page at a time.
+	ListDLQ(context.Context, *ListDLQRequest) (*ListDLQResponse, error)
+	// ReplayDLQ starts moving matching dead-lettered jobs back to their
+	// tenants' shard queues (or, with dry_run, reports what would move).
+	ReplayDLQ(context.Context, *ReplayDLQRequest) (*ReplayDLQResponse, error)
+	// GetReplay reports a replay's progress.
+	GetReplay(context.Context, *GetReplayRequest) (*GetReplayResponse, error)
+	// ListReplays lists the replays this drainer has run, newest first.
+	ListReplays(context.Context, *ListReplaysRequest) (*ListReplaysResponse, error)
+	// CancelReplay stops a running replay; jobs already moved stay moved.
+	CancelReplay(context.Context, *CancelReplayRequest) (*CancelReplayResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -76,6 +153,21 @@ type UnimplementedAdminServiceServer struct{}
 
 func (UnimplementedAdminServiceServer) GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetQueueStats not implemented")
+}
+func (UnimplementedAdminServiceServer) ListDLQ(context.Context, *ListDLQRequest) (*ListDLQResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDLQ not implemented")
+}
+func (UnimplementedAdminServiceServer) ReplayDLQ(context.Context, *ReplayDLQRequest) (*ReplayDLQResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayDLQ not implemented")
+}
+func (UnimplementedAdminServiceServer) GetReplay(context.Context, *GetReplayRequest) (*GetReplayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReplay not implemented")
+}
+func (UnimplementedAdminServiceServer) ListReplays(context.Context, *ListReplaysRequest) (*ListReplaysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReplays not implemented")
+}
+func (UnimplementedAdminServiceServer) CancelReplay(context.Context, *CancelReplayRequest) (*CancelReplayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelReplay not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -116,6 +208,96 @@ func _AdminService_GetQueueStats_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListDLQ_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDLQRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListDLQ(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListDLQ_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListDLQ(ctx, req.(*ListDLQRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ReplayDLQ_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayDLQRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ReplayDLQ(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ReplayDLQ_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ReplayDLQ(ctx, req.(*ReplayDLQRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetReplay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReplayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetReplay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetReplay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetReplay(ctx, req.(*GetReplayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListReplays_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReplaysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListReplays(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListReplays_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListReplays(ctx, req.(*ListReplaysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CancelReplay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelReplayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CancelReplay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CancelReplay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CancelReplay(ctx, req.(*CancelReplayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -126,6 +308,26 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetQueueStats",
 			Handler:    _AdminService_GetQueueStats_Handler,
+		},
+		{
+			MethodName: "ListDLQ",
+			Handler:    _AdminService_ListDLQ_Handler,
+		},
+		{
+			MethodName: "ReplayDLQ",
+			Handler:    _AdminService_ReplayDLQ_Handler,
+		},
+		{
+			MethodName: "GetReplay",
+			Handler:    _AdminService_GetReplay_Handler,
+		},
+		{
+			MethodName: "ListReplays",
+			Handler:    _AdminService_ListReplays_Handler,
+		},
+		{
+			MethodName: "CancelReplay",
+			Handler:    _AdminService_CancelReplay_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

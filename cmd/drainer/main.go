@@ -1,0 +1,139 @@
+// Command drainer runs sluice's drainers and their admin API without the
+// gateway. On the embedded backend it drains a data directory that no
+// gateway holds (the store allows one process); with the SQS backend
+// (a later release) it is the drain fleet.
+//
+// Every flag can also be set as SLUICE_<FLAG> in the environment or as
+// <flag>: value in the YAML file named by --config.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/flagconf"
+	"github.com/sluice-dev/sluice/internal/node"
+	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/sideliner"
+	"github.com/sluice-dev/sluice/tenant"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "drainer:", err)
+		os.Exit(1)
+	}
+}
+
+// dispatch runs the drainer, or an operator command over its admin API.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return run(ctx, args, stderr)
+	}
+	switch args[0] {
+	case "run":
+		return run(ctx, args[1:], stderr)
+	case "stats":
+		return runCLI(ctx, "stats", args[1:], stdout, stderr)
+	case "dlq":
+		if len(args) > 1 {
+			switch args[1] {
+			case "list", "replay", "status", "cancel":
+				return runCLI(ctx, "dlq "+args[1], args[2:], stdout, stderr)
+			}
+		}
+		fmt.Fprint(stderr, cliUsage)
+		return errors.New("dlq needs a subcommand: list, replay, status or cancel")
+	case "help", "-h", "--help":
+		fmt.Fprint(stderr, cliUsage)
+		return nil
+	}
+	fmt.Fprint(stderr, cliUsage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("drainer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", "data", "directory of the embedded durable backend")
+	queues := fs.String("queues", "", "queue topology file (YAML); empty uses lanes premium, standard, free")
+	tenantsFile := fs.String("tenants", "", "tenant config file, for per-tenant drain limits; empty gives every tenant the standard tier's")
+	var target node.Target
+	fs.StringVar(&target.WorkerAddr, "worker-addr", "", "gRPC address of a worker (sluice.worker.v1.WorkerService)")
+	fs.StringVar(&target.WebhookURL, "webhook-url", "", "HTTP URL to POST jobs to, instead of a gRPC worker")
+	fs.StringVar(&target.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key for the X-Sluice-Signature header of webhook posts")
+	concurrency := fs.Int("concurrency", 32, "most jobs delivered at once")
+	adminListen := fs.String("admin-listen", "127.0.0.1:7071", "address of the admin gRPC API")
+	adminKey := fs.String("admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long SIGTERM waits for deliveries in flight")
+	var policy sideliner.Policy
+	var share int
+	node.PolicyFlags(fs, &policy, &share)
+	fs.String("config", "", "YAML file of settings (keys are flag names)")
+	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if err := policy.Validate(); err != nil {
+		return err
+	}
+	if *concurrency < 1 {
+		return fmt.Errorf("--concurrency %d: must be at least 1", *concurrency)
+	}
+	log, err := serve.NewLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	topo, err := node.LoadTopology(*queues)
+	if err != nil {
+		return err
+	}
+	backend, err := node.OpenEmbedded(ctx, *dataDir, topo, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := backend.Close(); err != nil {
+			log.Error("close backend", slog.Any("error", err))
+		}
+	}()
+	key := *adminKey
+	if key == "" {
+		if key, err = node.SecretFile(filepath.Join(*dataDir, "admin-key"), "sk_admin_"); err != nil {
+			return err
+		}
+	}
+	tenants, err := tenant.Parse([]byte("{}"))
+	if *tenantsFile != "" {
+		tenants, err = tenant.Load(*tenantsFile)
+	}
+	if err != nil {
+		return err
+	}
+	handler, closeHandler, err := node.Handler(target, log)
+	if err != nil {
+		return err
+	}
+	defer closeHandler()
+	return node.RunDrain(ctx, node.DrainConfig{
+		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
+		Limits:      node.TenantLimits(func() *tenant.Config { return tenants }),
+		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
+	})
+}

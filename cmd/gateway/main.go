@@ -1,0 +1,229 @@
+// Command gateway runs sluice's front door. With no flags it is a complete
+// single-node system: the embedded durable backend under ./data, a
+// development tenant whose key it prints, and in-process drainers that
+// deliver to a built-in sink logging each job (or to --worker-addr).
+//
+// Every flag can also be set as SLUICE_<FLAG> in the environment or as
+// <flag>: value in the YAML file named by --config.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+
+	"github.com/sluice-dev/sluice/depth"
+	"github.com/sluice-dev/sluice/gateway"
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/flagconf"
+	"github.com/sluice-dev/sluice/internal/node"
+	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/sideliner"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	listen        string
+	adminListen   string
+	dataDir       string
+	tenants       string
+	queues        string
+	target        node.Target
+	policy        sideliner.Policy
+	sidelineShare int
+	drain         bool
+	concurrency   int
+	adminKey      string
+	logLevel      string
+	shutdownGrace time.Duration
+	idemWindow    time.Duration
+}
+
+func parse(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7070", "address of the ingest gRPC API")
+	fs.StringVar(&c.adminListen, "admin-listen", "127.0.0.1:7071", "address of the admin gRPC API (in-process drainers)")
+	fs.StringVar(&c.dataDir, "data-dir", "data", "directory of the embedded durable backend")
+	fs.StringVar(&c.tenants, "tenants", "", "tenant config file (YAML); empty runs with one development tenant")
+	fs.StringVar(&c.queues, "queues", "", "queue topology file (YAML, the Terraform module's output); empty uses lanes premium, standard, free")
+	fs.StringVar(&c.target.WorkerAddr, "worker-addr", "", "gRPC address of a worker (sluice.worker.v1.WorkerService)")
+	fs.StringVar(&c.target.WebhookURL, "webhook-url", "", "HTTP URL to POST jobs to, instead of a gRPC worker")
+	fs.StringVar(&c.target.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key for the X-Sluice-Signature header of webhook posts")
+	fs.BoolVar(&c.drain, "drain", true, "run drainers in this process")
+	fs.IntVar(&c.concurrency, "concurrency", 32, "most jobs delivered at once by the in-process drainers")
+	fs.StringVar(&c.adminKey, "admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for calls and deliveries in flight")
+	fs.DurationVar(&c.idemWindow, "idempotency-window", gateway.IdempotencyWindowDefault, "how long an idempotency key is remembered")
+	node.PolicyFlags(fs, &c.policy, &c.sidelineShare)
+	fs.String("config", "", "YAML file of settings (keys are flag names)")
+	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
+		return c, err
+	}
+	if err := c.policy.Validate(); err != nil {
+		return c, err
+	}
+	if c.concurrency < 1 {
+		return c, fmt.Errorf("--concurrency %d: must be at least 1", c.concurrency)
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log, err := serve.NewLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
+	}
+	topo, err := node.LoadTopology(c.queues)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.dataDir, 0o750); err != nil {
+		return fmt.Errorf("create data directory (--data-dir): %w", err)
+	}
+	tenants, devKey, err := loadTenants(c)
+	if err != nil {
+		return err
+	}
+	for _, t := range tenants.Tenants() {
+		if _, ok := topo.Lane(t.Limits.Lane); !ok {
+			return fmt.Errorf("tenant %q uses lane %q, which the queue topology does not define", t.ID, t.Limits.Lane)
+		}
+	}
+	var current atomic.Pointer[tenant.Config]
+	current.Store(tenants)
+
+	backend, err := node.OpenEmbedded(ctx, c.dataDir, topo, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := backend.Close(); err != nil {
+			log.Error("close backend", slog.Any("error", err))
+		}
+	}()
+
+	var names []string
+	for _, q := range topo.Queues() {
+		names = append(names, q.Spec.Name)
+	}
+	depths := depth.New(depth.Config{Backend: backend, Queues: names, Logger: log})
+	if err := depths.Start(ctx); err != nil {
+		return fmt.Errorf("read queue depths: %w", err)
+	}
+	defer depths.Stop()
+
+	gw, err := gateway.New(gateway.Config{
+		Backend:           backend,
+		Topology:          topo,
+		Tenants:           current.Load,
+		Depth:             depths,
+		IdempotencyWindow: c.idemWindow,
+		Logger:            log,
+	})
+	if err != nil {
+		return err
+	}
+	gw.Start(ctx)
+	defer gw.Stop()
+
+	lis, err := serve.Listen(c.listen, "listen")
+	if err != nil {
+		return err
+	}
+	auth := func() gateway.Authenticator { return current.Load() }
+	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, []grpc.StreamServerInterceptor{gateway.StreamAuth(auth)})
+	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(gctx, lis, c.shutdownGrace) })
+	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("data_dir", c.dataDir), slog.Int("lanes", len(topo.Lanes)))
+
+	if c.drain {
+		adminKey := c.adminKey
+		if adminKey == "" {
+			if adminKey, err = node.SecretFile(filepath.Join(c.dataDir, "admin-key"), "sk_admin_"); err != nil {
+				return err
+			}
+		}
+		handler, closeHandler, err := node.Handler(c.target, log)
+		if err != nil {
+			return err
+		}
+		defer closeHandler()
+		g.Go(func() error {
+			return node.RunDrain(gctx, node.DrainConfig{
+				Backend: backend, Topology: topo, Handler: handler, Limits: node.TenantLimits(current.Load), Concurrency: c.concurrency,
+				Policy: c.policy, SidelineShare: c.sidelineShare,
+				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
+			})
+		})
+	}
+	if devKey != "" {
+		printWelcome(stdout, lis.Addr().String(), devKey)
+	}
+	err = g.Wait()
+	log.Info("gateway stopped")
+	return err
+}
+
+// loadTenants reads --tenants, or builds the development tenant with a key
+// kept in the data directory.
+func loadTenants(c config) (*tenant.Config, string, error) {
+	if c.tenants != "" {
+		cfg, err := tenant.Load(c.tenants)
+		return cfg, "", err
+	}
+	key, err := node.SecretFile(filepath.Join(c.dataDir, "dev-api-key"), "sk_dev_")
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := tenant.Parse(fmt.Appendf(nil, "tenants:\n  - id: dev\n    tier: standard\n    api_keys: [%q]\n", key))
+	return cfg, key, err
+}
+
+func printWelcome(w io.Writer, addr, key string) {
+	fmt.Fprintf(w, `
+sluice is running: ingest API on %[1]s, embedded backend, jobs logged as they are delivered.
+Development tenant "dev", API key: %[2]s
+
+Submit a job (in another terminal):
+  go run ./cmd/sluicectl submit --addr %[1]s --key %[2]s 'hello, sluice'
+
+or with grpcurl:
+  grpcurl -plaintext -H 'authorization: Bearer %[2]s' -d '{"payload":"aGVsbG8="}' %[1]s sluice.ingest.v1.IngestService/Submit
+
+`, addr, key)
+}

@@ -1,0 +1,152 @@
+// Package depth keeps an approximate, cheap view of queue depths for the
+// router (least-deep shard) and the gateway's high-water-mark check, so that
+// no Submit ever calls the backend just to read a depth.
+//
+// A Cache refreshes every queue's Stats from the backend on a timer and
+// adds local sends in between, so a burst from this process is seen at once
+// rather than after the next refresh.
+package depth
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// IntervalDefault is the refresh period when Config.Interval is zero.
+const IntervalDefault = time.Second
+
+// Config configures a Cache.
+type Config struct {
+	// Backend to read Stats from. Required.
+	Backend queue.Backend
+	// Queues to track. Required.
+	Queues []string
+	// Interval between refreshes. Defaults to one second.
+	Interval time.Duration
+	// Logger for refresh failures. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+type entry struct {
+	waiting  atomic.Int64 // visible + delayed from the last refresh, plus local sends since
+	inFlight atomic.Int64
+	oldest   atomic.Int64 // nanoseconds
+}
+
+// Cache holds the last known depth of each queue. Reads are lock-free.
+type Cache struct {
+	cfg     Config
+	entries map[string]*entry // fixed at construction; values updated atomically
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns a cache for cfg.Queues. Call Refresh or Start to fill it.
+func New(cfg Config) *Cache {
+	if cfg.Interval <= 0 {
+		cfg.Interval = IntervalDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Cache{cfg: cfg, entries: make(map[string]*entry, len(cfg.Queues))}
+	for _, q := range cfg.Queues {
+		c.entries[q] = &entry{}
+	}
+	return c
+}
+
+// Refresh reads every queue's Stats once.
+func (c *Cache) Refresh(ctx context.Context) error {
+	for start := 0; start < len(c.cfg.Queues); start += 100 {
+		names := c.cfg.Queues[start:min(start+100, len(c.cfg.Queues))]
+		stats, err := c.cfg.Backend.Stats(ctx, &queue.StatsParams{Queues: names})
+		if err != nil {
+			return err
+		}
+		for _, s := range stats {
+			e := c.entries[s.Queue]
+			if e == nil {
+				continue
+			}
+			e.waiting.Store(s.Visible + s.Delayed)
+			e.inFlight.Store(s.InFlight)
+			e.oldest.Store(int64(s.OldestAge))
+		}
+	}
+	return nil
+}
+
+// Start refreshes once, then every Interval until Stop. A failed refresh
+// is logged and the old values are kept.
+func (c *Cache) Start(ctx context.Context) error {
+	if err := c.Refresh(ctx); err != nil {
+		return err
+	}
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(c.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
+					c.cfg.Logger.WarnContext(ctx, "refresh queue depths", slog.Any("error", err))
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the refresh loop and waits for it. Safe to call more than once
+// or without Start.
+func (c *Cache) Stop() {
+	c.stopOnce.Do(func() {
+		if c.cancel != nil {
+			c.cancel()
+			<-c.done
+		}
+	})
+}
+
+// Waiting returns the messages waiting in q (visible or delayed), zero for
+// an unknown queue.
+func (c *Cache) Waiting(q string) int64 {
+	if e := c.entries[q]; e != nil {
+		return e.waiting.Load()
+	}
+	return 0
+}
+
+// Add records n messages sent to q by this process since the last refresh.
+func (c *Cache) Add(q string, n int64) {
+	if e := c.entries[q]; e != nil {
+		e.waiting.Add(n)
+	}
+}
+
+// Snapshot returns the last known Stats of q.
+func (c *Cache) Snapshot(q string) queue.Stats {
+	e := c.entries[q]
+	if e == nil {
+		return queue.Stats{Queue: q}
+	}
+	return queue.Stats{
+		Queue:     q,
+		Visible:   e.waiting.Load(),
+		InFlight:  e.inFlight.Load(),
+		OldestAge: time.Duration(e.oldest.Load()),
+	}
+}

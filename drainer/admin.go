@@ -1,0 +1,277 @@
+package drainer
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// AdminServer implements the operator API.
+type AdminServer struct {
+	adminv1.UnimplementedAdminServiceServer
+
+	backend  queue.Backend
+	topology topology.Topology
+	log      *slog.Logger
+	replays  *replayer
+}
+
+// NewAdminServer returns the admin API over backend's queues. Close it to
+// stop running replays.
+func NewAdminServer(backend queue.Backend, topo topology.Topology, log *slog.Logger) *AdminServer {
+	return &AdminServer{backend: backend, topology: topo, log: log, replays: newReplayer(backend, topo, log)}
+}
+
+// Close cancels running replays and waits for them to hand back what they
+// hold.
+func (a *AdminServer) Close() { a.replays.close() }
+
+// GetQueueStats reports each queue's counts.
+func (a *AdminServer) GetQueueStats(ctx context.Context, req *adminv1.GetQueueStatsRequest) (*adminv1.GetQueueStatsResponse, error) {
+	infos := map[string]topology.QueueInfo{}
+	var all []string
+	for _, q := range a.topology.Queues() {
+		infos[q.Spec.Name] = q
+		all = append(all, q.Spec.Name)
+	}
+	names := req.GetQueues()
+	for _, n := range names {
+		if _, ok := infos[n]; !ok {
+			return nil, status.Errorf(codes.NotFound, "queue %q is not part of this topology", n)
+		}
+	}
+	if len(names) == 0 {
+		names = all
+	}
+	stats, err := a.backend.Stats(ctx, &queue.StatsParams{Queues: names})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "read queue stats: %v", err)
+	}
+	resp := &adminv1.GetQueueStatsResponse{}
+	for _, s := range stats {
+		info := infos[s.Queue]
+		resp.Queues = append(resp.Queues, &adminv1.QueueStats{
+			Queue:     s.Queue,
+			Lane:      info.Lane,
+			Kind:      string(info.Kind),
+			Visible:   s.Visible,
+			InFlight:  s.InFlight,
+			Delayed:   s.Delayed,
+			OldestAge: durationpb.New(s.OldestAge),
+		})
+	}
+	return resp, nil
+}
+
+// AdminAuth returns interceptors that admit only calls bearing the admin
+// key (compared in constant time); health and reflection stay open.
+func AdminAuth(adminKey string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	want := sha256.Sum256([]byte(adminKey))
+	check := func(ctx context.Context, method string) error {
+		if strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.") {
+			return nil
+		}
+		md, _ := metadata.FromIncomingContext(ctx)
+		for _, v := range md.Get("authorization") {
+			scheme, token, ok := strings.Cut(v, " ")
+			if !ok || !strings.EqualFold(scheme, "bearer") {
+				continue
+			}
+			got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+				return nil
+			}
+			return status.Error(codes.PermissionDenied, "not the admin key: the admin API needs the admin credential, tenant keys are refused")
+		}
+		return status.Error(codes.Unauthenticated, "missing admin key: send metadata \"authorization: Bearer <admin key>\"")
+	}
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := check(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := check(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+	return unary, stream
+}
+
+// List and page limits.
+const (
+	pageSizeDefault     = 50
+	pageSizeMax         = 500
+	previewBytesDefault = 64
+	previewBytesMax     = 4096
+)
+
+// ListDLQ returns one page of dead-lettered jobs matching the filter. Pages
+// follow the DLQs' receive order, which is stable on the embedded backend
+// and approximate on SQS.
+func (a *AdminServer) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adminv1.ListDLQResponse, error) {
+	var bad []*errdetails.BadRequest_FieldViolation
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = pageSizeDefault
+	}
+	if size < 1 || size > pageSizeMax {
+		bad = append(bad, violation("page_size", "must be 1 to %d", pageSizeMax))
+	}
+	preview := int(req.GetPreviewBytes())
+	if preview == 0 {
+		preview = previewBytesDefault
+	}
+	if preview < 0 || preview > previewBytesMax {
+		bad = append(bad, violation("preview_bytes", "must be 0 to %d", previewBytesMax))
+	}
+	offset, err := decodePageToken(req.GetPageToken())
+	if err != nil {
+		bad = append(bad, violation("page_token", "%v", err))
+	}
+	if err := validateFilter(req.GetFilter()); err != nil {
+		bad = append(bad, violation("filter", "%v", err))
+	}
+	queues, order, err := dlqQueues(a.topology, req.GetFilter())
+	if err != nil {
+		bad = append(bad, violation("filter.lanes", "%v", err))
+	}
+	if len(bad) > 0 {
+		return nil, badRequest(bad)
+	}
+	scan := newDLQScan(a.backend, a.log)
+	defer scan.release()
+	resp := &adminv1.ListDLQResponse{}
+	seen := 0
+	err = scan.each(ctx, queues, order, func(m *dlqMessage) (bool, error) {
+		if !matches(req.GetFilter(), m) {
+			return true, nil
+		}
+		seen++
+		if seen <= offset {
+			return true, nil
+		}
+		if len(resp.Jobs) == size {
+			resp.NextPageToken = encodePageToken(offset + size)
+			return false, nil
+		}
+		resp.Jobs = append(resp.Jobs, deadLetterOf(m, preview))
+		return true, nil
+	})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "list DLQ: %v", err)
+	}
+	return resp, nil
+}
+
+func deadLetterOf(m *dlqMessage, preview int) *adminv1.DeadLetter {
+	d := &adminv1.DeadLetter{Lane: m.lane, Queue: m.queue, Reason: reasonOf(m)}
+	payload := m.msg.Body
+	if env := m.env; env != nil {
+		d.JobId, d.Tenant, d.EnqueuedAt, d.Attempts, d.Attributes = env.GetJobId(), env.GetTenant(), env.GetEnqueuedAt(), env.GetAttempts(), env.GetAttributes()
+		payload = env.GetPayload()
+	}
+	d.PayloadBytes = int64(len(payload))
+	d.PayloadPreview = payload[:min(len(payload), preview)]
+	return d
+}
+
+func encodePageToken(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o" + strconv.Itoa(offset)))
+}
+
+func decodePageToken(tok string) (int, error) {
+	if tok == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil && len(b) > 1 && b[0] == 'o' {
+		if n, err := strconv.Atoi(string(b[1:])); err == nil && n >= 0 {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("not a token from a previous ListDLQ response")
+}
+
+// ReplayDLQ starts a replay (or runs a dry run). The filter must name
+// tenants or set all_tenants.
+func (a *AdminServer) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQRequest) (*adminv1.ReplayDLQResponse, error) {
+	var bad []*errdetails.BadRequest_FieldViolation
+	f := req.GetFilter()
+	if len(f.GetTenants()) == 0 && !f.GetAllTenants() {
+		bad = append(bad, violation("filter.tenants", "name the tenants to replay, or set all_tenants to replay every tenant's jobs"))
+	}
+	if err := validateFilter(f); err != nil {
+		bad = append(bad, violation("filter", "%v", err))
+	}
+	if _, _, err := dlqQueues(a.topology, f); err != nil {
+		bad = append(bad, violation("filter.lanes", "%v", err))
+	}
+	if r := req.GetRatePerSecond(); r < 0 || r > ReplayRateMax {
+		bad = append(bad, violation("rate_per_second", "must be 0 (default %g) to %g", ReplayRateDefault, ReplayRateMax))
+	}
+	if req.GetMaxJobs() < 0 {
+		bad = append(bad, violation("max_jobs", "must not be negative"))
+	}
+	if len(bad) > 0 {
+		return nil, badRequest(bad)
+	}
+	r, err := a.replays.start(ctx, req)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "start replay: %v", err)
+	}
+	return &adminv1.ReplayDLQResponse{Replay: r}, nil
+}
+
+// GetReplay reports one replay.
+func (a *AdminServer) GetReplay(_ context.Context, req *adminv1.GetReplayRequest) (*adminv1.GetReplayResponse, error) {
+	r, ok := a.replays.get(req.GetReplayId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no replay %q on this drainer", req.GetReplayId())
+	}
+	return &adminv1.GetReplayResponse{Replay: r}, nil
+}
+
+// ListReplays lists replays, newest first.
+func (a *AdminServer) ListReplays(context.Context, *adminv1.ListReplaysRequest) (*adminv1.ListReplaysResponse, error) {
+	return &adminv1.ListReplaysResponse{Replays: a.replays.list()}, nil
+}
+
+// CancelReplay stops a running replay.
+func (a *AdminServer) CancelReplay(_ context.Context, req *adminv1.CancelReplayRequest) (*adminv1.CancelReplayResponse, error) {
+	r, ok := a.replays.cancelRun(req.GetReplayId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no replay %q on this drainer", req.GetReplayId())
+	}
+	return &adminv1.CancelReplayResponse{Replay: r}, nil
+}
+
+func violation(field, format string, args ...any) *errdetails.BadRequest_FieldViolation {
+	return &errdetails.BadRequest_FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(v []*errdetails.BadRequest_FieldViolation) error {
+	st := status.New(codes.InvalidArgument, "invalid request: "+v[0].GetField()+" "+v[0].GetDescription())
+	if ds, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: v}); err == nil {
+		st = ds
+	}
+	return st.Err()
+}

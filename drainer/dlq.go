@@ -1,0 +1,212 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// Dead-letter queues cannot be browsed without receiving (SQS has no
+// peek), so a scan receives every message of a DLQ under a lease, looks at
+// it, and hands back what it does not move when it ends. While one scan
+// holds a message no other scan or replay can receive it: that is what
+// keeps two overlapping replays from moving the same job twice.
+const (
+	// scanLease is the visibility a scan holds messages with; a heartbeat
+	// renews it while the scan runs.
+	scanLease = 2 * time.Minute
+	// maxScan bounds the messages one scan holds at once.
+	maxScan = 100_000
+)
+
+// dlqMessage is one received DLQ message and its decoded envelope (nil if
+// the body is not a valid envelope).
+type dlqMessage struct {
+	queue string
+	lane  string
+	msg   queue.Message
+	env   *envelopev1.Envelope
+}
+
+// dlqScan holds the messages it has received until release.
+type dlqScan struct {
+	backend queue.Backend
+	log     *slog.Logger
+	mu      sync.Mutex
+	held    map[string][]string // queue → receipt handles still held
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newDLQScan(backend queue.Backend, log *slog.Logger) *dlqScan {
+	s := &dlqScan{backend: backend, log: log, held: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.heartbeat()
+	return s
+}
+
+// each receives every visible message of the named DLQs in turn and calls
+// fn for it until fn returns false or the queues are exhausted. Messages
+// stay held until release; fn may delete one and call forget.
+func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []string, fn func(m *dlqMessage) (more bool, err error)) error {
+	total := 0
+	for _, q := range order {
+		for {
+			msgs, err := s.backend.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch, VisibilityTimeout: scanLease})
+			if err != nil {
+				return fmt.Errorf("read %s: %w", q, err)
+			}
+			if len(msgs) == 0 {
+				break
+			}
+			s.mu.Lock()
+			for _, m := range msgs {
+				s.held[q] = append(s.held[q], m.ReceiptHandle)
+			}
+			s.mu.Unlock()
+			for _, m := range msgs {
+				dm := &dlqMessage{queue: q, lane: queues[q], msg: m}
+				var env envelopev1.Envelope
+				if proto.Unmarshal(m.Body, &env) == nil && env.GetJobId() != "" {
+					dm.env = &env
+				}
+				more, err := fn(dm)
+				if err != nil || !more {
+					return err
+				}
+			}
+			if total += len(msgs); total >= maxScan {
+				return fmt.Errorf("scan stopped after %d messages: narrow the filter", total)
+			}
+		}
+	}
+	return nil
+}
+
+// forget stops holding a message that fn deleted.
+func (s *dlqScan) forget(q, receipt string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[q] = slices.DeleteFunc(s.held[q], func(r string) bool { return r == receipt })
+}
+
+// release ends the heartbeat and makes every held message visible again.
+func (s *dlqScan) release() {
+	close(s.stop)
+	<-s.done
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changeAll(ctx, 0)
+	s.held = map[string][]string{}
+}
+
+func (s *dlqScan) heartbeat() {
+	defer close(s.done)
+	t := time.NewTicker(scanLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			s.mu.Lock()
+			s.changeAll(ctx, scanLease)
+			s.mu.Unlock()
+			cancel()
+		}
+	}
+}
+
+// changeAll sets the visibility of every held message; callers hold s.mu.
+func (s *dlqScan) changeAll(ctx context.Context, timeout time.Duration) {
+	for q, receipts := range s.held {
+		for start := 0; start < len(receipts); start += queue.MaxBatch {
+			chunk := receipts[start:min(start+queue.MaxBatch, len(receipts))]
+			changes := make([]queue.VisibilityChange, len(chunk))
+			for i, r := range chunk {
+				changes[i] = queue.VisibilityChange{ReceiptHandle: r, Timeout: timeout}
+			}
+			if _, err := s.backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: changes}); err != nil {
+				s.log.WarnContext(ctx, "renew or release DLQ scan lease", slog.String("queue", q), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// dlqQueues returns the DLQs a filter reads (queue → lane) in topology
+// order, or an error naming an unknown lane.
+func dlqQueues(topo topology.Topology, f *adminv1.DLQFilter) (map[string]string, []string, error) {
+	want := f.GetLanes()
+	for _, l := range want {
+		if _, ok := topo.Lane(l); !ok {
+			return nil, nil, fmt.Errorf("unknown lane %q", l)
+		}
+	}
+	out := map[string]string{}
+	var order []string
+	for _, l := range topo.Lanes {
+		if len(want) == 0 || slices.Contains(want, l.Name) {
+			q := topo.DLQ(l.Name)
+			out[q] = l.Name
+			order = append(order, q)
+		}
+	}
+	return out, order, nil
+}
+
+// matches reports whether a DLQ message passes the filter. A body that is
+// not an envelope matches only a filter on every tenant.
+func matches(f *adminv1.DLQFilter, m *dlqMessage) bool {
+	env := m.env
+	if env == nil {
+		return len(f.GetTenants()) == 0 && f.GetEnqueuedAfter() == nil && f.GetEnqueuedBefore() == nil &&
+			strings.HasPrefix("malformed_envelope", f.GetReasonPrefix())
+	}
+	if ts := f.GetTenants(); len(ts) > 0 && !slices.Contains(ts, env.GetTenant()) {
+		return false
+	}
+	at := env.GetEnqueuedAt().AsTime()
+	if a := f.GetEnqueuedAfter(); a != nil && at.Before(a.AsTime()) {
+		return false
+	}
+	if b := f.GetEnqueuedBefore(); b != nil && !at.Before(b.AsTime()) {
+		return false
+	}
+	return strings.HasPrefix(reasonOf(m), f.GetReasonPrefix())
+}
+
+// reasonOf is the dead-letter reason: the drainer's, or the backend's
+// redrive after too many receives.
+func reasonOf(m *dlqMessage) string {
+	if m.env == nil {
+		return "malformed_envelope"
+	}
+	if r := m.env.GetDeadLetterReason(); r != "" {
+		return r
+	}
+	return "max_receives_exceeded"
+}
+
+func validateFilter(f *adminv1.DLQFilter) error {
+	if a, b := f.GetEnqueuedAfter(), f.GetEnqueuedBefore(); a != nil && b != nil && !a.AsTime().Before(b.AsTime()) {
+		return errors.New("enqueued_after must be before enqueued_before")
+	}
+	if len(f.GetTenants()) > 0 && f.GetAllTenants() {
+		return errors.New("give tenants or all_tenants, not both")
+	}
+	return nil
+}

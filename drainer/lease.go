@@ -1,0 +1,73 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// ErrLeaseLost means the drainer no longer holds a message: its visibility
+// timeout passed and another consumer may have received it. The receipt
+// handle is refused from then on (fencing), so the old holder can neither
+// ack nor extend it.
+var ErrLeaseLost = errors.New("lease lost")
+
+// lease is a held message: the receipt that lets its holder extend,
+// delete or release it.
+type lease struct {
+	backend queue.Backend
+	queue   string
+	receipt string
+}
+
+func (l *lease) result(errs []error, err error) error {
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	if errors.Is(err, queue.ErrReceiptInvalid) {
+		return fmt.Errorf("%s: %w: %w", l.queue, ErrLeaseLost, err)
+	}
+	return err
+}
+
+// extend sets the remaining visibility to d.
+func (l *lease) extend(ctx context.Context, d time.Duration) error {
+	return l.result(l.backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{
+		Queue: l.queue, Changes: []queue.VisibilityChange{{ReceiptHandle: l.receipt, Timeout: d}},
+	}))
+}
+
+// ack deletes the message.
+func (l *lease) ack(ctx context.Context) error {
+	return l.result(l.backend.Delete(ctx, &queue.DeleteParams{Queue: l.queue, ReceiptHandles: []string{l.receipt}}))
+}
+
+// heartbeat extends the lease to timeout every timeout/3 until stop is
+// called. If the lease is lost it calls lost once and ends.
+func (l *lease) heartbeat(timeout time.Duration, lost func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(timeout / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
+				err := l.extend(opCtx, timeout)
+				opCancel()
+				if errors.Is(err, ErrLeaseLost) {
+					lost(err)
+					return
+				}
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}

@@ -1,0 +1,248 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// Replay limits.
+const (
+	ReplayRateDefault = 100.0
+	ReplayRateMax     = 10_000.0
+	maxReplaysKept    = 100
+)
+
+// replayer runs DLQ replays and keeps their progress.
+type replayer struct {
+	backend queue.Backend
+	topo    topology.Topology
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	runs  map[string]*replayRun
+	order []string // ids, oldest first
+	wg    sync.WaitGroup
+}
+
+type replayRun struct {
+	mu     sync.Mutex
+	pb     *adminv1.Replay
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the run has settled
+}
+
+func (r *replayRun) snapshot() *adminv1.Replay {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return proto.CloneOf(r.pb)
+}
+
+func (r *replayRun) update(f func(pb *adminv1.Replay)) {
+	r.mu.Lock()
+	f(r.pb)
+	r.mu.Unlock()
+}
+
+func newReplayer(backend queue.Backend, topo topology.Topology, log *slog.Logger) *replayer {
+	return &replayer{backend: backend, topo: topo, log: log, runs: map[string]*replayRun{}}
+}
+
+// start begins a replay. A dry run completes before start returns.
+func (p *replayer) start(ctx context.Context, req *adminv1.ReplayDLQRequest) (*adminv1.Replay, error) {
+	f := req.GetFilter()
+	queues, order, err := dlqQueues(p.topo, f)
+	if err != nil {
+		return nil, err
+	}
+	rps := req.GetRatePerSecond()
+	if rps == 0 {
+		rps = ReplayRateDefault
+	}
+	run := &replayRun{pb: &adminv1.Replay{
+		Id:            ulid.Make().String(),
+		State:         adminv1.Replay_STATE_RUNNING,
+		Filter:        f,
+		DryRun:        req.GetDryRun(),
+		MaxJobs:       req.GetMaxJobs(),
+		RatePerSecond: rps,
+		StartedAt:     timestamppb.Now(),
+	}, done: make(chan struct{})}
+	p.remember(run)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	run.cancel = cancel
+	if req.GetDryRun() {
+		p.run(runCtx, run, queues, order)
+		cancel()
+		return run.snapshot(), nil
+	}
+	p.wg.Go(func() {
+		defer cancel()
+		p.run(runCtx, run, queues, order)
+	})
+	return run.snapshot(), nil
+}
+
+func (p *replayer) remember(run *replayRun) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.runs[run.pb.GetId()] = run
+	p.order = append(p.order, run.pb.GetId())
+	for len(p.order) > maxReplaysKept {
+		old := p.runs[p.order[0]]
+		if old.snapshot().GetState() == adminv1.Replay_STATE_RUNNING {
+			break
+		}
+		delete(p.runs, p.order[0])
+		p.order = p.order[1:]
+	}
+}
+
+func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]string, order []string) {
+	pb := run.snapshot()
+	f, dry, maxJobs := pb.GetFilter(), pb.GetDryRun(), pb.GetMaxJobs()
+	lim := rate.NewLimiter(rate.Limit(pb.GetRatePerSecond()), 1)
+	scan := newDLQScan(p.backend, p.log)
+	var taken int64
+	err := scan.each(ctx, queues, order, func(m *dlqMessage) (bool, error) {
+		if !matches(f, m) {
+			run.update(func(pb *adminv1.Replay) { pb.Scanned++; pb.Skipped++ })
+			return true, nil
+		}
+		if maxJobs > 0 && taken >= maxJobs {
+			return false, nil
+		}
+		taken++
+		run.update(func(pb *adminv1.Replay) { pb.Scanned++; pb.Matched++ })
+		if dry {
+			return true, nil
+		}
+		if err := lim.Wait(ctx); err != nil {
+			return false, err
+		}
+		if err := p.moveBack(ctx, m); err != nil {
+			p.log.WarnContext(ctx, "replay: job stays in the DLQ", slog.String("queue", m.queue), slog.String("message_id", m.msg.MessageID), slog.Any("error", err))
+			run.update(func(pb *adminv1.Replay) { pb.Failed++ })
+			return true, nil
+		}
+		scan.forget(m.queue, m.msg.ReceiptHandle)
+		run.update(func(pb *adminv1.Replay) { pb.Moved++ })
+		return true, nil
+	})
+	scan.release()
+	run.update(func(pb *adminv1.Replay) {
+		pb.FinishedAt = timestamppb.Now()
+		switch {
+		case errors.Is(err, context.Canceled):
+			pb.State = adminv1.Replay_STATE_CANCELLED
+		case err != nil:
+			pb.State, pb.Error = adminv1.Replay_STATE_FAILED, err.Error()
+		default:
+			pb.State = adminv1.Replay_STATE_DONE
+		}
+	})
+	close(run.done)
+	final := run.snapshot()
+	p.log.InfoContext(ctx, "replay finished", slog.String("replay_id", final.GetId()), slog.String("state", final.GetState().String()),
+		slog.Bool("dry_run", dry), slog.Int64("matched", final.GetMatched()), slog.Int64("moved", final.GetMoved()), slog.Int64("failed", final.GetFailed()))
+}
+
+// moveBack sends a dead-lettered job to its tenant's shard with a fresh
+// attempt count, then deletes it from the DLQ: a duplicate is possible if
+// the delete fails, a loss is not.
+func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
+	if m.env == nil {
+		return errors.New("malformed envelope cannot be replayed")
+	}
+	env := proto.CloneOf(m.env)
+	lane, ok := p.topo.Lane(env.GetLane())
+	if !ok {
+		lane, _ = p.topo.Lane(m.lane)
+	}
+	env.Lane = lane.Name
+	env.Attempts = 0
+	env.FirstAttemptAt = nil
+	env.DeadLetterReason = ""
+	body, err := proto.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	dest := p.topo.ShardQueue(lane.Name, int(env.GetShard())%lane.Shards)
+	res, err := p.backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: []queue.SendEntry{{ID: "0", Body: body}}})
+	if err == nil && len(res) > 0 {
+		err = res[0].Err
+	}
+	if err != nil {
+		return fmt.Errorf("send to %s: %w", dest, err)
+	}
+	del, err := p.backend.Delete(ctx, &queue.DeleteParams{Queue: m.queue, ReceiptHandles: []string{m.msg.ReceiptHandle}})
+	if err == nil && len(del) > 0 {
+		err = del[0]
+	}
+	if err != nil {
+		p.log.WarnContext(ctx, "replay: sent but not removed from the DLQ; it may be replayed again", slog.String("job_id", env.GetJobId()), slog.Any("error", err))
+	}
+	return nil
+}
+
+func (p *replayer) get(id string) (*adminv1.Replay, bool) {
+	p.mu.Lock()
+	run := p.runs[id]
+	p.mu.Unlock()
+	if run == nil {
+		return nil, false
+	}
+	return run.snapshot(), true
+}
+
+func (p *replayer) list() []*adminv1.Replay {
+	p.mu.Lock()
+	ids := slices.Clone(p.order)
+	p.mu.Unlock()
+	out := make([]*adminv1.Replay, 0, len(ids))
+	for _, id := range slices.Backward(ids) {
+		if r, ok := p.get(id); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// cancelRun stops a replay and waits for it to settle.
+func (p *replayer) cancelRun(id string) (*adminv1.Replay, bool) {
+	p.mu.Lock()
+	run := p.runs[id]
+	p.mu.Unlock()
+	if run == nil {
+		return nil, false
+	}
+	run.cancel()
+	select {
+	case <-run.done:
+	case <-time.After(opTimeout):
+	}
+	return run.snapshot(), true
+}
+
+// close cancels running replays and waits for them.
+func (p *replayer) close() {
+	p.mu.Lock()
+	for _, run := range p.runs {
+		run.cancel()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

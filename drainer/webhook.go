@@ -1,0 +1,121 @@
+package drainer
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Webhook delivers jobs by HTTP POST of a JSON document:
+//
+//	{"job_id": "…", "tenant": "…", "lane": "…", "attempt": 1,
+//	 "enqueued_at": "2026-11-23T12:00:00Z", "attributes": {…}, "payload": "<base64>"}
+//
+// The response decides the job's fate:
+//
+//	2xx                      ack
+//	429, 503                 retry, no sooner than Retry-After (seconds or HTTP date)
+//	other 4xx                permanent: dead-letter
+//	5xx, timeout, no answer  retry with backoff
+//
+// With a Secret, each request carries X-Sluice-Signature: sha256=<hex HMAC
+// of the body>, so the receiver can check it came from sluice.
+type Webhook struct {
+	URL    string
+	Secret string
+	// Client defaults to one with a 30 s timeout.
+	Client *http.Client
+}
+
+type webhookBody struct {
+	JobID      string            `json:"job_id"`
+	Tenant     string            `json:"tenant"`
+	Lane       string            `json:"lane"`
+	Attempt    int               `json:"attempt"`
+	EnqueuedAt time.Time         `json:"enqueued_at"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	Payload    []byte            `json:"payload"`
+}
+
+var defaultWebhookClient = &http.Client{Timeout: 30 * time.Second}
+
+// Handle posts job to the webhook URL.
+func (w *Webhook) Handle(ctx context.Context, job *Job) error {
+	body, err := json.Marshal(webhookBody{
+		JobID: job.ID, Tenant: job.Tenant, Lane: job.Lane, Attempt: job.Attempt,
+		EnqueuedAt: job.EnqueuedAt.UTC(), Attributes: job.Attributes, Payload: job.Payload,
+	})
+	if err != nil {
+		return Permanent(fmt.Errorf("encode webhook body: %w", err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return Permanent(fmt.Errorf("webhook request: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", job.ID)
+	if tp := job.TraceContext["traceparent"]; tp != "" {
+		req.Header.Set("traceparent", tp)
+	}
+	if w.Secret != "" {
+		mac := hmac.New(sha256.New, []byte(w.Secret))
+		mac.Write(body)
+		req.Header.Set("X-Sluice-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	}
+	client := w.Client
+	if client == nil {
+		client = defaultWebhookClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return ClassifyHTTPStatus(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now(), string(snippet))
+}
+
+// ClassifyHTTPStatus maps a webhook response to the drainer's outcome (see
+// Webhook).
+func ClassifyHTTPStatus(code int, retryAfter string, now time.Time, body string) error {
+	switch {
+	case code >= 200 && code < 300:
+		return nil
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		err := fmt.Errorf("webhook: %d %s", code, http.StatusText(code))
+		if d, ok := parseRetryAfter(retryAfter, now); ok {
+			return RetryAfter(err, d)
+		}
+		return err
+	case code >= 400 && code < 500:
+		return Permanent(fmt.Errorf("webhook: %d %s: %s", code, http.StatusText(code), body))
+	default:
+		return fmt.Errorf("webhook: %d %s", code, http.StatusText(code))
+	}
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}

@@ -1,0 +1,131 @@
+package drainer
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+func TestClassifyHTTPStatus(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		code       int
+		retryAfter string
+		want       string // ack, retry, permanent
+		wantAfter  time.Duration
+	}{
+		{200, "", "ack", 0},
+		{204, "", "ack", 0},
+		{429, "7", "retry", 7 * time.Second},
+		{503, "Mon, 23 Nov 2026 12:00:30 GMT", "retry", 30 * time.Second},
+		{503, "", "retry", 0},
+		{429, "soon", "retry", 0},
+		{400, "", "permanent", 0},
+		{404, "", "permanent", 0},
+		{422, "", "permanent", 0},
+		{500, "", "retry", 0},
+		{502, "", "retry", 0},
+		{301, "", "retry", 0},
+	}
+	for _, tt := range tests {
+		err := ClassifyHTTPStatus(tt.code, tt.retryAfter, now, "")
+		if got := outcome(err); got != tt.want {
+			t.Errorf("%d: got %s (%v), want %s", tt.code, got, err, tt.want)
+		}
+		var ra *RetryAfterError
+		if errors.As(err, &ra) != (tt.wantAfter > 0) || (ra != nil && ra.After != tt.wantAfter) {
+			t.Errorf("%d Retry-After %q: got %v, want %s", tt.code, tt.retryAfter, err, tt.wantAfter)
+		}
+	}
+}
+
+func TestClassifyWorkerStatus(t *testing.T) {
+	t.Parallel()
+	withRetry, _ := status.New(codes.ResourceExhausted, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(9 * time.Second)})
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{nil, "ack"},
+		{status.Error(codes.Unavailable, ""), "retry"},
+		{status.Error(codes.DeadlineExceeded, ""), "retry"},
+		{status.Error(codes.Internal, ""), "retry"},
+		{status.Error(codes.Aborted, ""), "retry"},
+		{status.Error(codes.Unknown, ""), "retry"},
+		{status.Error(codes.InvalidArgument, ""), "permanent"},
+		{status.Error(codes.FailedPrecondition, ""), "permanent"},
+		{status.Error(codes.NotFound, ""), "permanent"},
+		{status.Error(codes.Unimplemented, ""), "permanent"},
+		{status.Error(codes.PermissionDenied, ""), "permanent"},
+	}
+	for _, tt := range tests {
+		if got := outcome(ClassifyWorkerStatus(tt.err)); got != tt.want {
+			t.Errorf("%v: got %s, want %s", tt.err, got, tt.want)
+		}
+	}
+	var ra *RetryAfterError
+	if err := ClassifyWorkerStatus(withRetry.Err()); !errors.As(err, &ra) || ra.After != 9*time.Second {
+		t.Errorf("RetryInfo not honoured: %v", err)
+	}
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ack"
+	case IsPermanent(err):
+		return "permanent"
+	}
+	return "retry"
+}
+
+func TestWebhookPostsSignedJob(t *testing.T) {
+	t.Parallel()
+	var got webhookBody
+	var sig string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mac := hmac.New(sha256.New, []byte("s3cret"))
+		mac.Write(body)
+		sig = "sha256=" + hex.EncodeToString(mac.Sum(nil))
+		if r.Header.Get("X-Sluice-Signature") != sig || r.Header.Get("Idempotency-Key") != "job-1" {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		_ = json.Unmarshal(body, &got)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	w := &Webhook{URL: srv.URL, Secret: "s3cret"}
+	job := &Job{ID: "job-1", Tenant: "acme", Lane: "std", Attempt: 2, Payload: []byte{0, 1, 2}, EnqueuedAt: time.Unix(100, 0)}
+	if err := w.Handle(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	if got.JobID != "job-1" || got.Tenant != "acme" || got.Attempt != 2 || string(got.Payload) != "\x00\x01\x02" {
+		t.Fatalf("webhook got %+v", got)
+	}
+}
+
+func TestWebhookUnreachableRetries(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	err := (&Webhook{URL: url}).Handle(t.Context(), &Job{ID: "x"})
+	if err == nil || IsPermanent(err) {
+		t.Fatalf("unreachable webhook: %v, want a retryable error", err)
+	}
+}

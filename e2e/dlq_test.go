@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+)
+
+// flakyWorker fails jobs whose payload is "poison" until fixed.
+type flakyWorker struct {
+	*worker
+	fixed atomic.Bool
+}
+
+func (w *flakyWorker) Process(ctx context.Context, req *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
+	if string(req.GetPayload()) == "poison" && !w.fixed.Load() {
+		return nil, status.Error(codes.Unavailable, "downstream is down")
+	}
+	return w.worker.Process(ctx, req)
+}
+
+// cli runs the drainer binary's operator commands.
+func cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "drainer"), args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	return out.String() + errOut.String(), err
+}
+
+func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
+	t.Parallel()
+	base := startWorker(t)
+	fw := &flakyWorker{worker: base}
+	// Serve the flaky wrapper instead of the plain worker.
+	w := startWorkerWith(t, fw)
+	dir := t.TempDir()
+	const adminKey = "e2e-admin-key-0001"
+	gw := start(t, "gateway",
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", dir,
+		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
+		"--worker-addr", w, "--admin-key", adminKey, "--max-attempts", "2", "--retry-base", "1s", "--retry-cap", "1s")
+	addr := gw.addr("gateway listening")
+	admin := gw.addr("admin API listening")
+	c := client(t, addr)
+	poison, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: []byte("poison")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: []byte("good")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.waitFor(t, []string{good.GetJobId()})
+
+	// The poison job reaches the DLQ after two attempts.
+	common := []string{"--admin-addr", admin, "--admin-key", adminKey}
+	var listing struct {
+		Jobs []struct {
+			JobID  string `json:"jobId"`
+			Tenant string `json:"tenant"`
+			Reason string `json:"reason"`
+		} `json:"jobs"`
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(listing.Jobs) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("poison job not in the DLQ within 60s")
+		}
+		out, err := cli(t, append([]string{"dlq", "list", "--json"}, common...)...)
+		if err != nil {
+			t.Fatalf("dlq list: %v: %s", err, out)
+		}
+		if err := json.Unmarshal([]byte(out), &listing); err != nil {
+			t.Fatalf("dlq list --json: %v: %s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if j := listing.Jobs[0]; j.JobID != poison.GetJobId() || j.Tenant != "alpha" || j.Reason != "attempts_exhausted" {
+		t.Fatalf("DLQ listing: %+v", listing.Jobs)
+	}
+	table, err := cli(t, append([]string{"dlq", "list"}, common...)...)
+	if err != nil || !strings.Contains(table, poison.GetJobId()) || !strings.Contains(table, "JOB ID") {
+		t.Fatalf("dlq list table: %v: %s", err, table)
+	}
+	stats, err := cli(t, append([]string{"stats"}, common...)...)
+	if err != nil || !strings.Contains(stats, "sluice-premium-dlq") {
+		t.Fatalf("stats: %v: %s", err, stats)
+	}
+
+	// Clear errors for operator mistakes.
+	mistakes := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dlq", "list", "--admin-addr", admin, "--admin-key", "alpha-key-123"}, "refused the credential"},
+		{[]string{"dlq", "list", "--admin-addr", "127.0.0.1:1", "--admin-key", adminKey, "--timeout", "2s"}, "cannot reach the admin API"},
+		{[]string{"dlq", "list", "--admin-addr", admin, "--data-dir", t.TempDir()}, "no admin key"},
+		{append([]string{"dlq", "list", "--since", "yesterday"}, common...), "--since \"yesterday\""},
+		{append([]string{"dlq", "replay"}, common...), "filter.tenants"},
+		{append([]string{"dlq", "frobnicate"}, common...), "dlq needs a subcommand"},
+	}
+	for _, m := range mistakes {
+		out, err := cli(t, m.args...)
+		if err == nil || !strings.Contains(out, m.want) {
+			t.Errorf("drainer %v: err=%v, output %q; want it to mention %q", m.args[:2], err, out, m.want)
+		}
+	}
+
+	dry, err := cli(t, append([]string{"dlq", "replay", "--tenant", "alpha", "--dry-run"}, common...)...)
+	if err != nil || !strings.Contains(dry, "1 of 1 dead-lettered jobs would be replayed") {
+		t.Fatalf("dry run: %v: %s", err, dry)
+	}
+	fw.fixed.Store(true)
+	out, err := cli(t, append([]string{"dlq", "replay", "--tenant", "alpha"}, common...)...)
+	if err != nil || !strings.Contains(out, "1/1 moved") || !strings.Contains(out, "done") {
+		t.Fatalf("replay: %v: %s", err, out)
+	}
+	base.waitFor(t, []string{poison.GetJobId()})
+	if got := base.job(poison.GetJobId()); got.GetAttempt() != 1 {
+		t.Fatalf("replayed job delivered as attempt %d, want a fresh count (1)", got.GetAttempt())
+	}
+	status, err := cli(t, append([]string{"dlq", "status"}, common...)...)
+	if err != nil || strings.Count(status, "\n") != 3 { // header, replay, dry run
+		t.Fatalf("dlq status: %v: %s", err, status)
+	}
+}

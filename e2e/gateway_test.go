@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+)
+
+const tenantsYAML = `
+tenants:
+  - id: alpha
+    tier: premium
+    api_keys: [alpha-key-123]
+  - id: beta
+    tier: standard
+    api_keys: [beta-key-1234]
+  - id: gamma
+    tier: free
+    api_keys: [gamma-key-123]
+  - id: slow
+    tier: standard
+    api_keys: [slow-key-1234]
+    submit_rate: 0.1
+    submit_burst: 2
+`
+
+// queuesYAML gives the standard lane a high-water mark of 5 jobs, so the
+// standard tier (80 %) is refused from a backlog of 4.
+const queuesYAML = `
+lanes:
+  - {name: premium, shards: 4, weight: 6}
+  - {name: standard, shards: 4, weight: 3, high_water_mark: 5, drain_rate: 2}
+  - {name: free, shards: 2, weight: 1}
+`
+
+type gatewayOpts struct {
+	dataDir string
+	worker  string // empty: --drain=false
+}
+
+func startGateway(t *testing.T, o gatewayOpts) (*proc, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if o.dataDir == "" {
+		o.dataDir = dir
+	}
+	args := []string{
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--data-dir", o.dataDir,
+		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML),
+		"--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
+		"--shutdown-grace", "10s",
+	}
+	if o.worker == "" {
+		args = append(args, "--drain=false")
+	} else {
+		args = append(args, "--worker-addr", o.worker)
+	}
+	p := start(t, "gateway", args...)
+	return p, p.addr("gateway listening")
+}
+
+func TestDeliversJobsOfSeveralTenants(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	_, addr := startGateway(t, gatewayOpts{worker: w.addr})
+	c := client(t, addr)
+
+	want := map[string]string{} // job id → tenant
+	for _, key := range []string{"alpha-key-123", "beta-key-1234", "gamma-key-123"} {
+		tenant, _, _ := strings.Cut(key, "-")
+		for i := range 3 {
+			resp, err := c.Submit(withKey(t.Context(), key), &ingestv1.SubmitRequest{Payload: fmt.Appendf(nil, "%s-%d", tenant, i)})
+			if err != nil {
+				t.Fatalf("submit as %s: %v", tenant, err)
+			}
+			want[resp.GetJobId()] = tenant
+		}
+		batch := &ingestv1.SubmitBatchRequest{}
+		for i := range 5 {
+			batch.Jobs = append(batch.Jobs, &ingestv1.SubmitRequest{Payload: fmt.Appendf(nil, "%s-batch-%d", tenant, i)})
+		}
+		resp, err := c.SubmitBatch(withKey(t.Context(), key), batch)
+		if err != nil {
+			t.Fatalf("batch as %s: %v", tenant, err)
+		}
+		for i, r := range resp.GetResults() {
+			if r.GetError() != nil || r.GetJobId() == "" {
+				t.Fatalf("batch item %d as %s: %v", i, tenant, r.GetError())
+			}
+			want[r.GetJobId()] = tenant
+		}
+	}
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	w.waitFor(t, ids)
+	for id, tenant := range want {
+		got := w.job(id)
+		if got.GetTenant() != tenant || !strings.HasPrefix(string(got.GetPayload()), tenant+"-") || got.GetAttempt() != 1 {
+			t.Errorf("job %s delivered as tenant %q payload %q attempt %d, want tenant %q", id, got.GetTenant(), got.GetPayload(), got.GetAttempt(), tenant)
+		}
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	_, addr := startGateway(t, gatewayOpts{})
+	c := client(t, addr)
+	ctx := t.Context()
+
+	t.Run("unknown key", func(t *testing.T) {
+		_, err := c.Submit(withKey(ctx, "not-a-key-at-all"), &ingestv1.SubmitRequest{Payload: []byte("x")})
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("err = %v, want UNAUTHENTICATED", err)
+		}
+	})
+	t.Run("missing key", func(t *testing.T) {
+		_, err := c.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")})
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("err = %v, want UNAUTHENTICATED", err)
+		}
+	})
+	t.Run("oversize payload", func(t *testing.T) {
+		// The free tier accepts up to 16 KiB.
+		_, err := c.Submit(withKey(ctx, "gamma-key-123"), &ingestv1.SubmitRequest{Payload: make([]byte, 16*1024+1)})
+		st := status.Convert(err)
+		if st.Code() != codes.InvalidArgument {
+			t.Fatalf("err = %v, want INVALID_ARGUMENT", err)
+		}
+		br := detail[*errdetails.BadRequest](st)
+		if br == nil || br.GetFieldViolations()[0].GetField() != "payload" {
+			t.Fatalf("details = %v, want a BadRequest on payload", st.Details())
+		}
+	})
+	t.Run("over quota", func(t *testing.T) {
+		// slow: burst 2, then one token every 10 s.
+		var err error
+		for range 3 {
+			if _, err = c.Submit(withKey(ctx, "slow-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")}); err != nil {
+				break
+			}
+		}
+		st := status.Convert(err)
+		if st.Code() != codes.ResourceExhausted {
+			t.Fatalf("third submit: %v, want RESOURCE_EXHAUSTED", err)
+		}
+		ri := detail[*errdetails.RetryInfo](st)
+		if d := ri.GetRetryDelay().AsDuration(); d <= 5*time.Second || d > 10*time.Second {
+			t.Fatalf("retry delay %s, want the time to the next token (≤ 10s)", d)
+		}
+		if qf := detail[*errdetails.QuotaFailure](st); qf == nil || !strings.Contains(qf.GetViolations()[0].GetSubject(), "slow") {
+			t.Fatalf("quota failure = %v", qf)
+		}
+	})
+	t.Run("idempotency key", func(t *testing.T) {
+		req := &ingestv1.SubmitRequest{Payload: []byte("once"), IdempotencyKey: "order-42"}
+		first, err := c.Submit(withKey(ctx, "alpha-key-123"), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.Submit(withKey(ctx, "alpha-key-123"), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.GetJobId() != first.GetJobId() || !again.GetDuplicate() || first.GetDuplicate() {
+			t.Fatalf("first %v, repeat %v: want the same id marked duplicate", first, again)
+		}
+		// The key is per tenant.
+		other, err := c.Submit(withKey(ctx, "beta-key-1234"), req)
+		if err != nil || other.GetDuplicate() || other.GetJobId() == first.GetJobId() {
+			t.Fatalf("another tenant's same key: %v, %v", other, err)
+		}
+	})
+}
+
+func TestHighWaterMark(t *testing.T) {
+	t.Parallel()
+	// No drainers: the standard lane's backlog only grows.
+	_, addr := startGateway(t, gatewayOpts{})
+	c := client(t, addr)
+	var accepted int
+	var err error
+	for range 10 {
+		if _, err = c.Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")}); err != nil {
+			break
+		}
+		accepted++
+	}
+	// HWM 5 × standard's 80 % = refused from a backlog of 4.
+	if accepted != 4 {
+		t.Fatalf("accepted %d jobs before refusal (%v), want 4", accepted, err)
+	}
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("err = %v, want RESOURCE_EXHAUSTED", err)
+	}
+	// Backlog 4, threshold 4, drain rate 2/s: (4-4+1)/2 s, raised to the 1 s floor.
+	if d := detail[*errdetails.RetryInfo](st).GetRetryDelay().AsDuration(); d != time.Second {
+		t.Fatalf("retry delay %s, want 1s", d)
+	}
+	// Other lanes are not affected.
+	if _, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: []byte("x")}); err != nil {
+		t.Fatalf("premium submit: %v", err)
+	}
+}
+
+// TestNothingLostOnSIGKILL kills the gateway after its OKs and before any
+// delivery, restarts it on the same data directory and sees every job.
+func TestNothingLostOnSIGKILL(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	p, addr := startGateway(t, gatewayOpts{dataDir: dataDir})
+	c := client(t, addr)
+
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				resp, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: fmt.Appendf(nil, "g%d-%d", g, i)})
+				if err != nil {
+					t.Errorf("submit: %v", err)
+					return
+				}
+				mu.Lock()
+				ids = append(ids, resp.GetJobId())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	_ = p.stop(syscall.SIGKILL)
+
+	w := startWorker(t)
+	startGateway(t, gatewayOpts{dataDir: dataDir, worker: w.addr})
+	w.waitFor(t, ids)
+}
+
+func TestSIGTERMExitsCleanly(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	p, addr := startGateway(t, gatewayOpts{worker: w.addr})
+	resp, err := client(t, addr).Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, []string{resp.GetJobId()})
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	p.waitLog("drainer stopped")
+	p.waitLog("gateway stopped")
+}
+
+func detail[T any](st *status.Status) T {
+	var zero T
+	for _, d := range st.Details() {
+		if v, ok := d.(T); ok {
+			return v
+		}
+	}
+	return zero
+}

@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func TestBucketsTake(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	// Burst of 2 at 1 token/s: two takes pass, the third waits 1 s.
+	for i := range 2 {
+		if undo, _ := b.Take("a", 1, 2, t0); undo == nil {
+			t.Fatalf("take %d refused", i)
+		}
+	}
+	undo, wait := b.Take("a", 1, 2, t0)
+	if undo != nil || wait != time.Second {
+		t.Fatalf("third take: undo=%v wait=%s, want refused with 1s", undo != nil, wait)
+	}
+	// Another tenant is unaffected.
+	if undo, _ := b.Take("b", 1, 2, t0); undo == nil {
+		t.Fatal("tenant b refused")
+	}
+	// Half a second later the wait is half a second.
+	if _, wait := b.Take("a", 1, 2, t0.Add(500*time.Millisecond)); wait != 500*time.Millisecond {
+		t.Fatalf("wait = %s, want 500ms", wait)
+	}
+	// After a second a token is back.
+	if undo, _ := b.Take("a", 1, 2, t0.Add(time.Second)); undo == nil {
+		t.Fatal("refilled token refused")
+	}
+}
+
+func TestBucketsUndo(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	undo, _ := b.Take("a", 1, 1, t0)
+	if undo == nil {
+		t.Fatal("first take refused")
+	}
+	undo()
+	if undo, _ := b.Take("a", 1, 1, t0); undo == nil {
+		t.Fatal("token given back was not available again")
+	}
+}
+
+func TestBucketsLimitChange(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	b.Take("a", 1, 1, t0)
+	// Raising the rate to 10/s shortens the wait without resetting the bucket.
+	if _, wait := b.Take("a", 10, 1, t0); wait != 100*time.Millisecond {
+		t.Fatalf("wait = %s, want 100ms", wait)
+	}
+}
+
+func TestBucketsSweep(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	b.Take("old", 1, 1, t0)
+	b.Take("new", 1, 1, t0.Add(time.Hour))
+	if n := b.Sweep(t0.Add(time.Hour), 10*time.Minute); n != 1 {
+		t.Fatalf("%d buckets remain, want 1", n)
+	}
+	// An evicted bucket comes back full.
+	if undo, _ := b.Take("old", 1, 1, t0.Add(time.Hour)); undo == nil {
+		t.Fatal("evicted tenant refused")
+	}
+}
+
+func TestHWMVerdict(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		backlog   int64
+		fraction  float64
+		wantRefus bool
+		wantRetry time.Duration
+	}{
+		{"empty lane", 0, 0.5, false, 0},
+		{"free just under half", 499, 0.5, false, 0},
+		{"free at half", 500, 0.5, true, time.Second},
+		{"standard under 80%", 799, 0.8, false, 0},
+		{"standard at 80%", 800, 0.8, true, time.Second},
+		{"premium under full", 999, 1.0, false, 0},
+		{"premium at full", 1000, 1.0, true, time.Second},
+		{"free far over: backlog over drain rate", 5500, 0.5, true, 50*time.Second + 10*time.Millisecond},
+		{"capped at five minutes", 1_000_000, 0.5, true, 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// HWM 1000 jobs, lane drains 100 jobs/s.
+			refused, retry := hwmVerdict(tt.backlog, 1000, tt.fraction, 100)
+			if refused != tt.wantRefus || retry != tt.wantRetry {
+				t.Fatalf("got (%v, %s), want (%v, %s)", refused, retry, tt.wantRefus, tt.wantRetry)
+			}
+		})
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newIdempotency(time.Minute)
+	owner1, owner2 := new(int), new(int)
+
+	e, id, err := s.begin(ctx, "t", "k", owner1, t0)
+	if err != nil || e == nil || id != "" {
+		t.Fatalf("first begin = %v %q %v", e, id, err)
+	}
+	// A concurrent submit with the same key waits for the first.
+	var wg sync.WaitGroup
+	var gotID string
+	wg.Go(func() {
+		_, gotID, _ = s.begin(ctx, "t", "k", owner2, t0)
+	})
+	s.finish(e, "job-1", t0)
+	wg.Wait()
+	if gotID != "job-1" {
+		t.Fatalf("waiter got %q, want job-1", gotID)
+	}
+	// Other tenants and keys are independent.
+	if e, _, _ := s.begin(ctx, "u", "k", owner2, t0); e == nil {
+		t.Fatal("other tenant blocked")
+	}
+	// After the window the key is free again.
+	if e, _, _ := s.begin(ctx, "t", "k", owner2, t0.Add(2*time.Minute)); e == nil {
+		t.Fatal("expired key still held")
+	}
+}
+
+func TestIdempotencyFailedFirstFreesKey(t *testing.T) {
+	t.Parallel()
+	s := newIdempotency(time.Minute)
+	e, _, _ := s.begin(context.Background(), "t", "k", 1, t0)
+	s.finish(e, "", t0)
+	if e2, id, _ := s.begin(context.Background(), "t", "k", 2, t0); e2 == nil || id != "" {
+		t.Fatalf("after a failed first submit: entry=%v id=%q, want a fresh claim", e2, id)
+	}
+}
+
+func TestIdempotencyWaitHonoursContext(t *testing.T) {
+	t.Parallel()
+	s := newIdempotency(time.Minute)
+	s.begin(context.Background(), "t", "k", 1, t0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := s.begin(ctx, "t", "k", 2, t0); err == nil {
+		t.Fatal("waiting on a held key ignored cancellation")
+	}
+}

@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/tenant"
+)
+
+type tenantKey struct{}
+
+// TenantFrom returns the authenticated tenant of ctx.
+func TenantFrom(ctx context.Context) (*tenant.Tenant, bool) {
+	t, ok := ctx.Value(tenantKey{}).(*tenant.Tenant)
+	return t, ok
+}
+
+// WithTenant returns ctx carrying t, as the auth interceptor does.
+func WithTenant(ctx context.Context, t *tenant.Tenant) context.Context {
+	return context.WithValue(ctx, tenantKey{}, t)
+}
+
+// Authenticator resolves an API key to a tenant.
+type Authenticator interface {
+	Authenticate(key string) (*tenant.Tenant, bool)
+}
+
+// publicServicePrefixes are served without a tenant key: health checks and
+// reflection carry no tenant data.
+var publicServicePrefixes = []string{"/grpc.health.v1.", "/grpc.reflection."}
+
+func isPublic(method string) bool {
+	for _, p := range publicServicePrefixes {
+		if strings.HasPrefix(method, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	errMissingKey = status.Error(codes.Unauthenticated, "missing API key: send metadata \"authorization: Bearer <key>\"")
+	errUnknownKey = status.Error(codes.Unauthenticated, "unknown API key")
+)
+
+// BearerToken extracts the key from "authorization: Bearer <key>" metadata.
+func BearerToken(ctx context.Context) (string, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		scheme, token, ok := strings.Cut(v, " ")
+		if ok && strings.EqualFold(scheme, "bearer") && token != "" {
+			return strings.TrimSpace(token), true
+		}
+	}
+	return "", false
+}
+
+func authenticate(ctx context.Context, auth func() Authenticator) (context.Context, error) {
+	key, ok := BearerToken(ctx)
+	if !ok {
+		return nil, errMissingKey
+	}
+	t, ok := auth().Authenticate(key)
+	if !ok {
+		return nil, errUnknownKey
+	}
+	return WithTenant(ctx, t), nil
+}
+
+// UnaryAuth returns an interceptor that authenticates every call except
+// health and reflection. auth is called per request so that a reloaded
+// tenant config takes effect at once.
+func UnaryAuth(auth func() Authenticator) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if isPublic(info.FullMethod) {
+			return handler(ctx, req)
+		}
+		ctx, err := authenticate(ctx, auth)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamAuth is UnaryAuth for streaming calls.
+func StreamAuth(auth func() Authenticator) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if isPublic(info.FullMethod) {
+			return handler(srv, ss)
+		}
+		ctx, err := authenticate(ss.Context(), auth)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &tenantStream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+type tenantStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *tenantStream) Context() context.Context { return s.ctx }

@@ -1,0 +1,383 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluice-dev/sluice/depth"
+	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/router"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// IdempotencyWindowDefault is how long an idempotency key is remembered
+// when Config.IdempotencyWindow is zero.
+const IdempotencyWindowDefault = 10 * time.Minute
+
+// Config configures a Server.
+type Config struct {
+	// Backend stores accepted jobs. Required.
+	Backend queue.Backend
+	// Topology names the lanes and their queues. Required.
+	Topology topology.Topology
+	// Tenants returns the current tenant config; called per request so a
+	// reload takes effect at once. Required.
+	Tenants func() *tenant.Config
+	// Depth supplies queue depths for routing and the high-water mark.
+	// Required; the caller starts and stops it.
+	Depth *depth.Cache
+	// IdempotencyWindow is how long a key is remembered. Defaults to 10
+	// minutes.
+	IdempotencyWindow time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now defaults to time.Now; tests inject a clock.
+	Now func() time.Time
+}
+
+// Server implements the ingest service.
+type Server struct {
+	ingestv1.UnimplementedIngestServiceServer
+
+	cfg     Config
+	lanes   map[string]*laneQueues
+	buckets *Buckets
+	idem    *idempotency
+
+	stop     context.CancelFunc
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+type laneQueues struct {
+	lane    topology.Lane
+	shards  []string
+	waiting []string // every queue whose messages count toward the lane backlog
+}
+
+// New validates cfg and returns a server. Call Start to run its janitor.
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil || cfg.Tenants == nil || cfg.Depth == nil {
+		return nil, errors.New("gateway: Backend, Tenants and Depth are required")
+	}
+	if err := cfg.Topology.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway: topology: %w", err)
+	}
+	cfg.IdempotencyWindow = cmp.Or(cfg.IdempotencyWindow, IdempotencyWindowDefault)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow)}
+	for _, l := range cfg.Topology.Lanes {
+		lq := &laneQueues{lane: l}
+		for i := range l.Shards {
+			lq.shards = append(lq.shards, cfg.Topology.ShardQueue(l.Name, i))
+		}
+		lq.waiting = append(append(lq.waiting, lq.shards...), cfg.Topology.SpilloverQueue(l.Name), cfg.Topology.BacklogQueue(l.Name))
+		s.lanes[l.Name] = lq
+	}
+	return s, nil
+}
+
+// Start runs a janitor that evicts idle token buckets and expired
+// idempotency keys until Stop.
+func (s *Server) Start(ctx context.Context) {
+	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
+	s.stopped = make(chan struct{})
+	go func() {
+		defer close(s.stopped)
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				now := s.cfg.Now()
+				s.buckets.Sweep(now, 10*time.Minute)
+				s.idem.sweep(now)
+			}
+		}
+	}()
+}
+
+// Stop ends the janitor. Safe to call twice or without Start.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		if s.stop != nil {
+			s.stop()
+			<-s.stopped
+		}
+	})
+}
+
+// Submit admits and enqueues one job.
+func (s *Server) Submit(ctx context.Context, req *ingestv1.SubmitRequest) (*ingestv1.SubmitResponse, error) {
+	t, ok := TenantFrom(ctx)
+	if !ok {
+		return nil, errMissingKey
+	}
+	b := s.newBatch(ctx, t)
+	b.admit(req, "")
+	b.enqueue()
+	r := b.results[0]
+	if r.err != nil {
+		return nil, r.err.Err()
+	}
+	return &ingestv1.SubmitResponse{JobId: r.jobID, Duplicate: r.duplicate}, nil
+}
+
+// SubmitBatch admits and enqueues each job on its own.
+func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+	t, ok := TenantFrom(ctx)
+	if !ok {
+		return nil, errMissingKey
+	}
+	if n := len(req.GetJobs()); n == 0 || n > MaxBatchJobs {
+		return nil, invalidArgument(violations{{Field: "jobs", Description: fmt.Sprintf("has %d jobs; send 1 to %d", n, MaxBatchJobs)}})
+	}
+	b := s.newBatch(ctx, t)
+	for i, job := range req.GetJobs() {
+		b.admit(job, fmt.Sprintf("jobs[%d].", i))
+	}
+	b.enqueue()
+	resp := &ingestv1.SubmitBatchResponse{Results: make([]*ingestv1.SubmitBatchResult, len(b.results))}
+	for i, r := range b.results {
+		out := &ingestv1.SubmitBatchResult{JobId: r.jobID, Duplicate: r.duplicate}
+		if r.err != nil {
+			out = &ingestv1.SubmitBatchResult{Error: jobError(r.err)}
+		}
+		resp.Results[i] = out
+	}
+	return resp, nil
+}
+
+// batch carries the jobs of one call through admission and enqueue.
+type batch struct {
+	s       *Server
+	ctx     context.Context
+	tenant  *tenant.Tenant
+	lane    *laneQueues
+	now     time.Time
+	results []*result
+}
+
+type result struct {
+	jobID     string
+	duplicate bool
+	err       *status.Status
+
+	// Set for a job admitted and waiting to be sent.
+	queue  string
+	body   []byte
+	delay  time.Duration
+	undo   func()     // gives the token back if the send fails
+	idem   *idemEntry // finished once the outcome is known
+	copyOf *result    // a repeat of an idempotency key earlier in this batch
+}
+
+func (s *Server) newBatch(ctx context.Context, t *tenant.Tenant) *batch {
+	return &batch{s: s, ctx: ctx, tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now()}
+}
+
+// admit runs every check of one job and, if it passes, prepares its
+// message. It appends exactly one result.
+func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
+	r := &result{}
+	b.results = append(b.results, r)
+	lim := b.tenant.Limits
+	if v := validateJob(req, lim.MaxPayloadBytes, prefix); len(v) > 0 {
+		r.err = badRequest(v)
+		return
+	}
+	if b.lane == nil {
+		r.err = status.Newf(codes.FailedPrecondition, "tenant %q is configured for lane %q, which this gateway's topology does not have", b.tenant.ID, lim.Lane)
+		return
+	}
+	if key := req.GetIdempotencyKey(); key != "" {
+		e, firstID, err := b.s.idem.begin(b.ctx, b.tenant.ID, key, b, b.now)
+		switch {
+		case err != nil:
+			r.err = status.FromContextError(err)
+			return
+		case firstID != "":
+			r.jobID, r.duplicate = firstID, true
+			return
+		case e.owner == b && b.claimedBy(e) != nil:
+			r.copyOf = b.claimedBy(e)
+			return
+		}
+		r.idem = e
+	}
+	undo, wait := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
+	if undo == nil {
+		r.err = quotaExceeded(b.tenant.ID, "rate", fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
+		b.release(r)
+		return
+	}
+	backlog := b.laneBacklog()
+	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.lane.lane.DrainRate); refused {
+		undo()
+		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
+		b.release(r)
+		return
+	}
+	r.undo = undo
+	b.prepare(r, req)
+}
+
+// claimedBy returns the result in this batch that holds e.
+func (b *batch) claimedBy(e *idemEntry) *result {
+	for _, r := range b.results {
+		if r.idem == e {
+			return r
+		}
+	}
+	return nil
+}
+
+func (b *batch) laneBacklog() int64 {
+	var n int64
+	for _, q := range b.lane.waiting {
+		n += b.s.cfg.Depth.Waiting(q)
+	}
+	return n
+}
+
+// prepare routes the job and encodes its envelope.
+func (b *batch) prepare(r *result, req *ingestv1.SubmitRequest) {
+	l := b.lane.lane
+	shard := router.Pick(b.tenant.ID, l.Name, l.Shards, l.ShardChoices, func(i int) int64 {
+		return b.s.cfg.Depth.Waiting(b.lane.shards[i])
+	})
+	env := &envelopev1.Envelope{
+		JobId:          ulid.Make().String(),
+		Tenant:         b.tenant.ID,
+		Lane:           l.Name,
+		Payload:        req.GetPayload(),
+		Attributes:     req.GetAttributes(),
+		EnqueuedAt:     timestamppb.New(b.now),
+		IdempotencyKey: req.GetIdempotencyKey(),
+		TraceContext:   traceContext(b.ctx),
+		Shard:          uint32(shard),
+	}
+	if ttl := req.GetTtl(); ttl != nil {
+		env.ExpiresAt = timestamppb.New(b.now.Add(ttl.AsDuration()))
+	}
+	body, err := proto.Marshal(env)
+	if err != nil {
+		r.err = status.Newf(codes.Internal, "encode job: %v", err)
+		b.release(r)
+		return
+	}
+	r.jobID, r.queue, r.body, r.delay = env.JobId, b.lane.shards[shard], body, req.GetDelay().AsDuration()
+}
+
+// enqueue sends every prepared job, grouped by queue in batches of up to
+// queue.MaxBatch, and settles each result.
+func (b *batch) enqueue() {
+	byQueue := map[string][]*result{}
+	var order []string
+	for _, r := range b.results {
+		if r.body == nil {
+			continue
+		}
+		if byQueue[r.queue] == nil {
+			order = append(order, r.queue)
+		}
+		byQueue[r.queue] = append(byQueue[r.queue], r)
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, q := range order {
+		rs := byQueue[q]
+		for start := 0; start < len(rs); start += queue.MaxBatch {
+			chunk := rs[start:min(start+queue.MaxBatch, len(rs))]
+			g.Go(func() error { b.send(q, chunk); return nil })
+		}
+	}
+	_ = g.Wait() // send records failures per result
+	now := b.s.cfg.Now()
+	for _, r := range b.results {
+		if r.copyOf != nil {
+			r.jobID, r.duplicate, r.err = r.copyOf.jobID, r.copyOf.err == nil, r.copyOf.err
+			continue
+		}
+		if r.idem != nil {
+			id := r.jobID
+			if r.err != nil {
+				id = ""
+			}
+			b.s.idem.finish(r.idem, id, now)
+		}
+	}
+}
+
+func (b *batch) send(q string, rs []*result) {
+	entries := make([]queue.SendEntry, len(rs))
+	for i, r := range rs {
+		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay}
+	}
+	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})
+	sent := 0
+	for i, r := range rs {
+		var entryErr error
+		switch {
+		case err != nil:
+			entryErr = err
+		case i < len(out) && out[i].Err != nil:
+			entryErr = out[i].Err
+		case i >= len(out):
+			entryErr = errors.New("backend returned no result")
+		}
+		if entryErr != nil {
+			r.err = unavailable(entryErr)
+			r.undo()
+			b.s.cfg.Logger.WarnContext(b.ctx, "enqueue failed", slog.String("tenant", b.tenant.ID), slog.String("queue", q), slog.Any("error", entryErr))
+			continue
+		}
+		sent++
+	}
+	b.s.cfg.Depth.Add(q, int64(sent))
+}
+
+// release frees the idempotency claim of a refused job.
+func (b *batch) release(r *result) {
+	if r.idem != nil {
+		b.s.idem.finish(r.idem, "", b.now)
+		r.idem = nil
+	}
+}
+
+// traceContext copies W3C trace headers from the call's metadata.
+func traceContext(ctx context.Context) map[string]string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var tc map[string]string
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v := md.Get(k); len(v) > 0 {
+			if tc == nil {
+				tc = map[string]string{}
+			}
+			tc[k] = v[0]
+		}
+	}
+	return tc
+}

@@ -1,0 +1,85 @@
+// Package flagconf fills a flag.FlagSet from, in order of precedence, the
+// command line, environment variables and a YAML config file, so every
+// setting has one name in three forms: --data-dir, SLUICE_DATA_DIR, and
+// data-dir: in the file.
+package flagconf
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Parse parses args into fs, then sets each flag not given on the command
+// line from the environment variable prefix_NAME (upper case, '-' → '_'),
+// then from the YAML file named by the flag configFlag, if set. Unknown
+// keys in the file are errors that name the key and line.
+func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		env := envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("environment %s=%q: %w", env, v, err))
+			}
+			given[f.Name] = true
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	cf := fs.Lookup(configFlag)
+	if cf == nil || cf.Value.String() == "" {
+		return nil
+	}
+	return applyFile(fs, cf.Value.String(), given)
+}
+
+func applyFile(fs *flag.FlagSet, path string, given map[string]bool) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return fmt.Errorf("config file %s: line %d: want a mapping of setting: value", path, m.Line)
+	}
+	var errs []error
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		f := fs.Lookup(k.Value)
+		switch {
+		case f == nil || k.Value == "config":
+			errs = append(errs, fmt.Errorf("config file %s: line %d: unknown setting %q", path, k.Line, k.Value))
+		case v.Kind != yaml.ScalarNode:
+			errs = append(errs, fmt.Errorf("config file %s: line %d: %s: want a single value", path, v.Line, k.Value))
+		case given[k.Value]:
+			// The command line or environment wins.
+		default:
+			if err := fs.Set(k.Value, v.Value); err != nil {
+				errs = append(errs, fmt.Errorf("config file %s: line %d: %s: %w", path, v.Line, k.Value, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,187 @@
+// Package node assembles sluice's parts into the processes that the
+// binaries run: it opens the queue backend, loads configuration, builds the
+// delivery handler and runs drainers with their admin API. cmd/gateway and
+// cmd/drainer are thin wrappers over it.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-dev/sluice/drainer"
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/queue/embeddedqueue"
+	"github.com/sluice-dev/sluice/sideliner"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// LoadTopology reads the queue config file, or returns the default
+// topology when path is empty.
+func LoadTopology(path string) (topology.Topology, error) {
+	if path == "" {
+		return topology.Default(), nil
+	}
+	return topology.Load(path)
+}
+
+// OpenEmbedded opens (creating if needed) the embedded backend in dir and
+// makes sure every queue of topo exists.
+func OpenEmbedded(ctx context.Context, dir string, topo topology.Topology, log *slog.Logger) (queue.Backend, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
+	}
+	b, err := embeddedqueue.Open(filepath.Join(dir, "queues.db"), embeddedqueue.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.EnsureQueues(ctx, topo.Specs()); err != nil {
+		return nil, errors.Join(fmt.Errorf("create queues: %w", err), b.Close())
+	}
+	return b, nil
+}
+
+// Target names where drainers deliver: at most one of a gRPC worker
+// address and a webhook URL; neither means the built-in log sink.
+type Target struct {
+	WorkerAddr    string
+	WebhookURL    string
+	WebhookSecret string
+}
+
+// Handler returns the delivery target's handler. The returned close func
+// releases its connection.
+func Handler(t Target, log *slog.Logger) (drainer.Handler, func() error, error) {
+	noop := func() error { return nil }
+	workerAddr := t.WorkerAddr
+	switch {
+	case workerAddr != "" && t.WebhookURL != "":
+		return nil, nil, errors.New("give --worker-addr or --webhook-url, not both")
+	case t.WebhookURL != "":
+		u, err := url.Parse(t.WebhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, nil, fmt.Errorf("--webhook-url %q: want an http:// or https:// URL", t.WebhookURL)
+		}
+		return &drainer.Webhook{URL: t.WebhookURL, Secret: t.WebhookSecret}, noop, nil
+	case workerAddr == "":
+		return drainer.LogHandler{Logger: log}, noop, nil
+	}
+	conn, err := grpc.NewClient(workerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker address %q (--worker-addr): %w", workerAddr, err)
+	}
+	return drainer.NewGRPCWorker(conn), conn.Close, nil
+}
+
+// TenantLimits returns the drainers' per-tenant limits from the current
+// tenant config. A tenant the config no longer knows (its jobs may outlive
+// it) gets the standard tier's limits.
+func TenantLimits(current func() *tenant.Config) func(string) sideliner.Limits {
+	return func(id string) sideliner.Limits {
+		cfg := current()
+		l, _ := cfg.Tier("standard")
+		if t, ok := cfg.Tenant(id); ok {
+			l = t.Limits
+		}
+		return sideliner.Limits{DrainRate: l.DrainRate, DrainBurst: l.DrainBurst, MaxInFlight: l.MaxInFlight}
+	}
+}
+
+// DrainConfig configures RunDrain.
+type DrainConfig struct {
+	Backend       queue.Backend
+	Topology      topology.Topology
+	Handler       drainer.Handler
+	Limits        func(tenant string) sideliner.Limits
+	Policy        sideliner.Policy
+	SidelineShare int
+	Concurrency   int
+	AdminListen   string
+	AdminKey      string
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
+}
+
+// RunDrain runs drainers and the admin API until ctx ends, then stops
+// both: the admin listener first, then the drainers within the grace
+// period.
+func RunDrain(ctx context.Context, cfg DrainConfig) error {
+	d, err := drainer.New(drainer.Config{
+		Backend:       cfg.Backend,
+		Topology:      cfg.Topology,
+		Handler:       cfg.Handler,
+		Limits:        cfg.Limits,
+		Policy:        cfg.Policy,
+		SidelineShare: cfg.SidelineShare,
+		Concurrency:   cfg.Concurrency,
+		Logger:        cfg.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	lis, err := serve.Listen(cfg.AdminListen, "admin-listen")
+	if err != nil {
+		return err
+	}
+	unary, stream := drainer.AdminAuth(cfg.AdminKey)
+	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream})
+	admin := drainer.NewAdminServer(cfg.Backend, cfg.Topology, cfg.Logger)
+	defer admin.Close()
+	adminv1.RegisterAdminServiceServer(srv.GRPC, admin)
+	if err := d.Start(ctx); err != nil {
+		return errors.Join(err, lis.Close())
+	}
+	cfg.Logger.InfoContext(ctx, "admin API listening", slog.String("addr", lis.Addr().String()))
+	serveErr := srv.Serve(ctx, lis, cfg.ShutdownGrace)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	defer cancel()
+	stopErr := d.Stop(stopCtx)
+	c := d.Counts()
+	cfg.Logger.InfoContext(ctx, "drainer stopped", slog.Int64("delivered", c.Delivered), slog.Int64("retried", c.Retried),
+		slog.Int64("spilled", c.Spilled), slog.Int64("backlogged", c.Backlogged), slog.Int64("dropped", c.Dropped),
+		slog.Int64("dead_lettered", c.DeadLettered), slog.Int64("lease_lost", c.LeaseLost))
+	return errors.Join(serveErr, stopErr)
+}
+
+// SecretFile returns the secret stored in path, creating a random one with
+// the given prefix on first use, so development keys survive restarts.
+func SecretFile(path, prefix string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(data)), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	buf := make([]byte, 20)
+	_, _ = rand.Read(buf)
+	key := prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(buf))
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// PolicyFlags registers the drain policy flags shared by both binaries.
+func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share *int) {
+	fs.IntVar(&p.MaxAttempts, "max-attempts", sideliner.MaxAttemptsDefault, "delivery attempts before a job is dead-lettered")
+	fs.DurationVar(&p.RetryBase, "retry-base", sideliner.RetryBaseDefault, "least delay before a retry; doubles per attempt, with jitter")
+	fs.DurationVar(&p.RetryCap, "retry-cap", sideliner.RetryCapDefault, "longest retry backoff (at most 15m)")
+	fs.IntVar(share, "sideline-share", 10, "percent of each lane's deliveries guaranteed to its spillover and backlog queues")
+}

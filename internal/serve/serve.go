@@ -1,0 +1,117 @@
+// Package serve holds the process plumbing both binaries share: the JSON
+// logger, a gRPC server with recovery, logging, health and reflection, and
+// serving with a bounded graceful stop.
+package serve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// NewLogger returns a JSON logger at level ("debug", "info", "warn",
+// "error").
+func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// Server is a gRPC server with its health service.
+type Server struct {
+	GRPC   *grpc.Server
+	Health *health.Server
+}
+
+// MaxRecvMsgBytes bounds one request message: a full SubmitBatch of
+// maximum-size jobs does not fit, smaller batches do.
+const MaxRecvMsgBytes = 16 << 20
+
+// NewServer returns a gRPC server whose interceptors run in the order
+// recover panics → log the call → the given ones (authentication), with
+// the health and reflection services registered.
+func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor, opts ...grpc.ServerOption) *Server {
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(callLevel)}
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in handler", slog.Any("panic", p))
+		return status.Error(codes.Internal, "internal error")
+	})
+	u := append([]grpc.UnaryServerInterceptor{
+		recovery.UnaryServerInterceptor(recoverOpt),
+		logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
+	}, unary...)
+	s := append([]grpc.StreamServerInterceptor{
+		recovery.StreamServerInterceptor(recoverOpt),
+		logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
+	}, stream...)
+	opts = append(opts, grpc.ChainUnaryInterceptor(u...), grpc.ChainStreamInterceptor(s...), grpc.MaxRecvMsgSize(MaxRecvMsgBytes))
+	srv := &Server{GRPC: grpc.NewServer(opts...), Health: health.NewServer()}
+	healthpb.RegisterHealthServer(srv.GRPC, srv.Health)
+	reflection.Register(srv.GRPC)
+	return srv
+}
+
+// callLevel logs successful and expected refusals at debug, so the log at
+// info shows only what an operator must look at.
+func callLevel(code codes.Code) logging.Level {
+	switch code {
+	case codes.OK, codes.InvalidArgument, codes.ResourceExhausted, codes.Unauthenticated,
+		codes.PermissionDenied, codes.NotFound, codes.AlreadyExists, codes.Canceled:
+		return logging.LevelDebug
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return logging.LevelWarn
+	default:
+		return logging.LevelError
+	}
+}
+
+func slogAdapter(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}
+
+// Listen opens a TCP listener, with an error that says what to change.
+func Listen(addr, flagName string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		if strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("listen on %s: the address is in use; stop the other process or pick another with --%s", addr, flagName)
+		}
+		return nil, fmt.Errorf("listen on %s (--%s): %w", addr, flagName, err)
+	}
+	return lis, nil
+}
+
+// Serve serves srv on lis until ctx ends, then marks it not serving and
+// stops gracefully, cutting remaining calls after grace.
+func (srv *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
+	srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.GRPC.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	srv.Health.Shutdown()
+	t := time.AfterFunc(grace, srv.GRPC.Stop)
+	defer t.Stop()
+	srv.GRPC.GracefulStop()
+	return nil
+}

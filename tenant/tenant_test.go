@@ -1,0 +1,89 @@
+package tenant
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`
+tiers:
+  free: {submit_rate: 5}
+tenants:
+  - id: acme
+    tier: premium
+    api_key_sha256: [` + HashKey("acme-secret-1") + `]
+  - id: tiny
+    tier: free
+    api_keys: [tiny-secret-1]
+    max_in_flight: 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, ok := cfg.Authenticate("acme-secret-1")
+	if !ok || acme.ID != "acme" || acme.Limits != DefaultTiers()["premium"] {
+		t.Fatalf("acme = %+v, %v", acme, ok)
+	}
+	tiny, ok := cfg.Authenticate("tiny-secret-1")
+	if !ok {
+		t.Fatal("tiny not found by key")
+	}
+	want := DefaultTiers()["free"]
+	want.SubmitRate = 5  // tier override
+	want.MaxInFlight = 2 // tenant override
+	if tiny.Limits != want {
+		t.Errorf("tiny limits = %+v, want %+v", tiny.Limits, want)
+	}
+	if _, ok := cfg.Authenticate("acme-secret-2"); ok {
+		t.Error("unknown key authenticated")
+	}
+	if got := cfg.Lanes(); strings.Join(got, ",") != "free,premium" {
+		t.Errorf("lanes = %v", got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh]\n    rate: 3\n", "line 5"},
+		{"unknown tier", "tenants:\n  - id: a\n    tier: gold\n    api_keys: [abcdefgh]\n", `line 2: tenant "a": unknown tier "gold"`},
+		{"no key", "tenants:\n  - id: a\n    tier: free\n", "line 2: tenant \"a\": no api_keys"},
+		{"short key", "tenants:\n  - id: a\n    tier: free\n    api_keys: [abc]\n", "shorter than 8"},
+		{"bad hash", "tenants:\n  - id: a\n    tier: free\n    api_key_sha256: [zz]\n", "64 hex digits"},
+		{"shared key", "tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh]\n  - id: b\n    tier: free\n    api_keys: [abcdefgh]\n", `line 5: tenant "b": api key already belongs to tenant "a"`},
+		{"duplicate id", "tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh]\n  - id: a\n    tier: free\n    api_keys: [abcdefgi]\n", "line 5: tenant \"a\": duplicate"},
+		{"bad id", "tenants:\n  - id: 'a b'\n    tier: free\n    api_keys: [abcdefgh]\n", "id must be"},
+		{"bad fraction", "tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh]\n    hwm_fraction: 1.5\n", "hwm_fraction"},
+		{"payload ceiling", "tiers:\n  free: {max_payload_bytes: 1000000}\n", "tier free: max_payload_bytes"},
+		{"not yaml", "tenants: [", "yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh]\n"))
+	f.Add([]byte("tiers:\n  free: {submit_rate: 5}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for _, tn := range cfg.Tenants() {
+			if p := tn.Limits.validate(); len(p) > 0 {
+				t.Fatalf("accepted tenant %q with invalid limits: %v", tn.ID, p)
+			}
+		}
+	})
+}

@@ -1,0 +1,117 @@
+package topology
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestQueueName(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind  Kind
+		index int
+		want  string
+	}{
+		{KindShard, 0, "sluice-premium-shard-00"},
+		{KindShard, 7, "sluice-premium-shard-07"},
+		{KindShard, 123, "sluice-premium-shard-123"},
+		{KindSpillover, 5, "sluice-premium-spillover"},
+		{KindBacklog, 0, "sluice-premium-backlog"},
+		{KindDLQ, 0, "sluice-premium-dlq"},
+	}
+	for _, tt := range tests {
+		if got := QueueName("sluice", "premium", tt.kind, tt.index); got != tt.want {
+			t.Errorf("QueueName(%s, %d) = %q, want %q", tt.kind, tt.index, got, tt.want)
+		}
+	}
+}
+
+func TestDefaultTopology(t *testing.T) {
+	t.Parallel()
+	topo := Default()
+	if err := topo.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	qs := topo.Queues()
+	// 3 lanes × (4 shards + spillover + backlog + dlq).
+	if len(qs) != 21 {
+		t.Fatalf("got %d queues, want 21", len(qs))
+	}
+	seen := map[string]bool{}
+	for i, q := range qs {
+		if seen[q.Spec.Name] {
+			t.Errorf("duplicate queue %s", q.Spec.Name)
+		}
+		seen[q.Spec.Name] = true
+		if q.Kind == KindDLQ {
+			if q.Spec.DeadLetterQueue != "" {
+				t.Errorf("%s: a DLQ must not redrive", q.Spec.Name)
+			}
+			continue
+		}
+		if q.Spec.DeadLetterQueue != topo.DLQ(q.Lane) || q.Spec.MaxReceiveCount != MaxReceiveCountDefault {
+			t.Errorf("%s: redrive to %q after %d", q.Spec.Name, q.Spec.DeadLetterQueue, q.Spec.MaxReceiveCount)
+		}
+		if !seen[q.Spec.DeadLetterQueue] {
+			t.Errorf("queue %d (%s) listed before its DLQ", i, q.Spec.Name)
+		}
+	}
+	premium, _ := topo.Lane("premium")
+	if want := int64(DrainRateDefault * SLADefault.Seconds()); premium.HighWaterMark != want {
+		t.Errorf("HWM = %d, want drain rate × SLA = %d", premium.HighWaterMark, want)
+	}
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string
+		check   func(t *testing.T, topo Topology)
+	}{
+		{
+			name: "defaults filled",
+			yaml: "lanes:\n  - name: a\n    shards: 8\n    shard_choices: 3\n    visibility_timeout: 45s\n",
+			check: func(t *testing.T, topo Topology) {
+				l := topo.Lanes[0]
+				if l.Shards != 8 || l.ShardChoices != 3 || time.Duration(l.VisibilityTimeout) != 45*time.Second || l.Weight != 1 || topo.Prefix != "sluice" {
+					t.Errorf("got %+v", topo)
+				}
+			},
+		},
+		{
+			name: "choices clamped to shards",
+			yaml: "lanes:\n  - name: a\n    shards: 1\n    shard_choices: 3\n",
+			check: func(t *testing.T, topo Topology) {
+				if topo.Lanes[0].ShardChoices != 1 {
+					t.Errorf("shard_choices = %d", topo.Lanes[0].ShardChoices)
+				}
+			},
+		},
+		{name: "unknown field", yaml: "lanes:\n  - name: a\n    shardz: 3\n", wantErr: "line 3"},
+		{name: "bad duration", yaml: "lanes:\n  - name: a\n    sla: soon\n", wantErr: "line 3"},
+		{name: "no lanes", yaml: "prefix: x\n", wantErr: "at least one lane"},
+		{name: "bad lane name", yaml: "lanes:\n  - name: Premium\n", wantErr: "lowercase"},
+		{name: "duplicate lane", yaml: "lanes:\n  - name: a\n  - name: a\n", wantErr: "duplicate lane"},
+		{name: "visibility too short", yaml: "lanes:\n  - name: a\n    visibility_timeout: 10ms\n", wantErr: "visibility_timeout"},
+		{name: "name too long", yaml: "prefix: " + strings.Repeat("p", 60) + "\nlanes:\n  - name: " + strings.Repeat("l", 20) + "\n", wantErr: "over the limit of 80"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			topo, err := Parse([]byte(tt.yaml))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, topo)
+		})
+	}
+}
