@@ -32,7 +32,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/tenant"
-	"github.com/sluice-dev/sluice/topology"
 )
 
 func main() {

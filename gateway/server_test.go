@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-dev/sluice/depth"
+	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/queue/embeddedqueue"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+type testBundle struct {
+	client  ingestv1.IngestServiceClient
+	health  healthpb.HealthClient
+	backend queue.Backend
+	topo    topology.Topology
+}
+
+// setup serves a gateway on a loopback port over a real embedded backend.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	topo := topology.Default()
+	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := b.EnsureQueues(t.Context(), topo.Specs()); err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := tenant.Parse([]byte("tenants:\n  - {id: acme, tier: premium, api_keys: [acme-key-1]}\n  - {id: tiny, tier: free, api_keys: [tiny-key-1], submit_burst: 3, submit_rate: 0.001}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range topo.Queues() {
+		names = append(names, q.Spec.Name)
+	}
+	depths := depth.New(depth.Config{Backend: b, Queues: names, Logger: log})
+	if err := depths.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(Config{Backend: b, Topology: topo, Tenants: func() *tenant.Config { return tenants }, Depth: depths, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := func() Authenticator { return tenants }
+	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{UnaryAuth(auth)}, []grpc.StreamServerInterceptor{StreamAuth(auth)})
+	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, lis, 0); close(done) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); cancel(); <-done })
+	return &testBundle{client: ingestv1.NewIngestServiceClient(conn), health: healthpb.NewHealthClient(conn), backend: b, topo: topo}
+}
+
+func key(ctx context.Context, k string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+k)
+}
+
+func TestHealthNeedsNoKey(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	resp, err := tb.health.Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v, %v", resp, err)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	for _, md := range [][]string{nil, {"authorization", "Bearer nope-nope"}, {"authorization", "Basic acme-key-1"}, {"authorization", "Bearer"}} {
+		ctx := t.Context()
+		if md != nil {
+			ctx = metadata.AppendToOutgoingContext(ctx, md...)
+		}
+		if _, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")}); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("metadata %v: %v, want UNAUTHENTICATED", md, err)
+		}
+	}
+}
+
+// TestSubmitStoresEnvelope checks what an OK means: the job is on one of
+// the tenant's shard queues, with the tenant taken from the key.
+func TestSubmitStoresEnvelope(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := metadata.AppendToOutgoingContext(key(t.Context(), "acme-key-1"), "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	resp, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("hello"), Attributes: map[string]string{"k": "v"}, IdempotencyKey: "idem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *envelopev1.Envelope
+	for i := range 4 {
+		msgs, err := tb.backend.Receive(t.Context(), &queue.ReceiveParams{Queue: tb.topo.ShardQueue("premium", i), Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			var env envelopev1.Envelope
+			if err := proto.Unmarshal(m.Body, &env); err != nil {
+				t.Fatal(err)
+			}
+			found = &env
+		}
+	}
+	if found == nil || found.GetJobId() != resp.GetJobId() || found.GetTenant() != "acme" || found.GetLane() != "premium" ||
+		string(found.GetPayload()) != "hello" || found.GetAttributes()["k"] != "v" || found.GetIdempotencyKey() != "idem" ||
+		found.GetTraceContext()["traceparent"] == "" || found.GetEnqueuedAt() == nil {
+		t.Fatalf("stored envelope %v for job %s", found, resp.GetJobId())
+	}
+}
+
+func TestSubmitBatchPerItemResults(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := key(t.Context(), "tiny-key-1") // burst 3, then no tokens for a long time
+	resp, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{
+		{Payload: []byte("a"), IdempotencyKey: "k1"},
+		{}, // invalid
+		{Payload: []byte("b"), IdempotencyKey: "k1"}, // repeat of item 0 in the same batch
+		{Payload: []byte("c")},
+		{Payload: []byte("d")},
+		{Payload: []byte("e")}, // over the burst
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.GetResults()
+	if len(r) != 6 {
+		t.Fatalf("%d results", len(r))
+	}
+	if r[0].GetJobId() == "" || r[0].GetDuplicate() || r[0].GetError() != nil {
+		t.Errorf("item 0: %v", r[0])
+	}
+	if e := r[1].GetError(); codes.Code(e.GetCode()) != codes.InvalidArgument || e.GetFieldViolations()[0].GetField() != "jobs[1].payload" {
+		t.Errorf("item 1: %v", r[1])
+	}
+	if r[2].GetJobId() != r[0].GetJobId() || !r[2].GetDuplicate() {
+		t.Errorf("item 2: %v, want a duplicate of %s", r[2], r[0].GetJobId())
+	}
+	if r[3].GetError() != nil || r[4].GetError() != nil {
+		t.Errorf("items 3-4: %v %v", r[3], r[4])
+	}
+	if e := r[5].GetError(); codes.Code(e.GetCode()) != codes.ResourceExhausted || e.GetRetryDelay().AsDuration() <= 0 {
+		t.Errorf("item 5: %v, want RESOURCE_EXHAUSTED with a retry delay", r[5])
+	}
+	for _, n := range []int{0, 501} {
+		if _, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: make([]*ingestv1.SubmitRequest, n)}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("batch of %d: %v", n, err)
+		}
+	}
+}

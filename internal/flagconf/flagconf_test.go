@@ -1,0 +1,66 @@
+package flagconf
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newSet() (*flag.FlagSet, *string, *int, *time.Duration) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(new(strings.Builder))
+	addr := fs.String("listen-addr", "default", "")
+	n := fs.Int("workers", 1, "")
+	d := fs.Duration("grace", time.Second, "")
+	fs.String("config", "", "")
+	return fs, addr, n, d
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("listen-addr: from-file\nworkers: 7\ngrace: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TEST_WORKERS", "9")
+	fs, addr, n, d := newSet()
+	if err := Parse(fs, []string{"--config", cfg, "--grace", "2s"}, "TEST", "config"); err != nil {
+		t.Fatal(err)
+	}
+	// flag > env > file > default
+	if *d != 2*time.Second || *n != 9 || *addr != "from-file" {
+		t.Fatalf("got grace=%s workers=%d addr=%q", *d, *n, *addr)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, file, env, want string
+	}{
+		{"unknown key", "listen-addr: x\nworkerz: 3\n", "", `line 2: unknown setting "workerz"`},
+		{"bad value", "workers: many\n", "", "line 1: workers"},
+		{"not a mapping", "- a\n- b\n", "", "want a mapping"},
+		{"nested value", "workers: {a: 1}\n", "", "want a single value"},
+		{"bad env", "", "x", "environment TEST_WORKERS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, tt.name+".yaml")
+			if err := os.WriteFile(cfg, []byte(tt.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tt.env != "" {
+				t.Setenv("TEST_WORKERS", tt.env)
+			}
+			fs, _, _, _ := newSet()
+			err := Parse(fs, []string{"--config", cfg}, "TEST", "config")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
