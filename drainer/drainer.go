@@ -46,6 +46,10 @@ const (
 	SidelineShareDefault  = 10
 	HandlerTimeoutDefault = 15 * time.Minute
 	opTimeout             = 30 * time.Second
+	// movesMin is the least number of concurrent moves (spill, backlog,
+	// retry, dead-letter). Moves are two cheap backend calls that benefit
+	// from batching, so they get their own, larger pool.
+	movesMin = 64
 )
 
 // Config configures a Drainer.
@@ -174,7 +178,7 @@ func New(cfg Config) (*Drainer, error) {
 		cfg: cfg, limiter: limiter,
 		notify: make(chan struct{}, 1),
 		slots:  make(chan struct{}, cfg.Concurrency),
-		moves:  make(chan struct{}, cfg.Concurrency),
+		moves:  make(chan struct{}, max(cfg.Concurrency, movesMin)),
 	}
 	weights := make([]int, len(cfg.Topology.Lanes))
 	for i, l := range cfg.Topology.Lanes {

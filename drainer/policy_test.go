@@ -28,7 +28,7 @@ lanes:
 func TestFloodDoesNotDelayQuietTenants(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
-	const floodJobs, quietTenants, quietJobsEach = 400, 8, 5
+	const floodJobs, quietTenants, quietJobsEach = 300, 8, 5
 	now := time.Now()
 	shards := router.ShardSet("noisy", "std", 4, 2)
 	for i := range floodJobs {
@@ -47,7 +47,7 @@ func TestFloodDoesNotDelayQuietTenants(t *testing.T) {
 		Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 4,
 		Limits: func(tenant string) sideliner.Limits {
 			if tenant == "noisy" {
-				return sideliner.Limits{DrainRate: 200, DrainBurst: 10, MaxInFlight: 2}
+				return sideliner.Limits{DrainRate: 50, DrainBurst: 5, MaxInFlight: 2}
 			}
 			return sideliner.Limits{DrainRate: 1000, DrainBurst: 100, MaxInFlight: 4}
 		},
