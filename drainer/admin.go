@@ -8,16 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/topology"
 )
@@ -84,22 +83,18 @@ func (a *AdminServer) GetQueueStats(ctx context.Context, req *adminv1.GetQueueSt
 func AdminAuth(adminKey string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	want := sha256.Sum256([]byte(adminKey))
 	check := func(ctx context.Context, method string) error {
-		if strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.") {
+		if serve.IsPublicMethod(method) {
 			return nil
 		}
-		md, _ := metadata.FromIncomingContext(ctx)
-		for _, v := range md.Get("authorization") {
-			scheme, token, ok := strings.Cut(v, " ")
-			if !ok || !strings.EqualFold(scheme, "bearer") {
-				continue
-			}
-			got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-			if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-				return nil
-			}
+		token, ok := serve.BearerToken(ctx)
+		if !ok {
+			return status.Error(codes.Unauthenticated, "missing admin key: send metadata \"authorization: Bearer <admin key>\"")
+		}
+		got := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			return status.Error(codes.PermissionDenied, "not the admin key: the admin API needs the admin credential, tenant keys are refused")
 		}
-		return status.Error(codes.Unauthenticated, "missing admin key: send metadata \"authorization: Bearer <admin key>\"")
+		return nil
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if err := check(ctx, info.FullMethod); err != nil {

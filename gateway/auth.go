@@ -2,13 +2,12 @@ package gateway
 
 import (
 	"context"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/tenant"
 )
 
@@ -30,38 +29,13 @@ type Authenticator interface {
 	Authenticate(key string) (*tenant.Tenant, bool)
 }
 
-// publicServicePrefixes are served without a tenant key: health checks and
-// reflection carry no tenant data.
-var publicServicePrefixes = []string{"/grpc.health.v1.", "/grpc.reflection."}
-
-func isPublic(method string) bool {
-	for _, p := range publicServicePrefixes {
-		if strings.HasPrefix(method, p) {
-			return true
-		}
-	}
-	return false
-}
-
 var (
 	errMissingKey = status.Error(codes.Unauthenticated, "missing API key: send metadata \"authorization: Bearer <key>\"")
 	errUnknownKey = status.Error(codes.Unauthenticated, "unknown API key")
 )
 
-// BearerToken extracts the key from "authorization: Bearer <key>" metadata.
-func BearerToken(ctx context.Context) (string, bool) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		scheme, token, ok := strings.Cut(v, " ")
-		if ok && strings.EqualFold(scheme, "bearer") && token != "" {
-			return strings.TrimSpace(token), true
-		}
-	}
-	return "", false
-}
-
 func authenticate(ctx context.Context, auth func() Authenticator) (context.Context, error) {
-	key, ok := BearerToken(ctx)
+	key, ok := serve.BearerToken(ctx)
 	if !ok {
 		return nil, errMissingKey
 	}
@@ -77,7 +51,7 @@ func authenticate(ctx context.Context, auth func() Authenticator) (context.Conte
 // tenant config takes effect at once.
 func UnaryAuth(auth func() Authenticator) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if isPublic(info.FullMethod) {
+		if serve.IsPublicMethod(info.FullMethod) {
 			return handler(ctx, req)
 		}
 		ctx, err := authenticate(ctx, auth)
@@ -91,7 +65,7 @@ func UnaryAuth(auth func() Authenticator) grpc.UnaryServerInterceptor {
 // StreamAuth is UnaryAuth for streaming calls.
 func StreamAuth(auth func() Authenticator) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if isPublic(info.FullMethod) {
+		if serve.IsPublicMethod(info.FullMethod) {
 			return handler(srv, ss)
 		}
 		ctx, err := authenticate(ss.Context(), auth)

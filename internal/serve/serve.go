@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
@@ -114,4 +115,23 @@ func (srv *Server) Serve(ctx context.Context, lis net.Listener, grace time.Durat
 	defer t.Stop()
 	srv.GRPC.GracefulStop()
 	return nil
+}
+
+// BearerToken extracts the key from "authorization: Bearer <key>" call
+// metadata.
+func BearerToken(ctx context.Context) (string, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		scheme, token, ok := strings.Cut(v, " ")
+		if ok && strings.EqualFold(scheme, "bearer") && strings.TrimSpace(token) != "" {
+			return strings.TrimSpace(token), true
+		}
+	}
+	return "", false
+}
+
+// IsPublicMethod reports whether a gRPC method is served without a
+// credential: health checks and reflection carry no tenant data.
+func IsPublicMethod(method string) bool {
+	return strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.")
 }
