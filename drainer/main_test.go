@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,11 +19,62 @@ import (
 	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
+	"github.com/sluice-dev/sluice/queue/sqsqueue"
+	"github.com/sluice-dev/sluice/test/fauxqs"
 	"github.com/sluice-dev/sluice/topology"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The SQS variants talk to a local server only; any credentials do.
+	os.Setenv("AWS_ACCESS_KEY_ID", "test")
+	os.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	code := m.Run()
+	if faux != nil {
+		_ = faux.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	fauxOnce sync.Once
+	faux     *fauxqs.Server
+	fauxErr  error
+	prefixes atomic.Int64
+)
+
+// backends are the queue backends the policy tests run on.
+var backends = []string{"embedded", "sqs"}
+
+// setupOn is setup on the named backend. On SQS each call gets queues of
+// its own under a fresh name prefix, on one local server per test binary.
+func setupOn(t *testing.T, kind, yaml string) *testBundle {
+	t.Helper()
+	if kind == "embedded" {
+		return setup(t, yaml)
+	}
+	fauxOnce.Do(func() { faux, fauxErr = fauxqs.Start(context.Background(), nil) })
+	if fauxErr != nil {
+		t.Fatalf("start the local SQS-compatible server: %v", fauxErr)
+	}
+	topo, err := topology.Parse(fmt.Appendf(nil, "prefix: t%d-%d\n%s", os.Getpid(), prefixes.Add(1), yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: faux.Endpoint, Region: fauxqs.Region, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := b.EnsureQueues(t.Context(), topo.Specs()); err != nil {
+		t.Fatal(err)
+	}
+	return &testBundle{backend: b, topo: topo}
 }
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))

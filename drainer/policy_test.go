@@ -27,7 +27,15 @@ lanes:
 // them last.
 func TestFloodDoesNotDelayQuietTenants(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
+	for _, kind := range backends {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testFlood(t, setupOn(t, kind, oneLane))
+		})
+	}
+}
+
+func testFlood(t *testing.T, tb *testBundle) {
 	const floodJobs, quietTenants, quietJobsEach = 300, 8, 5
 	now := time.Now()
 	shards := router.ShardSet("noisy", "std", 4, 2)
@@ -118,7 +126,15 @@ func TestFreshBeforeBacklog(t *testing.T) {
 
 func TestRetryThenDeadLetter(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
+	for _, kind := range backends {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testRetryThenDeadLetter(t, setupOn(t, kind, oneLane))
+		})
+	}
+}
+
+func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
 	tb.enqueue(t, tb.topo.ShardQueue("std", 1), envelope("t", "poison", time.Now()), envelope("t", "good", time.Now()))
 	rec := newRecorder()
 	attempts := map[int]bool{}

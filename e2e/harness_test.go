@@ -43,7 +43,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
 		os.Exit(1)
 	}
+	// The SQS tests talk to a local server only; any credentials do.
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"} {
+		os.Setenv(k, v)
+	}
 	code := m.Run()
+	if faux != nil {
+		_ = faux.Stop()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -109,6 +109,9 @@ type Topology struct {
 	MaxReceiveCount int `yaml:"max_receive_count"`
 	// Lanes in priority order (informational; draining uses weights).
 	Lanes []Lane `yaml:"lanes"`
+	// QueueURLs maps queue names to their SQS URLs, as the Terraform module
+	// outputs them. Optional: names missing here are looked up by name.
+	QueueURLs map[string]string `yaml:"queue_urls"`
 }
 
 // Default returns the topology used when no queue config is given: three
@@ -214,6 +217,20 @@ func (t Topology) Validate() error {
 		}
 		if n := len(QueueName(t.Prefix, l.Name, KindSpillover, 0)); n > maxQueueNameLen {
 			errs = append(errs, fmt.Errorf("%s: queue names would be %d characters, over the limit of %d", at, n, maxQueueNameLen))
+		}
+	}
+	if len(t.QueueURLs) > 0 {
+		known := map[string]bool{}
+		for _, q := range t.Queues() {
+			known[q.Spec.Name] = true
+		}
+		for name, url := range t.QueueURLs {
+			if !known[name] {
+				errs = append(errs, fmt.Errorf("queue_urls: %q is not a queue of this topology", name))
+			}
+			if !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://") {
+				errs = append(errs, fmt.Errorf("queue_urls: %s: %q is not an http(s) URL", name, url))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -1,7 +1,8 @@
 // Command drainer runs sluice's drainers and their admin API without the
-// gateway. On the embedded backend it drains a data directory that no
-// gateway holds (the store allows one process); with the SQS backend
-// (a later release) it is the drain fleet.
+// gateway, and is the operator CLI over that API. With --backend sqs it is
+// the drain fleet: run as many as the load needs. On the embedded backend
+// it drains a data directory that no gateway holds (the store allows one
+// process).
 //
 // Every flag can also be set as SLUICE_<FLAG> in the environment or as
 // <flag>: value in the YAML file named by --config.
@@ -68,7 +69,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("drainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "data", "directory of the embedded durable backend")
+	var bf node.BackendFlags
+	bf.Register(fs)
 	queues := fs.String("queues", "", "queue topology file (YAML); empty uses lanes premium, standard, free")
 	tenantsFile := fs.String("tenants", "", "tenant config file, for per-tenant drain limits; empty gives every tenant the standard tier's")
 	var target node.Target
@@ -104,18 +106,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	backend, err := node.OpenEmbedded(ctx, *dataDir, topo, log)
+	backend, err := node.OpenBackend(ctx, bf, topo, log)
 	if err != nil {
 		return err
 	}
 	defer func() {
+		node.LogAPICalls(backend, log)
 		if err := backend.Close(); err != nil {
 			log.Error("close backend", slog.Any("error", err))
 		}
 	}()
 	key := *adminKey
 	if key == "" {
-		if key, err = node.SecretFile(filepath.Join(*dataDir, "admin-key"), "sk_admin_"); err != nil {
+		if err := os.MkdirAll(bf.DataDir, 0o750); err != nil {
+			return fmt.Errorf("create data directory (--data-dir): %w", err)
+		}
+		if key, err = node.SecretFile(filepath.Join(bf.DataDir, "admin-key"), "sk_admin_"); err != nil {
 			return err
 		}
 	}

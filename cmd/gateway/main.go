@@ -47,7 +47,7 @@ func main() {
 type config struct {
 	listen        string
 	adminListen   string
-	dataDir       string
+	backend       node.BackendFlags
 	tenants       string
 	queues        string
 	target        node.Target
@@ -67,7 +67,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7070", "address of the ingest gRPC API")
 	fs.StringVar(&c.adminListen, "admin-listen", "127.0.0.1:7071", "address of the admin gRPC API (in-process drainers)")
-	fs.StringVar(&c.dataDir, "data-dir", "data", "directory of the embedded durable backend")
+	c.backend.Register(fs)
 	fs.StringVar(&c.tenants, "tenants", "", "tenant config file (YAML); empty runs with one development tenant")
 	fs.StringVar(&c.queues, "queues", "", "queue topology file (YAML, the Terraform module's output); empty uses lanes premium, standard, free")
 	fs.StringVar(&c.target.WorkerAddr, "worker-addr", "", "gRPC address of a worker (sluice.worker.v1.WorkerService)")
@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.dataDir, 0o750); err != nil {
+	if err := os.MkdirAll(c.backend.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data directory (--data-dir): %w", err)
 	}
 	tenants, devKey, err := loadTenants(c)
@@ -124,11 +124,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var current atomic.Pointer[tenant.Config]
 	current.Store(tenants)
 
-	backend, err := node.OpenEmbedded(ctx, c.dataDir, topo, log)
+	backend, err := node.OpenBackend(ctx, c.backend, topo, log)
 	if err != nil {
 		return err
 	}
 	defer func() {
+		node.LogAPICalls(backend, log)
 		if err := backend.Close(); err != nil {
 			log.Error("close backend", slog.Any("error", err))
 		}
@@ -168,12 +169,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(gctx, lis, c.shutdownGrace) })
-	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("data_dir", c.dataDir), slog.Int("lanes", len(topo.Lanes)))
+	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("backend", c.backend.Kind), slog.Int("lanes", len(topo.Lanes)))
 
 	if c.drain {
 		adminKey := c.adminKey
 		if adminKey == "" {
-			if adminKey, err = node.SecretFile(filepath.Join(c.dataDir, "admin-key"), "sk_admin_"); err != nil {
+			if adminKey, err = node.SecretFile(filepath.Join(c.backend.DataDir, "admin-key"), "sk_admin_"); err != nil {
 				return err
 			}
 		}
@@ -191,7 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		})
 	}
 	if devKey != "" {
-		printWelcome(stdout, lis.Addr().String(), devKey)
+		printWelcome(stdout, lis.Addr().String(), devKey, describe(c))
 	}
 	err = g.Wait()
 	log.Info("gateway stopped")
@@ -205,7 +206,7 @@ func loadTenants(c config) (*tenant.Config, string, error) {
 		cfg, err := tenant.Load(c.tenants)
 		return cfg, "", err
 	}
-	key, err := node.SecretFile(filepath.Join(c.dataDir, "dev-api-key"), "sk_dev_")
+	key, err := node.SecretFile(filepath.Join(c.backend.DataDir, "dev-api-key"), "sk_dev_")
 	if err != nil {
 		return nil, "", err
 	}
@@ -213,9 +214,25 @@ func loadTenants(c config) (*tenant.Config, string, error) {
 	return cfg, key, err
 }
 
-func printWelcome(w io.Writer, addr, key string) {
+// describe says in a few words where jobs go.
+func describe(c config) string {
+	var delivery string
+	switch {
+	case !c.drain:
+		delivery = "no drainers in this process (run cmd/drainer)"
+	case c.target.WorkerAddr != "":
+		delivery = "delivering to the worker at " + c.target.WorkerAddr
+	case c.target.WebhookURL != "":
+		delivery = "delivering to " + c.target.WebhookURL
+	default:
+		delivery = "jobs logged as they are delivered"
+	}
+	return c.backend.Kind + " backend, " + delivery
+}
+
+func printWelcome(w io.Writer, addr, key, mode string) {
 	fmt.Fprintf(w, `
-sluice is running: ingest API on %[1]s, embedded backend, jobs logged as they are delivered.
+sluice is running: ingest API on %[1]s, %[3]s.
 Development tenant "dev", API key: %[2]s
 
 Submit a job (in another terminal):
@@ -224,5 +241,5 @@ Submit a job (in another terminal):
 or with grpcurl:
   grpcurl -plaintext -H 'authorization: Bearer %[2]s' -d '{"payload":"aGVsbG8="}' %[1]s sluice.ingest.v1.IngestService/Submit
 
-`, addr, key)
+`, addr, key, mode)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
+	"github.com/sluice-dev/sluice/queue/sqsqueue"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/tenant"
 	"github.com/sluice-dev/sluice/topology"
@@ -41,18 +42,52 @@ func LoadTopology(path string) (topology.Topology, error) {
 	return topology.Load(path)
 }
 
-// OpenEmbedded opens (creating if needed) the embedded backend in dir and
-// makes sure every queue of topo exists.
-func OpenEmbedded(ctx context.Context, dir string, topo topology.Topology, log *slog.Logger) (queue.Backend, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
+// BackendFlags selects and configures the queue backend.
+type BackendFlags struct {
+	Kind         string // embedded or sqs
+	DataDir      string
+	SQSEndpoint  string
+	Region       string
+	CreateQueues bool
+}
+
+// Register adds the backend flags to fs.
+func (f *BackendFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Kind, "backend", "embedded", "queue backend: embedded (durable files in --data-dir) or sqs")
+	fs.StringVar(&f.DataDir, "data-dir", "data", "directory of the embedded backend, and of the development and admin keys")
+	fs.StringVar(&f.SQSEndpoint, "sqs-endpoint", "", "SQS endpoint URL, e.g. http://127.0.0.1:4566 for a local SQS-compatible server; empty uses AWS")
+	fs.StringVar(&f.Region, "aws-region", "", "AWS region for SQS; empty uses AWS_REGION or the shared config")
+	fs.BoolVar(&f.CreateQueues, "create-queues", false, "with --backend sqs, create missing queues (normally Terraform does)")
+}
+
+// OpenBackend opens the selected backend. The embedded one is created if
+// needed with every queue of topo; SQS queues are created only when asked.
+func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, log *slog.Logger) (queue.Backend, error) {
+	var b queue.Backend
+	create := true
+	switch f.Kind {
+	case "embedded":
+		if err := os.MkdirAll(f.DataDir, 0o750); err != nil {
+			return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
+		}
+		eb, err := embeddedqueue.Open(filepath.Join(f.DataDir, "queues.db"), embeddedqueue.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		b = eb
+	case "sqs":
+		sb, err := sqsqueue.New(ctx, sqsqueue.Config{Endpoint: f.SQSEndpoint, Region: f.Region, QueueURLs: topo.QueueURLs, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("sqs backend: %w", err)
+		}
+		b, create = sb, f.CreateQueues
+	default:
+		return nil, fmt.Errorf("--backend %q: want embedded or sqs", f.Kind)
 	}
-	b, err := embeddedqueue.Open(filepath.Join(dir, "queues.db"), embeddedqueue.Options{Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	if err := b.EnsureQueues(ctx, topo.Specs()); err != nil {
-		return nil, errors.Join(fmt.Errorf("create queues: %w", err), b.Close())
+	if create {
+		if err := b.EnsureQueues(ctx, topo.Specs()); err != nil {
+			return nil, errors.Join(fmt.Errorf("create queues: %w", err), b.Close())
+		}
 	}
 	return b, nil
 }
@@ -184,4 +219,22 @@ func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share *int) {
 	fs.DurationVar(&p.RetryBase, "retry-base", sideliner.RetryBaseDefault, "least delay before a retry; doubles per attempt, with jitter")
 	fs.DurationVar(&p.RetryCap, "retry-cap", sideliner.RetryCapDefault, "longest retry backoff (at most 15m)")
 	fs.IntVar(share, "sideline-share", 10, "percent of each lane's deliveries guaranteed to its spillover and backlog queues")
+}
+
+// LogAPICalls logs a backend's API call counts by operation, when it keeps
+// them (the SQS backend does), so the cost per job can be read off a run.
+func LogAPICalls(b queue.Backend, log *slog.Logger) {
+	counter, ok := b.(interface{ APICalls() map[string]int64 })
+	if !ok {
+		return
+	}
+	calls := counter.APICalls()
+	attrs := make([]any, 0, len(calls)+1)
+	var total int64
+	for op, n := range calls {
+		attrs = append(attrs, slog.Int64(op, n))
+		total += n
+	}
+	attrs = append(attrs, slog.Int64("total", total))
+	log.Info("backend API calls", attrs...)
 }

@@ -1,0 +1,340 @@
+package sqsqueue
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// Send stores messages. Its entries join the queue's current batch, which
+// goes out as one SendMessageBatch when it holds queue.MaxBatch entries or
+// MaxBatchPayloadBytes of encoded bodies, or Config.Linger after its first
+// entry, whichever comes first; so concurrent single-entry Sends to a queue
+// share API calls. Each result reports its own entry's outcome, including
+// per-entry failures of a batch that partly succeeded; they are not retried
+// here. A body too large gets ErrBodyTooLarge in its result and is not sent;
+// the call's other entries are. Send returns an error only when nothing was
+// stored: invalid arguments (checked before any call), an unknown queue, or
+// SendMessageBatch calls that failed whole, with one error, for every entry.
+//
+// Bodies are sent base64-encoded, so a body is limited to MaxRawBodyBytes
+// (its encoding to MaxEncodedBodyBytes) as well as queue.MaxBodyBytes.
+//
+// If ctx ends while entries are in a batch under way, Send returns ctx's
+// error at once and those messages may still be stored (at-least-once).
+// Entries whose batch had not yet gone out are not sent.
+func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.SendResult, error) {
+	if err := b.errIfClosed("send"); err != nil {
+		return nil, err
+	}
+	bodies, tooLarge, err := validateSend(params)
+	if err != nil {
+		return nil, err
+	}
+	url, err := b.queueURL(ctx, params.Queue)
+	if err != nil {
+		return nil, err
+	}
+
+	call := &sendCall{
+		ctx:     ctx,
+		results: make([]queue.SendResult, len(params.Entries)),
+		whole:   make([]bool, len(params.Entries)),
+		done:    make(chan struct{}),
+	}
+	items := make([]*sendItem, 0, len(params.Entries))
+	for i, e := range params.Entries {
+		call.results[i].ID = e.ID
+		if tooLarge[i] != nil {
+			call.results[i].Err = tooLarge[i]
+			continue
+		}
+		items = append(items, &sendItem{call: call, idx: i, body: bodies[i], delay: ceilSeconds(e.Delay)})
+	}
+	if len(items) == 0 {
+		return call.results, nil
+	}
+	call.remaining.Store(int32(len(items)))
+
+	b.lifecycle.RLock()
+	if b.closed.Load() {
+		b.lifecycle.RUnlock()
+		return nil, fmt.Errorf("sqs send: %w", queue.ErrClosed)
+	}
+	b.batcherFor(params.Queue, url).add(items)
+	b.lifecycle.RUnlock()
+
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		select {
+		case <-call.done: // finished as ctx ended: the results are known
+		default:
+			return nil, fmt.Errorf("sqs send %s: %w (messages of this call may have been stored)", params.Queue, ctx.Err())
+		}
+	}
+	// Nothing stored and one cause for all: report it as the call's error.
+	var first error
+	for i, r := range call.results {
+		if !call.whole[i] || r.Err == nil || (first != nil && r.Err != first) {
+			return call.results, nil
+		}
+		first = r.Err
+	}
+	return nil, first
+}
+
+// validateSend checks params against the queue contract and SQS's limits.
+// Errors of the whole call (entry count, duplicate ids, delays) are
+// returned; a body too large is an error of its entry only, in tooLarge.
+// It returns the base64-encoded bodies.
+func validateSend(params *queue.SendParams) (bodies []string, tooLarge []error, err error) {
+	if params == nil {
+		return nil, nil, fmt.Errorf("sqs send: nil params: %w", queue.ErrInvalidArgument)
+	}
+	if err := checkBatch("send", params.Queue, len(params.Entries)); err != nil {
+		return nil, nil, err
+	}
+	n := len(params.Entries)
+	seen := make(map[string]bool, n)
+	bodies = make([]string, n)
+	tooLarge = make([]error, n)
+	for i, e := range params.Entries {
+		if seen[e.ID] {
+			return nil, nil, fmt.Errorf("sqs send %s: duplicate entry id %q: %w", params.Queue, e.ID, queue.ErrInvalidArgument)
+		}
+		seen[e.ID] = true
+		if e.Delay < 0 || e.Delay > queue.MaxDelay {
+			return nil, nil, fmt.Errorf("sqs send %s: entry %q: delay %s outside 0 to %s: %w",
+				params.Queue, e.ID, e.Delay, queue.MaxDelay, queue.ErrInvalidArgument)
+		}
+		enc := base64.StdEncoding.EncodedLen(len(e.Body))
+		switch {
+		case len(e.Body) > queue.MaxBodyBytes:
+			tooLarge[i] = fmt.Errorf("sqs send %s: entry %q: body is %d bytes, limit %d: %w",
+				params.Queue, e.ID, len(e.Body), queue.MaxBodyBytes, queue.ErrBodyTooLarge)
+		case enc > MaxEncodedBodyBytes:
+			tooLarge[i] = fmt.Errorf("sqs send %s: entry %q: body is %d bytes, %d once base64-encoded; SQS takes at most %d "+
+				"(raw bodies up to %d bytes): %w",
+				params.Queue, e.ID, len(e.Body), enc, MaxEncodedBodyBytes, MaxRawBodyBytes, queue.ErrBodyTooLarge)
+		default:
+			bodies[i] = base64.StdEncoding.EncodeToString(e.Body)
+		}
+	}
+	return bodies, tooLarge, nil
+}
+
+// sendCall is one Send call waiting for its entries' results.
+type sendCall struct {
+	ctx       context.Context
+	results   []queue.SendResult
+	whole     []bool // result's error is a whole-call error of its batch
+	remaining atomic.Int32
+	done      chan struct{}
+}
+
+func (c *sendCall) set(idx int, messageID string, err error, whole bool) {
+	c.results[idx].MessageID = messageID
+	c.results[idx].Err = err
+	c.whole[idx] = whole
+	if c.remaining.Add(-1) == 0 {
+		close(c.done)
+	}
+}
+
+type sendItem struct {
+	call  *sendCall
+	idx   int
+	body  string // base64
+	delay int32  // seconds
+}
+
+// batcher collects entries for one queue into SendMessageBatch calls.
+type batcher struct {
+	b     *Backend
+	name  string
+	url   string
+	mu    sync.Mutex
+	cur   *pendingBatch
+	bytes int // encoded body bytes in cur
+}
+
+type pendingBatch struct {
+	items []*sendItem
+	timer *time.Timer
+}
+
+// batcherFor returns the batcher of a queue URL. Batchers are kept for the
+// backend's life (one per URL a name has resolved to), so Close finds every
+// pending batch.
+func (b *Backend) batcherFor(name, url string) *batcher {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	key := batcherKey{name, url}
+	bt := b.batchers[key]
+	if bt == nil {
+		bt = &batcher{b: b, name: name, url: url}
+		b.batchers[key] = bt
+	}
+	return bt
+}
+
+type batcherKey struct{ name, url string }
+
+// add appends items to the current batch, sending batches as they fill.
+func (bt *batcher) add(items []*sendItem) {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	for _, it := range items {
+		if bt.cur != nil && bt.bytes+len(it.body) > MaxBatchPayloadBytes {
+			bt.flushLocked()
+		}
+		if bt.cur == nil {
+			p := &pendingBatch{items: make([]*sendItem, 0, queue.MaxBatch)}
+			if bt.b.cfg.Linger > 0 {
+				p.timer = time.AfterFunc(bt.b.cfg.Linger, func() { bt.flushIf(p) })
+			}
+			bt.cur = p
+		}
+		bt.cur.items = append(bt.cur.items, it)
+		bt.bytes += len(it.body)
+		if len(bt.cur.items) == queue.MaxBatch {
+			bt.flushLocked()
+		}
+	}
+	if bt.b.cfg.Linger < 0 && bt.cur != nil {
+		bt.flushLocked()
+	}
+}
+
+// flushIf sends p if it is still the current batch (its linger passed).
+func (bt *batcher) flushIf(p *pendingBatch) {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	if bt.cur == p {
+		bt.flushLocked()
+	}
+}
+
+func (bt *batcher) flushNow() {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	if bt.cur != nil {
+		bt.flushLocked()
+	}
+}
+
+func (bt *batcher) flushLocked() {
+	p := bt.cur
+	bt.cur, bt.bytes = nil, 0
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	bt.b.inflight.Add(1)
+	go func() {
+		defer bt.b.inflight.Done()
+		bt.send(p.items)
+	}()
+}
+
+// send issues one SendMessageBatch for items and reports every item's
+// outcome to its call: never is an entry left without a result.
+func (bt *batcher) send(items []*sendItem) {
+	live := items[:0:0]
+	for _, it := range items {
+		if err := it.call.ctx.Err(); err != nil {
+			it.call.set(it.idx, "", fmt.Errorf("sqs send %s: not sent: %w", bt.name, err), true)
+			continue
+		}
+		live = append(live, it)
+	}
+	if len(live) == 0 {
+		return
+	}
+	entries := make([]types.SendMessageBatchRequestEntry, len(live))
+	for i, it := range live {
+		entries[i] = types.SendMessageBatchRequestEntry{
+			Id:          aws.String(strconv.Itoa(i)),
+			MessageBody: aws.String(it.body),
+		}
+		if it.delay > 0 {
+			entries[i].DelaySeconds = it.delay
+		}
+	}
+	// The call outlives any one caller's context (it carries several
+	// callers' entries); Close waits for it, bounded by the call timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), bt.b.cfg.CallTimeout)
+	defer cancel()
+	out, err := bt.b.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{
+		QueueUrl: aws.String(bt.url),
+		Entries:  entries,
+	}, bt.b.count(opSendMessageBatch))
+	if err != nil {
+		err = bt.b.translate(context.Background(), "send", bt.name, err)
+		if errors.Is(err, queue.ErrQueueNotFound) {
+			bt.b.forgetURL(bt.name, bt.url)
+		}
+		for _, it := range live {
+			it.call.set(it.idx, "", err, true)
+		}
+		return
+	}
+	reported := make([]bool, len(live))
+	for _, s := range out.Successful {
+		i, ok := entryIndex(s.Id, len(live))
+		if !ok || reported[i] {
+			continue
+		}
+		reported[i] = true
+		live[i].call.set(live[i].idx, aws.ToString(s.MessageId), nil, false)
+	}
+	for _, f := range out.Failed {
+		i, ok := entryIndex(f.Id, len(live))
+		if !ok || reported[i] {
+			continue
+		}
+		reported[i] = true
+		live[i].call.set(live[i].idx, "", entryError("send", bt.name, f.Code, f.Message, f.SenderFault), false)
+	}
+	for i, it := range live {
+		if !reported[i] {
+			it.call.set(it.idx, "", fmt.Errorf("sqs send %s: entry missing from SendMessageBatch response: %w",
+				bt.name, queue.ErrUnavailable), false)
+		}
+	}
+}
+
+// entryIndex parses a batch entry id this package assigned ("0".."9").
+func entryIndex(id *string, n int) (int, bool) {
+	i, err := strconv.Atoi(aws.ToString(id))
+	return i, err == nil && i >= 0 && i < n
+}
+
+// entryError translates one failed entry of a batch call.
+func entryError(op, queueName string, code, message *string, senderFault bool) error {
+	c, m := aws.ToString(code), aws.ToString(message)
+	cause := fmt.Errorf("%s: %s (sender fault: %t)", c, m, senderFault)
+	if s := sentinelFor(c, m, senderFault); s != nil {
+		return fmt.Errorf("sqs %s %s: %w: %w", op, queueName, s, cause)
+	}
+	return fmt.Errorf("sqs %s %s: %w", op, queueName, cause)
+}
+
+// ceilSeconds rounds d up to whole seconds, as SQS takes durations.
+func ceilSeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32((d + time.Second - 1) / time.Second)
+}
