@@ -175,7 +175,7 @@ func (r *recorder) delivered() []*Job {
 // waitCount waits until n jobs were delivered.
 func (r *recorder) waitCount(t *testing.T, n int) []*Job {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(120 * time.Second)
 	for {
 		if got := r.delivered(); len(got) >= n {
 			return got
@@ -184,7 +184,7 @@ func (r *recorder) waitCount(t *testing.T, n int) []*Job {
 		case <-r.got:
 		case <-time.After(50 * time.Millisecond):
 		case <-deadline:
-			t.Fatalf("%d of %d jobs delivered within 60s", len(r.delivered()), n)
+			t.Fatalf("%d of %d jobs delivered within 120s", len(r.delivered()), n)
 		}
 	}
 }

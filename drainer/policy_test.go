@@ -12,7 +12,11 @@ import (
 	"github.com/sluice-dev/sluice/sideliner"
 )
 
+// oneLane redrives after 3 receives, which also bounds how long a deferred
+// job waits (deferral delays double per receive until a requeue resets
+// them), so a loaded machine cannot stretch the flood test past its wait.
 const oneLane = `
+max_receive_count: 3
 lanes:
   - name: std
     shards: 4
