@@ -62,8 +62,9 @@
 // SDK errors are translated where they enter (errors.go): QueueDoesNotExist
 // → queue.ErrQueueNotFound; throttling, 5xx, network failures and the
 // per-call timeout → queue.ErrUnavailable; ReceiptHandleIsInvalid,
-// MessageNotInflight and InvalidIdFormat → queue.ErrReceiptInvalid; batch and
-// parameter errors → queue.ErrBatchTooLarge, ErrBodyTooLarge,
+// MessageNotInflight, InvalidIdFormat and an InvalidParameterValue about the
+// ReceiptHandle (AWS's answer to an expired handle) → queue.ErrReceiptInvalid;
+// other batch and parameter errors → queue.ErrBatchTooLarge, ErrBodyTooLarge,
 // ErrInvalidArgument; calls after Close, and long polls Close ends →
 // queue.ErrClosed; the caller's own context errors are returned as they are.
 // The SDK error stays in the chain for its text.
