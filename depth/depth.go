@@ -30,6 +30,9 @@ type Config struct {
 	Interval time.Duration
 	// Logger for refresh failures. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observe, when set, is called with every queue's Stats after each
+	// refresh (to export them as metrics).
+	Observe func(queue.Stats)
 }
 
 type entry struct {
@@ -79,6 +82,9 @@ func (c *Cache) Refresh(ctx context.Context) error {
 			e.waiting.Store(s.Visible + s.Delayed)
 			e.inFlight.Store(s.InFlight)
 			e.oldest.Store(int64(s.OldestAge))
+			if c.cfg.Observe != nil {
+				c.cfg.Observe(s)
+			}
 		}
 	}
 	return nil

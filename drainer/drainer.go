@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/topology"
@@ -77,6 +78,9 @@ type Config struct {
 	PollWait time.Duration
 	// HandlerTimeout bounds one delivery. Defaults to 15 minutes.
 	HandlerTimeout time.Duration
+	// Metrics records outcomes, dwell and age of first attempt; nil
+	// records nothing.
+	Metrics *metrics.Metrics
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -469,8 +473,13 @@ func (d *Drainer) deliver(j *job, release func()) {
 	env := j.env
 	log := d.jobLogger(j)
 	attempt := int(env.GetAttempts()) + 1
+	now := d.cfg.Now()
+	lane := j.q.inbox.lane.Name
+	dwell := now.Sub(env.GetEnqueuedAt().AsTime())
+	d.cfg.Metrics.Dwell(lane, dwell)
 	if env.GetFirstAttemptAt() == nil {
-		env.FirstAttemptAt = timestamppb.New(d.cfg.Now())
+		env.FirstAttemptAt = timestamppb.New(now)
+		d.cfg.Metrics.AgeOfFirstAttempt(lane, dwell)
 	}
 	vis := time.Duration(j.q.inbox.lane.VisibilityTimeout)
 	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
@@ -491,6 +500,7 @@ func (d *Drainer) deliver(j *job, release func()) {
 	release()
 	if lost.Load() {
 		d.counts.leaseLost.Add(1)
+		d.cfg.Metrics.Drain(lane, metrics.ActionLeaseLost, "")
 		return
 	}
 	if err == nil {
@@ -526,10 +536,12 @@ func (d *Drainer) ack(j *job, l *lease, log *slog.Logger) {
 		log.WarnContext(ctx, "delete after delivery failed", slog.Any("error", err))
 		if errors.Is(err, ErrLeaseLost) {
 			d.counts.leaseLost.Add(1)
+			d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionLeaseLost, "")
 		}
 		return
 	}
 	d.counts.delivered.Add(1)
+	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionDelivered, "")
 }
 
 // carryOut performs a non-delivery decision (see the sideliner's table).
@@ -539,51 +551,65 @@ func (d *Drainer) carryOut(j *job, decision sideliner.Decision) {
 	in := j.q.inbox
 	log := d.jobLogger(j).With(slog.String("action", decision.Action.String()), slog.String("reason", string(decision.Reason)))
 	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
+	record := func(counter *atomic.Int64, action string) {
+		counter.Add(1)
+		d.cfg.Metrics.Drain(in.lane.Name, action, string(decision.Reason))
+	}
 	switch decision.Action {
 	case sideliner.Spill:
-		d.move(ctx, j, l, in.spillover, 0, &d.counts.spilled, log)
+		if d.move(ctx, j, l, in.spillover, 0, log) {
+			record(&d.counts.spilled, metrics.ActionSpilled)
+		}
 	case sideliner.Backlog:
-		d.move(ctx, j, l, in.backlog, 0, &d.counts.backlogged, log)
+		if d.move(ctx, j, l, in.backlog, 0, log) {
+			record(&d.counts.backlogged, metrics.ActionBacklogged)
+		}
 	case sideliner.Requeue:
-		d.move(ctx, j, l, j.q.name, decision.Delay, &d.counts.requeued, log)
+		if d.move(ctx, j, l, j.q.name, decision.Delay, log) {
+			record(&d.counts.requeued, metrics.ActionRequeued)
+		}
 	case sideliner.Retry:
-		d.move(ctx, j, l, j.q.name, decision.Delay, &d.counts.retried, log)
+		if d.move(ctx, j, l, j.q.name, decision.Delay, log) {
+			record(&d.counts.retried, metrics.ActionRetried)
+		}
 	case sideliner.DeadLetter:
 		if j.env != nil {
 			j.env.DeadLetterReason = string(decision.Reason)
 		}
 		log.WarnContext(ctx, "dead-lettering job")
-		d.move(ctx, j, l, in.dlq, 0, &d.counts.deadLettered, log)
+		if d.move(ctx, j, l, in.dlq, 0, log) {
+			record(&d.counts.deadLettered, metrics.ActionDeadLettered)
+		}
 	case sideliner.Drop:
 		if err := l.ack(ctx); err != nil {
 			log.WarnContext(ctx, "drop: delete failed", slog.Any("error", err))
 			return
 		}
-		d.counts.dropped.Add(1)
+		record(&d.counts.dropped, metrics.ActionDropped)
 		log.WarnContext(ctx, "dropped job past its TTL")
 	case sideliner.Defer:
 		if err := l.extend(ctx, decision.Delay); err != nil {
 			log.WarnContext(ctx, "defer failed", slog.Any("error", err))
 			return
 		}
-		d.counts.deferred.Add(1)
+		record(&d.counts.deferred, metrics.ActionDeferred)
 	default:
 		log.ErrorContext(ctx, "unexpected decision; leaving the job to come back after its visibility timeout")
 	}
 }
 
 // move sends the job's envelope to dest with delay, then deletes the
-// original. If the send fails the original stays and comes back after its
-// visibility timeout; if the delete fails a duplicate may follow. Nothing
-// is lost either way.
-func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay time.Duration, counter *atomic.Int64, log *slog.Logger) {
+// original, and reports whether the send succeeded. If the send fails the
+// original stays and comes back after its visibility timeout; if the
+// delete fails a duplicate may follow. Nothing is lost either way.
+func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay time.Duration, log *slog.Logger) bool {
 	body := j.msg.Body
 	if j.env != nil {
 		b, err := proto.Marshal(j.env)
 		if err != nil {
 			log.ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
-			d.counts.moveFailed.Add(1)
-			return
+			d.moveFailed(j)
+			return false
 		}
 		body = b
 	}
@@ -592,14 +618,19 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 		err = res[0].Err
 	}
 	if err != nil {
-		d.counts.moveFailed.Add(1)
+		d.moveFailed(j)
 		log.WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", err))
-		return
+		return false
 	}
-	counter.Add(1)
 	if err := l.ack(ctx); err != nil {
 		log.WarnContext(ctx, "move: delete of the original failed; a duplicate may follow", slog.String("to", dest), slog.Any("error", err))
 	}
+	return true
+}
+
+func (d *Drainer) moveFailed(j *job) {
+	d.counts.moveFailed.Add(1)
+	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionMoveFailed, "")
 }
 
 func (d *Drainer) jobLogger(j *job) *slog.Logger {

@@ -50,7 +50,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 	dir := t.TempDir()
 	const adminKey = "e2e-admin-key-0001"
 	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", dir,
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
 		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
 		"--worker-addr", w, "--admin-key", adminKey, "--max-attempts", "2", "--retry-base", "1s", "--retry-cap", "1s")
 	addr := gw.addr("gateway listening")

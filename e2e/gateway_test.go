@@ -54,7 +54,7 @@ func startGateway(t *testing.T, o gatewayOpts) (*proc, string) {
 		o.dataDir = dir
 	}
 	args := []string{
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
 		"--data-dir", o.dataDir,
 		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML),
 		"--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
@@ -72,7 +72,7 @@ func startGateway(t *testing.T, o gatewayOpts) (*proc, string) {
 func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 	t.Parallel()
 	w := startWorker(t)
-	_, addr := startGateway(t, gatewayOpts{worker: w.addr})
+	gw, addr := startGateway(t, gatewayOpts{worker: w.addr})
 	c := client(t, addr)
 
 	want := map[string]string{} // job id → tenant
@@ -111,6 +111,14 @@ func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 			t.Errorf("job %s delivered as tenant %q payload %q attempt %d, want tenant %q", id, got.GetTenant(), got.GetPayload(), got.GetAttempt(), tenant)
 		}
 	}
+	scrape(t, gw,
+		`sluice_jobs_submitted_total{lane="premium",outcome="admitted",tenant="alpha",tier="premium"} 8`,
+		`sluice_drain_actions_total{action="delivered",lane="free",reason=""} 8`,
+		`sluice_dwell_seconds_count{lane="standard"} 8`,
+		`sluice_age_of_first_attempt_seconds_count{lane="standard"} 8`,
+		`sluice_queue_visible_messages{kind="shard",lane="premium",queue="sluice-premium-shard-00"}`,
+		`sluice_enqueue_latency_seconds_bucket`,
+	)
 }
 
 func TestRefusals(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,4 +249,35 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// scrape fetches a process's /metrics page (its address is logged at
+// start) and checks that each want substring is on it.
+func scrape(t *testing.T, p *proc, want ...string) {
+	t.Helper()
+	addr := p.addr("metrics listening")
+	var page string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			page = string(b)
+		}
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(page, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics of %s lacks %q", p.cmd.Path, missing)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

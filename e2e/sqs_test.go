@@ -44,12 +44,12 @@ func TestDistributedOnSQS(t *testing.T) {
 	tenants := writeFile(t, dir, "tenants.yaml", tenantsYAML)
 	sqsArgs := []string{"--backend", "sqs", "--sqs-endpoint", endpoint, "--aws-region", fauxqs.Region, "--queues", queues, "--tenants", tenants}
 
-	gw := start(t, "gateway", append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", dir, "--create-queues", "--drain=false"}, sqsArgs...)...)
+	gw := start(t, "gateway", append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--create-queues", "--drain=false"}, sqsArgs...)...)
 	addr := gw.addr("gateway listening")
 	w := startWorker(t)
 	var drainers []*proc
 	for i := range 2 {
-		d := start(t, "drainer", append([]string{"run", "--admin-listen", "127.0.0.1:0", "--data-dir", fmt.Sprintf("%s/d%d", dir, i), "--worker-addr", w.addr, "--concurrency", "8"}, sqsArgs...)...)
+		d := start(t, "drainer", append([]string{"run", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", fmt.Sprintf("%s/d%d", dir, i), "--worker-addr", w.addr, "--concurrency", "8"}, sqsArgs...)...)
 		d.waitLog("admin API listening")
 		drainers = append(drainers, d)
 	}
@@ -82,6 +82,8 @@ func TestDistributedOnSQS(t *testing.T) {
 		}
 	}
 	w.waitFor(t, ids)
+	scrape(t, gw, `sluice_backend_calls_total{operation="SendMessageBatch"}`, `sluice_jobs_submitted_total`)
+	scrape(t, drainers[0], `sluice_backend_calls_total{operation="ReceiveMessage"}`, `sluice_queue_visible_messages`)
 
 	// Stop everything and read each process's API call counts.
 	var calls int64

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/depth"
 	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/router"
 	"github.com/sluice-dev/sluice/tenant"
@@ -46,6 +47,9 @@ type Config struct {
 	// IdempotencyWindow is how long a key is remembered. Defaults to 10
 	// minutes.
 	IdempotencyWindow time.Duration
+	// Metrics records submit outcomes and enqueue latency; nil records
+	// nothing.
+	Metrics *metrics.Metrics
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now; tests inject a clock.
@@ -184,6 +188,7 @@ type result struct {
 	jobID     string
 	duplicate bool
 	err       *status.Status
+	outcome   string // for metrics; set when refused, else decided after enqueue
 
 	// Set for a job admitted and waiting to be sent.
 	queue  string
@@ -205,11 +210,12 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 	b.results = append(b.results, r)
 	lim := b.tenant.Limits
 	if v := validateJob(req, lim.MaxPayloadBytes, prefix); len(v) > 0 {
-		r.err = badRequest(v)
+		r.err, r.outcome = badRequest(v), metrics.OutcomeInvalid
 		return
 	}
 	if b.lane == nil {
 		r.err = status.Newf(codes.FailedPrecondition, "tenant %q is configured for lane %q, which this gateway's topology does not have", b.tenant.ID, lim.Lane)
+		r.outcome = metrics.OutcomeInvalid
 		return
 	}
 	if key := req.GetIdempotencyKey(); key != "" {
@@ -229,6 +235,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 	}
 	undo, wait := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
 	if undo == nil {
+		r.outcome = metrics.OutcomeThrottledRate
 		r.err = quotaExceeded(b.tenant.ID, "rate", fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
 		b.release(r)
 		return
@@ -236,6 +243,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 	backlog := b.laneBacklog()
 	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.lane.lane.DrainRate); refused {
 		undo()
+		r.outcome = metrics.OutcomeThrottledBacklog
 		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
 		b.release(r)
 		return
@@ -319,16 +327,30 @@ func (b *batch) enqueue() {
 	for _, r := range b.results {
 		if r.copyOf != nil {
 			r.jobID, r.duplicate, r.err = r.copyOf.jobID, r.copyOf.err == nil, r.copyOf.err
-			continue
-		}
-		if r.idem != nil {
+		} else if r.idem != nil {
 			id := r.jobID
 			if r.err != nil {
 				id = ""
 			}
 			b.s.idem.finish(r.idem, id, now)
 		}
+		b.s.cfg.Metrics.Submit(b.tenant.ID, b.tenant.Tier, b.tenant.Limits.Lane, r.finalOutcome())
 	}
+}
+
+// finalOutcome is the metrics outcome of a settled result.
+func (r *result) finalOutcome() string {
+	switch {
+	case r.outcome != "":
+		return r.outcome
+	case r.duplicate:
+		return metrics.OutcomeDuplicate
+	case r.err == nil:
+		return metrics.OutcomeAdmitted
+	case r.err.Code() == codes.InvalidArgument:
+		return metrics.OutcomeInvalid
+	}
+	return metrics.OutcomeUnavailable
 }
 
 func (b *batch) send(q string, rs []*result) {
@@ -336,7 +358,9 @@ func (b *batch) send(q string, rs []*result) {
 	for i, r := range rs {
 		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay}
 	}
+	start := time.Now()
 	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})
+	b.s.cfg.Metrics.EnqueueLatency(b.lane.lane.Name, time.Since(start))
 	sent := 0
 	for i, r := range rs {
 		var entryErr error

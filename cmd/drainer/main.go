@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/depth"
 	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/node"
 	"github.com/sluice-dev/sluice/internal/serve"
@@ -82,6 +83,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	adminKey := fs.String("admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long SIGTERM waits for deliveries in flight")
+	var observe node.ObserveFlags
+	observe.Register(fs, "127.0.0.1:9091")
 	var policy sideliner.Policy
 	var share int
 	node.PolicyFlags(fs, &policy, &share)
@@ -131,6 +134,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	obs, err := node.StartObserver(ctx, observe, backend, topo, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		obs.Stop(stopCtx)
+	}()
+	if observe.MetricsListen != "" || observe.CloudWatchNamespace != "" {
+		// Export queue depths too; a slow refresh keeps the cost low.
+		var names []string
+		for _, q := range topo.Queues() {
+			names = append(names, q.Spec.Name)
+		}
+		depths := depth.New(depth.Config{Backend: backend, Queues: names, Interval: 15 * time.Second, Logger: log, Observe: obs.ObserveDepth})
+		if err := depths.Start(ctx); err != nil {
+			return fmt.Errorf("read queue depths: %w", err)
+		}
+		defer depths.Stop()
 	}
 	handler, closeHandler, err := node.Handler(target, log)
 	if err != nil {

@@ -51,6 +51,7 @@ type config struct {
 	tenants       string
 	queues        string
 	target        node.Target
+	observe       node.ObserveFlags
 	policy        sideliner.Policy
 	sidelineShare int
 	drain         bool
@@ -80,6 +81,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for calls and deliveries in flight")
 	fs.DurationVar(&c.idemWindow, "idempotency-window", gateway.IdempotencyWindowDefault, "how long an idempotency key is remembered")
 	node.PolicyFlags(fs, &c.policy, &c.sidelineShare)
+	c.observe.Register(fs, "127.0.0.1:9090")
 	fs.String("config", "", "YAML file of settings (keys are flag names)")
 	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
 		return c, err
@@ -135,11 +137,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
+	obs, err := node.StartObserver(ctx, c.observe, backend, topo, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		obs.Stop(stopCtx)
+	}()
+
 	var names []string
 	for _, q := range topo.Queues() {
 		names = append(names, q.Spec.Name)
 	}
-	depths := depth.New(depth.Config{Backend: backend, Queues: names, Logger: log})
+	depths := depth.New(depth.Config{Backend: backend, Queues: names, Logger: log, Observe: obs.ObserveDepth})
 	if err := depths.Start(ctx); err != nil {
 		return fmt.Errorf("read queue depths: %w", err)
 	}
@@ -151,6 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Tenants:           current.Load,
 		Depth:             depths,
 		IdempotencyWindow: c.idemWindow,
+		Metrics:           obs.Metrics,
 		Logger:            log,
 	})
 	if err != nil {
@@ -186,7 +199,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
 				Backend: backend, Topology: topo, Handler: handler, Limits: node.TenantLimits(current.Load), Concurrency: c.concurrency,
-				Policy: c.policy, SidelineShare: c.sidelineShare,
+				Policy: c.policy, SidelineShare: c.sidelineShare, Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
 			})
 		})

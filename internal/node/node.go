@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/drainer"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
 	"github.com/sluice-dev/sluice/queue/sqsqueue"
@@ -146,6 +147,7 @@ type DrainConfig struct {
 	Limits        func(tenant string) sideliner.Limits
 	Policy        sideliner.Policy
 	SidelineShare int
+	Metrics       *metrics.Metrics
 	Concurrency   int
 	AdminListen   string
 	AdminKey      string
@@ -163,6 +165,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		Handler:       cfg.Handler,
 		Limits:        cfg.Limits,
 		Policy:        cfg.Policy,
+		Metrics:       cfg.Metrics,
 		SidelineShare: cfg.SidelineShare,
 		Concurrency:   cfg.Concurrency,
 		Logger:        cfg.Logger,

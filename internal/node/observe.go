@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/metrics/cloudwatchpub"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// ObserveFlags configure metrics export.
+type ObserveFlags struct {
+	MetricsListen       string
+	CloudWatchNamespace string
+	CloudWatchInterval  time.Duration
+}
+
+// Register adds the metrics flags to fs; defaultListen is the binary's
+// default /metrics address.
+func (f *ObserveFlags) Register(fs *flag.FlagSet, defaultListen string) {
+	fs.StringVar(&f.MetricsListen, "metrics-listen", defaultListen, "address of the Prometheus /metrics endpoint; empty turns it off")
+	fs.StringVar(&f.CloudWatchNamespace, "cloudwatch-namespace", "", "publish the same metrics to CloudWatch under this namespace; empty turns it off")
+	fs.DurationVar(&f.CloudWatchInterval, "cloudwatch-interval", time.Minute, "how often metrics are published to CloudWatch")
+}
+
+// Observer owns a process's metrics: the registry, the /metrics server,
+// the CloudWatch publisher and the backend-call poller.
+type Observer struct {
+	Metrics *metrics.Metrics
+	queues  map[string]topology.QueueInfo
+	log     *slog.Logger
+	srv     *http.Server
+	pub     *cloudwatchpub.Publisher
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// StartObserver starts exporting metrics as f asks.
+func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, topo topology.Topology, log *slog.Logger) (*Observer, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o := &Observer{Metrics: metrics.New(reg, metrics.Options{}), queues: map[string]topology.QueueInfo{}, log: log}
+	for _, q := range topo.Queues() {
+		o.queues[q.Spec.Name] = q
+	}
+	ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if f.MetricsListen != "" {
+		lis, err := net.Listen("tcp", f.MetricsListen)
+		if err != nil {
+			return nil, fmt.Errorf("metrics listener (--metrics-listen %s): %w", f.MetricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(reg))
+		o.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		o.wg.Go(func() {
+			if err := o.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", slog.Any("error", err))
+			}
+		})
+		log.InfoContext(ctx, "metrics listening", slog.String("addr", lis.Addr().String()))
+	}
+	if f.CloudWatchNamespace != "" {
+		awsCfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cloudwatch (--cloudwatch-namespace): %w", err)
+		}
+		o.pub = cloudwatchpub.NewPublisher(cloudwatchpub.PublisherConfig{
+			Client: cloudwatch.NewFromConfig(awsCfg), Namespace: f.CloudWatchNamespace, Interval: f.CloudWatchInterval,
+			Gatherer: reg, Registerer: reg, Logger: log,
+		})
+		if err := o.pub.Start(ctx); err != nil {
+			return nil, fmt.Errorf("cloudwatch publisher: %w", err)
+		}
+	}
+	if counter, ok := backend.(interface{ APICalls() map[string]int64 }); ok {
+		o.wg.Go(func() { o.pollAPICalls(ctx, counter.APICalls) })
+	}
+	return o, nil
+}
+
+// pollAPICalls turns the backend's running call counts into counter
+// increments every few seconds.
+func (o *Observer) pollAPICalls(ctx context.Context, calls func() map[string]int64) {
+	last := map[string]int64{}
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		done := false
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-t.C:
+		}
+		for op, n := range calls() {
+			if d := n - last[op]; d > 0 {
+				o.Metrics.BackendCall(op, int(d))
+			}
+			last[op] = n
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// ObserveDepth exports one queue's stats, for depth.Config.Observe.
+func (o *Observer) ObserveDepth(s queue.Stats) {
+	if q, ok := o.queues[s.Queue]; ok {
+		o.Metrics.QueueDepth(s.Queue, q.Lane, string(q.Kind), s.Visible, s.InFlight, s.Delayed, s.OldestAge)
+	}
+}
+
+// Stop publishes the last interval to CloudWatch and stops serving.
+func (o *Observer) Stop(ctx context.Context) {
+	o.cancel()
+	if o.pub != nil {
+		if err := o.pub.Stop(ctx); err != nil {
+			o.log.Warn("stop cloudwatch publisher", slog.Any("error", err))
+		}
+	}
+	if o.srv != nil {
+		_ = o.srv.Shutdown(ctx)
+	}
+	o.wg.Wait()
+}

@@ -1,0 +1,330 @@
+package metrics
+
+import (
+	"cmp"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metric names. The CloudWatch publisher (package cloudwatchpub) derives its
+// metric names from these.
+const (
+	NameJobsSubmitted     = "sluice_jobs_submitted_total"
+	NameEnqueueLatency    = "sluice_enqueue_latency_seconds"
+	NameQueueVisible      = "sluice_queue_visible_messages"
+	NameQueueInFlight     = "sluice_queue_in_flight_messages"
+	NameQueueDelayed      = "sluice_queue_delayed_messages"
+	NameQueueOldestAge    = "sluice_queue_oldest_message_age_seconds"
+	NameDrainActions      = "sluice_drain_actions_total"
+	NameDwell             = "sluice_dwell_seconds"
+	NameAgeOfFirstAttempt = "sluice_age_of_first_attempt_seconds"
+	NameBackendCalls      = "sluice_backend_calls_total"
+)
+
+// OtherValue replaces a label value that is not kept: a tenant outside the
+// top K, an unknown outcome or action, or a value past its label's bound.
+const OtherValue = "other"
+
+// Defaults for Options fields left zero.
+const (
+	// TopTenantsDefault is the number of tenants given their own tenant
+	// label value.
+	TopTenantsDefault = 20
+	// TenantRefreshDefault is how often the top K is recomputed and how
+	// fast tenant volumes decay (they halve at each refresh).
+	TenantRefreshDefault = time.Minute
+)
+
+// Bounds on label values that come from configuration or code rather than
+// from a fixed list: past the bound a new value is recorded as "other".
+const (
+	maxLanes      = 64
+	maxTiers      = 64
+	maxQueues     = 4096
+	maxKinds      = 16
+	maxReasons    = 64
+	maxOperations = 64
+	maxValueLen   = 128
+)
+
+// Submit outcomes (the outcome label of sluice_jobs_submitted_total).
+const (
+	OutcomeAdmitted         = "admitted"
+	OutcomeDuplicate        = "duplicate"
+	OutcomeThrottledRate    = "throttled_rate"
+	OutcomeThrottledBacklog = "throttled_backlog"
+	OutcomeInvalid          = "invalid"
+	OutcomeUnauthenticated  = "unauthenticated"
+	OutcomeUnavailable      = "unavailable"
+)
+
+// Drain actions (the action label of sluice_drain_actions_total). They
+// match drainer.Counts.
+const (
+	ActionDelivered    = "delivered"
+	ActionRetried      = "retried"
+	ActionSpilled      = "spilled"
+	ActionBacklogged   = "backlogged"
+	ActionDropped      = "dropped"
+	ActionDeadLettered = "dead_lettered"
+	ActionDeferred     = "deferred"
+	ActionRequeued     = "requeued"
+	ActionLeaseLost    = "lease_lost"
+	ActionMoveFailed   = "move_failed"
+)
+
+var (
+	outcomes = set(OutcomeAdmitted, OutcomeDuplicate, OutcomeThrottledRate, OutcomeThrottledBacklog,
+		OutcomeInvalid, OutcomeUnauthenticated, OutcomeUnavailable)
+	actions = set(ActionDelivered, ActionRetried, ActionSpilled, ActionBacklogged, ActionDropped,
+		ActionDeadLettered, ActionDeferred, ActionRequeued, ActionLeaseLost, ActionMoveFailed)
+)
+
+func set(vs ...string) map[string]bool {
+	m := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		m[v] = true
+	}
+	return m
+}
+
+// Options configures New. The zero Options is usable.
+type Options struct {
+	// TopTenants is K, the number of tenants that get their own value of
+	// the tenant label on sluice_jobs_submitted_total; every other tenant is
+	// counted as "other". Defaults to 20; a negative value labels no tenant.
+	TopTenants int
+	// TenantRefresh is how often the top K is recomputed from the tenants'
+	// recent volumes. Defaults to 1 minute.
+	TenantRefresh time.Duration
+}
+
+// Metrics holds sluice's Prometheus collectors. A nil *Metrics is valid and
+// records nothing (so tests and embedding code can pass nil). All methods
+// are safe for concurrent use.
+type Metrics struct {
+	submitted         *prometheus.CounterVec
+	enqueueLatency    *prometheus.HistogramVec
+	queueVisible      *prometheus.GaugeVec
+	queueInFlight     *prometheus.GaugeVec
+	queueDelayed      *prometheus.GaugeVec
+	queueOldestAge    *prometheus.GaugeVec
+	drainActions      *prometheus.CounterVec
+	dwell             *prometheus.HistogramVec
+	ageOfFirstAttempt *prometheus.HistogramVec
+	backendCalls      *prometheus.CounterVec
+
+	tenants *topK
+
+	lanes, tiers, queues, kinds, reasons, operations *bounded
+}
+
+// Histogram buckets, in seconds.
+var (
+	// enqueueBuckets spans a group-committed fsync (sub-millisecond) to a
+	// slow SQS SendMessageBatch with retries (seconds).
+	enqueueBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	// waitBuckets spans an idle lane (milliseconds) to a drained backlog
+	// (hours; SQS keeps messages up to 14 days).
+	waitBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400}
+)
+
+// New creates sluice's collectors and registers them with reg (a nil reg
+// leaves them unregistered). Like prometheus.MustRegister it panics if reg
+// already holds collectors of the same names: create one Metrics per
+// registry and share it between the gateway and in-process drainers.
+func New(reg prometheus.Registerer, opts Options) *Metrics {
+	k := cmp.Or(opts.TopTenants, TopTenantsDefault)
+	k = max(k, 0)
+	m := &Metrics{
+		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameJobsSubmitted,
+			Help: "Submit calls by outcome, tier, lane and tenant (tenant only for the top K tenants by recent volume, \"other\" for the rest).",
+		}, []string{"tenant", "tier", "lane", "outcome"}),
+		enqueueLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    NameEnqueueLatency,
+			Help:    "Time for the queue backend to store an admitted job durably, by lane.",
+			Buckets: enqueueBuckets,
+		}, []string{"lane"}),
+		queueVisible: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameQueueVisible,
+			Help: "Messages ready to be received, per queue (approximate on SQS).",
+		}, []string{"queue", "lane", "kind"}),
+		queueInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameQueueInFlight,
+			Help: "Messages received and not yet deleted or expired, per queue.",
+		}, []string{"queue", "lane", "kind"}),
+		queueDelayed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameQueueDelayed,
+			Help: "Messages sent with a delay that has not yet passed, per queue.",
+		}, []string{"queue", "lane", "kind"}),
+		queueOldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameQueueOldestAge,
+			Help: "Age of the oldest message per queue; 0 when empty or unknown.",
+		}, []string{"queue", "lane", "kind"}),
+		drainActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameDrainActions,
+			Help: "What the drainers did with each job they read, by lane, action and sideliner reason.",
+		}, []string{"lane", "action", "reason"}),
+		dwell: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    NameDwell,
+			Help:    "Time from the gateway accepting a job to the start of a delivery attempt, by lane.",
+			Buckets: waitBuckets,
+		}, []string{"lane"}),
+		ageOfFirstAttempt: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    NameAgeOfFirstAttempt,
+			Help:    "Time from the gateway accepting a job to the start of its first delivery attempt, by lane; retries are not counted.",
+			Buckets: waitBuckets,
+		}, []string{"lane"}),
+		backendCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameBackendCalls,
+			Help: "Queue backend API requests by operation, retries included.",
+		}, []string{"operation"}),
+
+		lanes:      newBounded(maxLanes),
+		tiers:      newBounded(maxTiers),
+		queues:     newBounded(maxQueues),
+		kinds:      newBounded(maxKinds),
+		reasons:    newBounded(maxReasons),
+		operations: newBounded(maxOperations),
+	}
+	m.tenants = newTopK(k, cmp.Or(opts.TenantRefresh, TenantRefreshDefault), time.Now, func(tenant string) {
+		m.submitted.DeletePartialMatch(prometheus.Labels{"tenant": tenant})
+	})
+	if reg != nil {
+		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
+			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls)
+	}
+	return m
+}
+
+// Submit counts one Submit call. outcome is one of the Outcome constants
+// (anything else is counted as "other"). tenant is "" when the call was
+// not authenticated; it is counted as "other".
+func (m *Metrics) Submit(tenant, tier, lane, outcome string) {
+	if m == nil {
+		return
+	}
+	if !outcomes[outcome] {
+		outcome = OtherValue
+	}
+	tier, lane = m.tiers.value(tier), m.lanes.value(lane)
+	// The tracker's lock is held while the series is incremented, so a
+	// concurrent refresh cannot delete the series and have this call
+	// recreate it for a tenant no longer in the top K.
+	m.tenants.do(tenant, func(label string) {
+		m.submitted.WithLabelValues(label, tier, lane, outcome).Inc()
+	})
+}
+
+// EnqueueLatency records how long the backend took to store an admitted job.
+func (m *Metrics) EnqueueLatency(lane string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.enqueueLatency.WithLabelValues(m.lanes.value(lane)).Observe(d.Seconds())
+}
+
+// QueueDepth sets one queue's gauges from a backend stats reading. kind is
+// the queue's topology.Kind (shard, spillover, backlog, dlq).
+func (m *Metrics) QueueDepth(queue, lane, kind string, visible, inFlight, delayed int64, oldest time.Duration) {
+	if m == nil {
+		return
+	}
+	lv := []string{m.queues.value(queue), m.lanes.value(lane), m.kinds.value(kind)}
+	m.queueVisible.WithLabelValues(lv...).Set(float64(visible))
+	m.queueInFlight.WithLabelValues(lv...).Set(float64(inFlight))
+	m.queueDelayed.WithLabelValues(lv...).Set(float64(delayed))
+	m.queueOldestAge.WithLabelValues(lv...).Set(oldest.Seconds())
+}
+
+// Drain counts one drainer action on a job. action is one of the Action
+// constants (anything else is counted as "other"); reason is the
+// sideliner.Reason of the decision, or "". Only the reason's code is kept:
+// text after a colon ("permanent_failure: worker said …") is cut off.
+func (m *Metrics) Drain(lane, action, reason string) {
+	if m == nil {
+		return
+	}
+	if !actions[action] {
+		action = OtherValue
+	}
+	if i := strings.IndexByte(reason, ':'); i >= 0 {
+		reason = reason[:i]
+	}
+	m.drainActions.WithLabelValues(m.lanes.value(lane), action, m.reasons.value(strings.TrimSpace(reason))).Inc()
+}
+
+// Dwell records the time from acceptance to the start of a delivery attempt.
+func (m *Metrics) Dwell(lane string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.dwell.WithLabelValues(m.lanes.value(lane)).Observe(d.Seconds())
+}
+
+// AgeOfFirstAttempt records the time from acceptance to the start of a
+// job's first delivery attempt. Call it for first attempts only: retries
+// would mix a backlog with a failing worker.
+func (m *Metrics) AgeOfFirstAttempt(lane string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.ageOfFirstAttempt.WithLabelValues(m.lanes.value(lane)).Observe(d.Seconds())
+}
+
+// BackendCall counts n queue backend API requests of one operation.
+func (m *Metrics) BackendCall(op string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.backendCalls.WithLabelValues(m.operations.value(op)).Add(float64(n))
+}
+
+// Handler serves g in the Prometheus exposition formats (text, OpenMetrics
+// and protobuf, negotiated). A gathering error for one collector still
+// serves the rest.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	})
+}
+
+// bounded passes through at most max distinct label values (each at most
+// maxValueLen bytes); later new values become OtherValue. Lookups of known
+// values take no lock.
+type bounded struct {
+	max  int
+	seen sync.Map // string → struct{}
+
+	mu sync.Mutex
+	n  int
+}
+
+func newBounded(n int) *bounded { return &bounded{max: n} }
+
+func (b *bounded) value(v string) string {
+	if _, ok := b.seen.Load(v); ok {
+		return v
+	}
+	if len(v) > maxValueLen {
+		return OtherValue
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.seen.Load(v); ok {
+		return v
+	}
+	if b.n >= b.max {
+		return OtherValue
+	}
+	b.n++
+	b.seen.Store(v, struct{}{})
+	return v
+}
