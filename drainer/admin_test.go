@@ -165,7 +165,15 @@ func TestAdminRefusesBadRequests(t *testing.T) {
 
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
+	for _, kind := range backends {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testReplay(t, setupOn(t, kind, oneLane))
+		})
+	}
+}
+
+func testReplay(t *testing.T, tb *testBundle) {
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 6, "a", "b")
 	a := NewAdminServer(tb.backend, tb.topo, quietLog)
 	defer a.Close()
@@ -210,7 +218,15 @@ func TestReplay(t *testing.T) {
 // jobs at once: every job is moved exactly once.
 func TestOverlappingReplaysMoveEachJobOnce(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
+	for _, kind := range backends {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testOverlappingReplays(t, setupOn(t, kind, oneLane))
+		})
+	}
+}
+
+func testOverlappingReplays(t *testing.T, tb *testBundle) {
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 30, "a")
 	a := NewAdminServer(tb.backend, tb.topo, quietLog)
 	defer a.Close()
