@@ -1,234 +1,599 @@
 package embeddedqueue
 
 import (
-	"bufio"
-	"context"
+	"bytes"
+	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/queuetest"
 )
 
-func TestMain(m *testing.M) {
-	if path := os.Getenv("EMBEDDEDQUEUE_CRASH_CHILD"); path != "" {
-		crashChild(path)
-		return
-	}
-	goleak.VerifyTestMain(m)
-}
-
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func open(t testing.TB, path string, opts Options) *Backend {
-	t.Helper()
-	opts.Logger = quiet
-	b, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	queuetest.Exercise(t.Context(), t, func(t *testing.T) queue.Backend {
-		return open(t, filepath.Join(t.TempDir(), "q.db"), Options{})
+		b, err := Open(filepath.Join(t.TempDir(), "queues.db"), Options{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	})
 }
 
 func TestDurability(t *testing.T) {
 	t.Parallel()
 	queuetest.ExerciseDurability(t.Context(), t, func(t *testing.T, dir string) queue.Backend {
-		return open(t, filepath.Join(dir, "q.db"), Options{})
+		b, err := Open(filepath.Join(dir, "queues.db"), Options{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	})
 }
 
-// TestGroupCommit sends from many goroutines at once and checks that they
-// shared transactions (fsyncs).
+// TestGroupCommit sends from 64 goroutines at once and checks that the
+// sends shared transactions, that is, fsyncs.
 func TestGroupCommit(t *testing.T) {
 	t.Parallel()
-	b := open(t, filepath.Join(t.TempDir(), "q.db"), Options{})
-	defer b.Close()
-	ctx := t.Context()
-	if err := b.EnsureQueues(ctx, []queue.QueueSpec{{Name: "q"}}); err != nil {
-		t.Fatal(err)
-	}
-	c0, _ := b.CommitStats()
+	b, _ := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	before := b.CommitStats()
 	const senders, each = 64, 10
 	var wg sync.WaitGroup
-	for range senders {
+	for g := range senders {
 		wg.Go(func() {
-			for range each {
-				if _, err := b.Send(ctx, &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{ID: "0", Body: []byte("x")}}}); err != nil {
+			for i := range each {
+				_, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{ID: "0", Body: fmt.Appendf(nil, "%d-%d", g, i)}}})
+				if err != nil {
 					t.Error(err)
+					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	c1, _ := b.CommitStats()
-	commits := c1 - c0
-	t.Logf("%d sends in %d commits (%.1f sends per fsync)", senders*each, commits, float64(senders*each)/float64(commits))
+	after := b.CommitStats()
+	commits, ops := after.Commits-before.Commits, after.Ops-before.Ops
+	t.Logf("%d sends in %d commits (%.1f per fsync)", ops, commits, float64(ops)/float64(commits))
+	if ops != senders*each {
+		t.Fatalf("%d operations committed, want %d", ops, senders*each)
+	}
 	if commits >= senders*each/2 {
 		t.Fatalf("%d sends took %d commits; concurrent sends should share them", senders*each, commits)
+	}
+	if s := stats(t, b, "q"); s.Visible != senders*each {
+		t.Fatalf("%d visible, want %d", s.Visible, senders*each)
+	}
+}
+
+// TestGroupKeepsLogicalErrorsApart holds the writer until three operations
+// are queued, so they share one transaction, and checks that invalid
+// receipts in one of them fail only their own entries.
+func TestGroupKeepsLogicalErrorsApart(t *testing.T) {
+	t.Parallel()
+	var (
+		armed   = make(chan struct{})
+		entered = make(chan struct{})
+		release = make(chan struct{})
+		once    sync.Once
+	)
+	b, _ := setupWith(t, Options{}, knobs{beforeGroup: func() {
+		select {
+		case <-armed:
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		default:
+		}
+	}})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	sendOne(t, b, "q", "held", 0)
+	m := receive(t, b, "q", 1, 0)[0]
+	before := b.CommitStats()
+
+	close(armed)
+	var wg sync.WaitGroup
+	var delRes []error
+	wg.Go(func() { sendOne(t, b, "q", "first", 0) })
+	<-entered // the writer holds "first" and waits
+	wg.Go(func() {
+		var err error
+		delRes, err = b.Delete(t.Context(), &queue.DeleteParams{Queue: "q", ReceiptHandles: []string{"bogus", m.ReceiptHandle, m.ReceiptHandle}})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	wg.Go(func() { sendOne(t, b, "q", "third", 0) })
+	for len(b.ops) != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+
+	if c := b.CommitStats().Commits - before.Commits; c != 1 {
+		t.Fatalf("%d commits, want the three operations in one", c)
+	}
+	if !errors.Is(delRes[0], queue.ErrReceiptInvalid) || delRes[1] != nil || !errors.Is(delRes[2], queue.ErrReceiptInvalid) {
+		t.Fatalf("delete results %v, want [invalid, nil, invalid (already deleted)]", delRes)
+	}
+	if s := stats(t, b, "q"); s.Visible != 2 || s.InFlight != 0 {
+		t.Fatalf("stats %+v, want the two sends visible and the held message deleted", s)
+	}
+}
+
+// TestStorageErrorFailsGroup fills a size-capped store: the failing send
+// reports ErrUnavailable, and the index, rebuilt from disk, holds exactly
+// the messages whose sends succeeded, before and after a reopen.
+func TestStorageErrorFailsGroup(t *testing.T) {
+	t.Parallel()
+	b, bun := setupWith(t, Options{}, knobs{maxSize: 4 << 20})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	body := bytes.Repeat([]byte("x"), 100<<10)
+	stored := 0
+	var failure error
+	for range 100 {
+		entries := make([]queue.SendEntry, queue.MaxBatch)
+		for i := range entries {
+			entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
+		}
+		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
+			failure = err
+			break
+		}
+		stored += queue.MaxBatch
+	}
+	if !errors.Is(failure, queue.ErrUnavailable) {
+		t.Fatalf("send into a full store: %v, want ErrUnavailable", failure)
+	}
+	t.Logf("stored %d messages before: %v", stored, failure)
+	if s := stats(t, b, "q"); s.Visible != int64(stored) {
+		t.Fatalf("%d visible after the failed commit, want %d", s.Visible, stored)
+	}
+	// Small operations still work.
+	if m := receive(t, b, "q", 1, 0); len(m) != 1 {
+		t.Fatal("nothing to receive after the failed commit")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := Open(bun.path, Options{Logger: quiet, Clock: bun.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if s := stats(t, b2, "q"); s.Visible+s.InFlight != int64(stored) {
+		t.Fatalf("after reopen %+v, want %d messages", s, stored)
 	}
 }
 
 func TestRetention(t *testing.T) {
 	t.Parallel()
-	var now atomic.Int64
-	now.Store(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	b := open(t, filepath.Join(t.TempDir(), "q.db"), Options{Now: clock})
-	defer b.Close()
-	ctx := t.Context()
-	if err := b.EnsureQueues(ctx, []queue.QueueSpec{{Name: "q", Retention: time.Hour}}); err != nil {
-		t.Fatal(err)
+	b, bun := setup(t)
+	mustEnsure(t, b,
+		queue.QueueSpec{Name: "dlq", Retention: 2 * time.Hour},
+		queue.QueueSpec{Name: "q", Retention: time.Hour, VisibilityTimeout: time.Minute, DeadLetterQueue: "dlq", MaxReceiveCount: 1})
+	sendOne(t, b, "q", "old", 0)
+	sendOne(t, b, "q", "poison", 0)
+	bun.clock.Advance(50 * time.Minute)
+	sendOne(t, b, "q", "young", 0)
+	// Move "poison" to the DLQ: it keeps its first sent-at.
+	receive(t, b, "q", 2, time.Minute) // old and poison, once each
+	bun.clock.Advance(2 * time.Minute)
+	if got := receive(t, b, "q", 3, 0); len(got) != 1 || string(got[0].Body) != "young" {
+		t.Fatalf("third receive %v, want only young (the others redriven)", got)
 	}
-	send := func(body string) {
-		if _, err := b.Send(ctx, &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{ID: "0", Body: []byte(body)}}}); err != nil {
-			t.Fatal(err)
+	if s := stats(t, b, "dlq"); s.Visible != 2 || s.OldestAge != 52*time.Minute {
+		t.Fatalf("dlq %+v, want 2 visible, oldest 52m", s)
+	}
+
+	bun.clock.Advance(10 * time.Minute) // old messages 62m, young 12m
+	if n, err := b.Sweep(t.Context()); err != nil || n != 0 {
+		t.Fatalf("sweep deleted %d (%v), want none (young is in q, the old ones in a 2h DLQ)", n, err)
+	}
+	bun.clock.Advance(time.Hour) // 122m and 72m
+	if n, err := b.Sweep(t.Context()); err != nil || n != 3 {
+		t.Fatalf("sweep deleted %d (%v), want 3", n, err)
+	}
+	for _, q := range []string{"q", "dlq"} {
+		if s := stats(t, b, q); s != (queue.Stats{Queue: q}) {
+			t.Fatalf("%s after sweep: %+v", q, s)
 		}
 	}
-	send("old")
-	now.Add(int64(50 * time.Minute))
-	send("young")
-	now.Add(int64(11 * time.Minute))
-	n, err := b.Sweep(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("sweep deleted %d (%v), want 1", n, err)
-	}
-	msgs, err := b.Receive(ctx, &queue.ReceiveParams{Queue: "q", Max: 10})
-	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "young" {
-		t.Fatalf("after sweep: %v %v", msgs, err)
+}
+
+// TestRetentionBackground lets the sweeper find an expired message.
+func TestRetentionBackground(t *testing.T) {
+	t.Parallel()
+	b, bun := setupWith(t, Options{SweepInterval: 10 * time.Millisecond}, knobs{})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", Retention: time.Minute})
+	sendOne(t, b, "q", "m", 0)
+	bun.clock.Advance(2 * time.Minute)
+	deadline := time.Now().Add(10 * time.Second)
+	for stats(t, b, "q").Visible != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sweeper did not delete the expired message")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func TestSecondProcessRefused(t *testing.T) {
+// TestRedriveKeepsIdentity checks what the DLQ copy keeps: message ID,
+// body and first sent-at; its receive count starts again.
+func TestRedriveKeepsIdentity(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "q.db")
-	b := open(t, path, Options{})
+	b, bun := setup(t)
+	mustEnsure(t, b,
+		queue.QueueSpec{Name: "dlq"},
+		queue.QueueSpec{Name: "q", VisibilityTimeout: 10 * time.Second, DeadLetterQueue: "dlq", MaxReceiveCount: 2})
+	id := sendOne(t, b, "q", "poison", 0)
+	sentAt := bun.clock.Now()
+	var last queue.Message
+	for want := 1; want <= 2; want++ {
+		bun.clock.Advance(11 * time.Second)
+		got := receive(t, b, "q", 1, 0)
+		if len(got) != 1 || got[0].ReceiveCount != want || got[0].MessageID != id {
+			t.Fatalf("receive %d: %+v", want, got)
+		}
+		last = got[0]
+	}
+	bun.clock.Advance(11 * time.Second)
+	if got := receive(t, b, "q", 1, 0); len(got) != 0 {
+		t.Fatalf("third receive returned %+v, want it redriven", got)
+	}
+	if err := deleteOne(t, b, "q", last.ReceiptHandle); !errors.Is(err, queue.ErrReceiptInvalid) {
+		t.Fatalf("delete with the source receipt after redrive: %v", err)
+	}
+	got := receive(t, b, "dlq", 1, 0)
+	if len(got) != 1 {
+		t.Fatal("nothing in the DLQ")
+	}
+	m := got[0]
+	if m.MessageID != id || string(m.Body) != "poison" || m.ReceiveCount != 1 || !m.SentAt.Equal(sentAt) {
+		t.Fatalf("DLQ copy %+v, want id %s, first sent-at %s, receive count 1", m, id, sentAt)
+	}
+}
+
+// TestReceiptFencing covers what the conformance suite cannot: handles
+// from another queue, malformed ones, and the documented choice for an
+// expired lease nobody has taken over.
+func TestReceiptFencing(t *testing.T) {
+	t.Parallel()
+	b, bun := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "a", VisibilityTimeout: 10 * time.Second}, queue.QueueSpec{Name: "b"})
+	sendOne(t, b, "a", "in a", 0)
+	sendOne(t, b, "b", "in b", 0)
+	ma := receive(t, b, "a", 1, 0)[0]
+	mb := receive(t, b, "b", 1, 0)[0]
+
+	for _, h := range []string{ma.ReceiptHandle, "", "not-a-handle", mb.ReceiptHandle + "x"} {
+		if err := deleteOne(t, b, "b", h); !errors.Is(err, queue.ErrReceiptInvalid) {
+			t.Fatalf("delete from b with %q: %v, want ErrReceiptInvalid", h, err)
+		}
+	}
+	if s := stats(t, b, "b"); s.InFlight != 1 {
+		t.Fatalf("b lost its message to a foreign handle: %+v", s)
+	}
+
+	// Expired, nobody received it since: delete works (as SQS), extend does not.
+	bun.clock.Advance(11 * time.Second)
+	if err := changeOne(t, b, "a", ma.ReceiptHandle, time.Minute); !errors.Is(err, queue.ErrReceiptInvalid) {
+		t.Fatalf("extend an expired lease: %v, want ErrReceiptInvalid", err)
+	}
+	if err := deleteOne(t, b, "a", ma.ReceiptHandle); err != nil {
+		t.Fatalf("delete after expiry, not received since: %v", err)
+	}
+	if err := deleteOne(t, b, "a", ma.ReceiptHandle); !errors.Is(err, queue.ErrReceiptInvalid) {
+		t.Fatalf("second delete: %v, want ErrReceiptInvalid", err)
+	}
+}
+
+// TestReceiptsSurviveReopen checks that a lease outlives a restart and
+// that sequence numbers are never reused, so an old handle cannot match a
+// message sent after the restart.
+func TestReceiptsSurviveReopen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "queues.db")
+	clock := newFakeClock()
+	reopen := func() *Backend {
+		b, err := Open(path, Options{Logger: quiet, Clock: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	b := reopen()
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour})
+	sendOne(t, b, "q", "one", 0)
+	sendOne(t, b, "q", "two", 0)
+	msgs := receive(t, b, "q", 2, 0)
+	if err := deleteOne(t, b, "q", msgs[1].ReceiptHandle); err != nil { // the tail
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b = reopen()
+	if s := stats(t, b, "q"); s.InFlight != 1 || s.Visible != 0 {
+		t.Fatalf("after reopen %+v, want the lease kept", s)
+	}
+	sendOne(t, b, "q", "three", 0)
+	three := receive(t, b, "q", 1, 0)[0]
+	if three.ReceiptHandle == msgs[1].ReceiptHandle {
+		t.Fatal("a new message got a deleted message's receipt handle")
+	}
+	if err := deleteOne(t, b, "q", msgs[1].ReceiptHandle); !errors.Is(err, queue.ErrReceiptInvalid) {
+		t.Fatalf("old handle of a deleted message: %v", err)
+	}
+	if err := changeOne(t, b, "q", msgs[0].ReceiptHandle, time.Minute); err != nil {
+		t.Fatalf("extend a lease taken before the restart: %v", err)
+	}
+	if err := deleteOne(t, b, "q", msgs[0].ReceiptHandle); err != nil {
+		t.Fatalf("delete with a handle from before the restart: %v", err)
+	}
+}
+
+func TestStatsFollowTheClock(t *testing.T) {
+	t.Parallel()
+	b, bun := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: 5 * time.Second})
+	sendOne(t, b, "q", "a", 0)
+	bun.clock.Advance(time.Second)
+	sendOne(t, b, "q", "b", 0)
+	sendOne(t, b, "q", "c", 10*time.Second)
+	receive(t, b, "q", 1, 0)
+	steps := []struct {
+		advance time.Duration
+		want    queue.Stats
+	}{
+		{0, queue.Stats{Queue: "q", Visible: 1, InFlight: 1, Delayed: 1, OldestAge: time.Second}},
+		{6 * time.Second, queue.Stats{Queue: "q", Visible: 2, Delayed: 1, OldestAge: 7 * time.Second}},
+		{5 * time.Second, queue.Stats{Queue: "q", Visible: 3, OldestAge: 12 * time.Second}},
+	}
+	for i, s := range steps {
+		bun.clock.Advance(s.advance)
+		if got := stats(t, b, "q"); got != s.want {
+			t.Fatalf("step %d: %+v, want %+v", i, got, s.want)
+		}
+	}
+}
+
+// TestLongPollWakes checks each reason a waiting receive wakes: a send, a
+// release to visibility zero, a delayed message becoming visible, and
+// Close.
+func TestLongPollWakes(t *testing.T) {
+	t.Parallel()
+	b, err := Open(filepath.Join(t.TempDir(), "queues.db"), Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer b.Close()
-	// bbolt's lock is per open file description, so a second Open in this
-	// process contends like another process would.
-	_, err := Open(path, Options{Logger: quiet})
-	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
-		t.Fatalf("second open: %v", err)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour})
+	wait := func(what string, act func()) []queue.Message {
+		t.Helper()
+		got := make(chan []queue.Message, 1)
+		errc := make(chan error, 1)
+		go func() {
+			msgs, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: "q", Max: 1, Wait: queue.MaxWait})
+			got <- msgs
+			errc <- err
+		}()
+		waitForWaiter(t, b, "q")
+		start := time.Now()
+		act()
+		msgs := <-got
+		if err := <-errc; err != nil && what != "close" {
+			t.Fatalf("%s: %v", what, err)
+		} else if what == "close" && !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("close: %v, want ErrClosed", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("%s woke the receive after %s", what, d)
+		}
+		return msgs
+	}
+	m := wait("send", func() { sendOne(t, b, "q", "m", 0) })
+	if len(m) != 1 {
+		t.Fatal("send: no message")
+	}
+	m = wait("release", func() {
+		if err := changeOne(t, b, "q", m[0].ReceiptHandle, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(m) != 1 || m[0].ReceiveCount != 2 {
+		t.Fatalf("release: %+v", m)
+	}
+	if m = wait("delay", func() { sendOne(t, b, "q", "later", time.Second) }); len(m) != 1 {
+		t.Fatal("delay: no message")
+	}
+	wait("close", func() { _ = b.Close() })
+}
+
+// waitForWaiter returns once a receive is waiting on q.
+func waitForWaiter(t *testing.T, b *Backend, q string) {
+	t.Helper()
+	for {
+		b.mu.Lock()
+		waiting := b.queues[q].signal != nil
+		b.mu.Unlock()
+		if waiting {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
-func TestClosedCalls(t *testing.T) {
+func TestSecondOpenRefused(t *testing.T) {
 	t.Parallel()
-	b := open(t, filepath.Join(t.TempDir(), "q.db"), Options{})
+	b, bun := setup(t)
+	// bbolt's flock is per open file description, so a second Open in this
+	// process contends as another process would.
+	start := time.Now()
+	_, err := Open(bun.path, Options{Logger: quiet, LockTimeout: 100 * time.Millisecond})
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "data directory") {
+		t.Fatalf("second open: %v, want ErrInUse naming the data directory", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("second open took %s", d)
+	}
+	t.Log(err)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := Open(bun.path, Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	_ = b2.Close()
+}
+
+func TestClosed(t *testing.T) {
+	t.Parallel()
+	b, _ := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	if _, err := b.Stats(t.Context(), &queue.StatsParams{}); err == nil {
-		t.Fatal("stats after close")
+	ctx := t.Context()
+	calls := map[string]error{
+		"ensure": b.EnsureQueues(ctx, []queue.QueueSpec{{Name: "other"}}),
+	}
+	_, calls["send"] = b.Send(ctx, &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{ID: "0"}}})
+	_, calls["receive"] = b.Receive(ctx, &queue.ReceiveParams{Queue: "q", Max: 1})
+	_, calls["delete"] = b.Delete(ctx, &queue.DeleteParams{Queue: "q", ReceiptHandles: []string{"x"}})
+	_, calls["change"] = b.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: "q", Changes: []queue.VisibilityChange{{ReceiptHandle: "x"}}})
+	_, calls["stats"] = b.Stats(ctx, &queue.StatsParams{Queues: []string{"q"}})
+	_, calls["sweep"] = b.Sweep(ctx)
+	for name, err := range calls {
+		if !errors.Is(err, queue.ErrClosed) {
+			t.Errorf("%s after close: %v, want ErrClosed", name, err)
+		}
 	}
 }
 
-// TestCrashLosesNothingAcknowledged runs a child process that sends from
-// several goroutines and prints each message as its Send returns, kills
-// it with SIGKILL mid-stream, reopens the store and finds every printed
-// message.
-func TestCrashLosesNothingAcknowledged(t *testing.T) {
+func TestArguments(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "q.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "EMBEDDEDQUEUE_CRASH_CHILD="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]bool{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && len(acked) < 300 {
-		acked[sc.Text()] = true
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	if len(acked) < 300 {
-		t.Fatalf("child acknowledged only %d sends", len(acked))
-	}
-
-	b := open(t, path, Options{})
-	defer b.Close()
-	found := map[string]bool{}
-	for {
-		msgs, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: "q", Max: 10})
-		if err != nil {
-			t.Fatal(err)
+	b, _ := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	ctx := t.Context()
+	entries := func(n int, delay time.Duration) []queue.SendEntry {
+		e := make([]queue.SendEntry, n)
+		for i := range e {
+			e[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: []byte("x"), Delay: delay}
 		}
-		if len(msgs) == 0 {
-			break
-		}
-		for _, m := range msgs {
-			found[string(m.Body)] = true
+		return e
+	}
+	send := func(q string, e []queue.SendEntry) error {
+		_, err := b.Send(ctx, &queue.SendParams{Queue: q, Entries: e})
+		return err
+	}
+	recv := func(p queue.ReceiveParams) error {
+		_, err := b.Receive(ctx, &p)
+		return err
+	}
+	change := func(q string, timeout time.Duration) error {
+		_, err := b.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: []queue.VisibilityChange{{ReceiptHandle: "x", Timeout: timeout}}})
+		return err
+	}
+	del := func(q string, n int) error {
+		_, err := b.Delete(ctx, &queue.DeleteParams{Queue: q, ReceiptHandles: make([]string, n)})
+		return err
+	}
+	ensure := func(specs ...queue.QueueSpec) error { return b.EnsureQueues(ctx, specs) }
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"send 11", send("q", entries(11, 0)), queue.ErrBatchTooLarge},
+		{"send 0", send("q", nil), queue.ErrInvalidArgument},
+		{"send negative delay", send("q", entries(1, -time.Second)), queue.ErrInvalidArgument},
+		{"send delay over max", send("q", entries(1, queue.MaxDelay+time.Second)), queue.ErrInvalidArgument},
+		{"send max delay", send("q", entries(1, queue.MaxDelay)), nil},
+		{"send duplicate ids", send("q", []queue.SendEntry{{ID: "a"}, {ID: "a"}}), queue.ErrInvalidArgument},
+		{"send unknown queue", send("nope", entries(1, 0)), queue.ErrQueueNotFound},
+		{"receive max 0", recv(queue.ReceiveParams{Queue: "q"}), queue.ErrInvalidArgument},
+		{"receive max 11", recv(queue.ReceiveParams{Queue: "q", Max: 11}), queue.ErrInvalidArgument},
+		{"receive wait over max", recv(queue.ReceiveParams{Queue: "q", Max: 1, Wait: queue.MaxWait + time.Second}), queue.ErrInvalidArgument},
+		{"receive visibility over max", recv(queue.ReceiveParams{Queue: "q", Max: 1, VisibilityTimeout: queue.MaxVisibilityTimeout + time.Second}), queue.ErrInvalidArgument},
+		{"receive unknown queue", recv(queue.ReceiveParams{Queue: "nope", Max: 1}), queue.ErrQueueNotFound},
+		{"delete 11", del("q", 11), queue.ErrBatchTooLarge},
+		{"delete 0", del("q", 0), queue.ErrInvalidArgument},
+		{"delete unknown queue", del("nope", 1), queue.ErrQueueNotFound},
+		{"change over max", change("q", queue.MaxVisibilityTimeout+time.Second), queue.ErrInvalidArgument},
+		{"change negative", change("q", -time.Second), queue.ErrInvalidArgument},
+		{"change unknown queue", change("nope", 0), queue.ErrQueueNotFound},
+		{"ensure empty name", ensure(queue.QueueSpec{}), queue.ErrInvalidArgument},
+		{"ensure missing dlq", ensure(queue.QueueSpec{Name: "x", DeadLetterQueue: "nope", MaxReceiveCount: 1}), queue.ErrQueueNotFound},
+		{"ensure own dlq", ensure(queue.QueueSpec{Name: "x", DeadLetterQueue: "x", MaxReceiveCount: 1}), queue.ErrInvalidArgument},
+		{"ensure dlq without max", ensure(queue.QueueSpec{Name: "x", DeadLetterQueue: "q"}), queue.ErrInvalidArgument},
+		{"ensure visibility over max", ensure(queue.QueueSpec{Name: "x", VisibilityTimeout: 13 * time.Hour}), queue.ErrInvalidArgument},
+		{"ensure twice, differing", ensure(queue.QueueSpec{Name: "x"}, queue.QueueSpec{Name: "x", Retention: time.Hour}), queue.ErrInvalidArgument},
+		{"ensure dlq later in the call", ensure(queue.QueueSpec{Name: "y", DeadLetterQueue: "ydlq", MaxReceiveCount: 3}, queue.QueueSpec{Name: "ydlq"}), nil},
+	}
+	for _, tt := range tests {
+		if !errors.Is(tt.err, tt.want) || (tt.want == nil) != (tt.err == nil) {
+			t.Errorf("%s: %v, want %v", tt.name, tt.err, tt.want)
 		}
 	}
-	lost := 0
-	for id := range acked {
-		if !found[id] {
-			lost++
-		}
+	if _, err := b.Stats(ctx, &queue.StatsParams{Queues: []string{"q", "nope"}}); !errors.Is(err, queue.ErrQueueNotFound) {
+		t.Errorf("stats of an unknown queue: %v", err)
 	}
-	t.Logf("killed after %d acknowledged sends; %d messages on disk; lost %d", len(acked), len(found), lost)
-	if lost > 0 {
-		t.Fatalf("%d acknowledged messages lost", lost)
+	if _, err := b.Stats(ctx, &queue.StatsParams{Queues: []string{"x"}}); !errors.Is(err, queue.ErrQueueNotFound) {
+		t.Errorf("a refused EnsureQueues created a queue: %v", err)
 	}
 }
 
-func crashChild(path string) {
-	b, err := Open(path, Options{Logger: quiet})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+// TestEnsureQueuesIdempotent checks that the same specs again cost no
+// commit and that changed attributes take effect.
+func TestEnsureQueuesIdempotent(t *testing.T) {
+	t.Parallel()
+	b, bun := setup(t)
+	specs := []queue.QueueSpec{{Name: "dlq"}, {Name: "q", DeadLetterQueue: "dlq", MaxReceiveCount: 5}}
+	mustEnsure(t, b, specs...)
+	before := b.CommitStats()
+	mustEnsure(t, b, specs...)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: queue.VisibilityTimeoutDefault, DeadLetterQueue: "dlq", MaxReceiveCount: 5})
+	if after := b.CommitStats(); after != before {
+		t.Fatalf("unchanged specs committed: %+v then %+v", before, after)
 	}
-	ctx := context.Background()
-	if err := b.EnsureQueues(ctx, []queue.QueueSpec{{Name: "q"}}); err != nil {
-		os.Exit(2)
+	sendOne(t, b, "q", "m", 0)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: 5 * time.Second, DeadLetterQueue: "dlq", MaxReceiveCount: 5})
+	receive(t, b, "q", 1, 0)
+	bun.clock.Advance(6 * time.Second)
+	if got := receive(t, b, "q", 1, 0); len(got) != 1 {
+		t.Fatal("new visibility timeout not applied")
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				body := fmt.Sprintf("g%02d-%06d", g, i)
-				res, err := b.Send(ctx, &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{ID: "0", Body: []byte(body)}}})
-				if err != nil || res[0].Err != nil {
-					os.Exit(3)
-				}
-				mu.Lock()
-				fmt.Println(body)
-				mu.Unlock()
-			}
-		})
+	if s := stats(t, b, "q"); s.InFlight != 1 {
+		t.Fatalf("message lost by updating its queue: %+v", s)
 	}
-	wg.Wait()
 }
 
-func BenchmarkEmbedded(b *testing.B) {
-	queuetest.Benchmark(b, func(b *testing.B) queue.Backend {
-		return open(b, filepath.Join(b.TempDir(), "q.db"), Options{})
-	})
+func TestBodyIntegrityLarge(t *testing.T) {
+	t.Parallel()
+	b, _ := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	body := make([]byte, queue.MaxBodyBytes)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	res, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{ID: "max", Body: body}, {ID: "empty"}}})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatal(err, res)
+	}
+	got := receive(t, b, "q", 2, 0)
+	if len(got) != 2 || !bytes.Equal(got[0].Body, body) || len(got[1].Body) != 0 {
+		t.Fatal("bodies changed in the store")
+	}
 }

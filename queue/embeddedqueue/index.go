@@ -1,162 +1,330 @@
 package embeddedqueue
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/sluice-dev/sluice/queue"
 )
 
-// msgState is the in-memory state of one stored message. Bodies stay on
-// disk; this is about 48 bytes per message.
+// class says which Stats count a message falls under.
+type class uint8
+
+const (
+	classVisible class = iota
+	classInFlight
+	classDelayed
+	numClasses
+)
+
+// msgState is the in-memory state of one stored message: 32 bytes, no
+// body. The durable copy is the 24-byte record in the queue's state bucket.
 type msgState struct {
-	sentAt       int64 // unix nanoseconds
-	visibleAt    int64
-	receiveCount uint32
-	gen          uint32 // bumped on every receive; part of the receipt handle
-	ver          uint64 // bumped on every change; validates heap entries
+	sentAt    int64 // unix nanoseconds, kept across a redrive
+	visibleAt int64
+	receives  uint32
+	gen       uint32 // bumped on every receive; part of the receipt handle
+	ver       uint32 // bumped on every re-filing; heap entries carry it
+	class     class
 }
 
-// entry is a heap item; it is stale unless ver matches the message's.
-type entry struct {
-	seq uint64
-	at  int64 // visibleAt for the pending heap
-	ver uint64
+// Heap entries. Heaps are lazy: re-filing a message pushes a new entry
+// with a new ver and the old one is dropped when it surfaces.
+type (
+	readyEntry struct { // 16 bytes
+		seq uint64
+		ver uint32
+	}
+	pendingEntry struct { // 24 bytes
+		at  int64 // visibleAt
+		seq uint64
+		ver uint32
+	}
+	ageEntry struct { // 16 bytes; valid while the message exists
+		at  int64 // sentAt
+		seq uint64
+	}
+)
+
+func bySeq(a, b readyEntry) bool { return a.seq < b.seq }
+
+func byVisibleAt(a, b pendingEntry) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
 }
 
-// memQueue indexes one queue: visible messages in send order, and
-// invisible ones (delayed or in flight) by the time they become visible.
-// Heaps are lazy: a changed message gets a new entry and the old one is
-// skipped when it surfaces.
+func bySentAt(a, b ageEntry) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+// memQueue indexes one queue:
+//   - ready: visible messages by sequence number (send order);
+//   - pending: invisible ones (delayed or in flight) by visible-at,
+//     promoted to ready when their time comes;
+//   - age: every message by sent-at, for OldestAge and retention.
+//
+// Counts per class are kept up to date so Stats needs no scan. The
+// Backend's mutex guards every field.
 type memQueue struct {
 	spec    queue.QueueSpec
+	id      uint64 // incarnation, part of every receipt handle
 	nextSeq uint64
-	msgs    map[uint64]*msgState
-	ready   seqHeap
-	pending timeHeap
-	ver     uint64
-	signal  chan struct{} // closed and replaced when a message may have become visible
+	msgs    map[uint64]msgState
+	ready   heap[readyEntry]
+	pending heap[pendingEntry]
+	age     heap[ageEntry]
+	counts  [numClasses]int64
+	// signal is closed when a receive might now find a message, or the
+	// earliest pending time moved; nil while nobody waits.
+	signal chan struct{}
 }
 
-func newMemQueue(spec queue.QueueSpec) *memQueue {
-	return &memQueue{spec: spec, nextSeq: 1, msgs: map[uint64]*msgState{}, signal: make(chan struct{})}
-}
-
-// place files a message under its current state.
-func (q *memQueue) place(seq uint64, m *msgState, now int64) {
-	q.ver++
-	m.ver = q.ver
-	if m.visibleAt <= now {
-		heap.Push(&q.ready, entry{seq: seq, ver: m.ver})
-		q.wake()
-		return
+func newMemQueue(spec queue.QueueSpec, id uint64) *memQueue {
+	return &memQueue{
+		spec:    spec,
+		id:      id,
+		nextSeq: 1,
+		msgs:    map[uint64]msgState{},
+		ready:   heap[readyEntry]{less: bySeq},
+		pending: heap[pendingEntry]{less: byVisibleAt},
+		age:     heap[ageEntry]{less: bySentAt},
 	}
-	heap.Push(&q.pending, entry{seq: seq, at: m.visibleAt, ver: m.ver})
 }
 
-func (q *memQueue) wake() {
-	close(q.signal)
-	q.signal = make(chan struct{})
+// put stores m as the state of message seq and files it as visible or
+// pending. It returns the state as stored (class and ver set).
+func (q *memQueue) put(seq uint64, m msgState, now int64) msgState {
+	if old, ok := q.msgs[seq]; ok {
+		q.counts[old.class]--
+		m.ver = old.ver + 1
+	} else {
+		q.age.push(ageEntry{at: m.sentAt, seq: seq})
+		q.nextSeq = max(q.nextSeq, seq+1)
+	}
+	m.class = classOf(m, now)
+	q.counts[m.class]++
+	q.msgs[seq] = m
+	if m.class == classVisible {
+		q.ready.push(readyEntry{seq: seq, ver: m.ver})
+		q.wake()
+	} else {
+		q.pending.push(pendingEntry{at: m.visibleAt, seq: seq, ver: m.ver})
+		if top := q.pending.peek(); top.seq == seq && top.ver == m.ver {
+			q.wake() // waiters may be sleeping until a later time
+		}
+	}
+	q.compact()
+	return m
+}
+
+func classOf(m msgState, now int64) class {
+	switch {
+	case m.visibleAt <= now:
+		return classVisible
+	case m.receives > 0:
+		return classInFlight
+	default:
+		return classDelayed
+	}
+}
+
+// remove forgets message seq. Its heap entries go stale.
+func (q *memQueue) remove(seq uint64) {
+	if m, ok := q.msgs[seq]; ok {
+		q.counts[m.class]--
+		delete(q.msgs, seq)
+	}
 }
 
 // promote moves pending messages whose time has come to ready.
 func (q *memQueue) promote(now int64) {
-	for q.pending.Len() > 0 && q.pending[0].at <= now {
-		e := heap.Pop(&q.pending).(entry)
-		if m := q.msgs[e.seq]; m != nil && m.ver == e.ver {
-			heap.Push(&q.ready, entry{seq: e.seq, ver: e.ver})
+	for q.pending.len() > 0 && q.pending.peek().at <= now {
+		e := q.pending.pop()
+		m, ok := q.msgs[e.seq]
+		if !ok || m.ver != e.ver {
+			continue
 		}
+		q.counts[m.class]--
+		m.class = classVisible
+		q.counts[m.class]++
+		q.msgs[e.seq] = m
+		q.ready.push(readyEntry{seq: e.seq, ver: e.ver})
 	}
 }
 
-// popVisible returns the oldest visible message, or 0.
-func (q *memQueue) popVisible(now int64) uint64 {
+// isReady reports whether e is the live ready entry of its message.
+func (q *memQueue) isReady(e readyEntry) bool {
+	m, ok := q.msgs[e.seq]
+	return ok && m.ver == e.ver && m.class == classVisible
+}
+
+// popVisible takes the visible message with the lowest sequence number.
+// The caller re-files it with put or drops it with remove.
+func (q *memQueue) popVisible(now int64) (uint64, bool) {
 	q.promote(now)
-	for q.ready.Len() > 0 {
-		e := heap.Pop(&q.ready).(entry)
-		if m := q.msgs[e.seq]; m != nil && m.ver == e.ver && m.visibleAt <= now {
-			return e.seq
+	for q.ready.len() > 0 {
+		if e := q.ready.pop(); q.isReady(e) {
+			return e.seq, true
 		}
 	}
-	return 0
+	return 0, false
 }
 
-// hasVisible reports whether a receive would find a message now.
+// hasVisible reports whether popVisible would find a message.
 func (q *memQueue) hasVisible(now int64) bool {
 	q.promote(now)
-	for q.ready.Len() > 0 {
-		e := q.ready[0]
-		if m := q.msgs[e.seq]; m != nil && m.ver == e.ver && m.visibleAt <= now {
+	for q.ready.len() > 0 {
+		if q.isReady(q.ready.peek()) {
 			return true
 		}
-		heap.Pop(&q.ready)
+		q.ready.pop()
 	}
 	return false
 }
 
-// nextVisibleAt is the earliest time a pending message becomes visible, or
-// 0 when none is pending.
-func (q *memQueue) nextVisibleAt() int64 {
-	for q.pending.Len() > 0 {
-		e := q.pending[0]
-		if m := q.msgs[e.seq]; m != nil && m.ver == e.ver {
-			return e.at
+// nextVisibleAt is the earliest time a pending message becomes visible,
+// and false when none is pending.
+func (q *memQueue) nextVisibleAt() (int64, bool) {
+	for q.pending.len() > 0 {
+		e := q.pending.peek()
+		if m, ok := q.msgs[e.seq]; ok && m.ver == e.ver {
+			return e.at, true
 		}
-		heap.Pop(&q.pending)
+		q.pending.pop()
 	}
-	return 0
+	return 0, false
 }
 
-func (q *memQueue) stats(name string, now time.Time) queue.Stats {
-	s := queue.Stats{Queue: name}
-	n := now.UnixNano()
-	oldest := int64(0)
-	for _, m := range q.msgs {
-		switch {
-		case m.visibleAt <= n:
-			s.Visible++
-		case m.receiveCount > 0:
-			s.InFlight++
-		default:
-			s.Delayed++
+// oldest returns the message with the earliest sent-at.
+func (q *memQueue) oldest() (ageEntry, bool) {
+	for q.age.len() > 0 {
+		e := q.age.peek()
+		if _, ok := q.msgs[e.seq]; ok {
+			return e, true
 		}
-		if oldest == 0 || m.sentAt < oldest {
-			oldest = m.sentAt
-		}
+		q.age.pop()
 	}
-	if oldest > 0 {
-		s.OldestAge = max(time.Duration(n-oldest), 0)
+	return ageEntry{}, false
+}
+
+// waiter returns a channel closed at the next wake.
+func (q *memQueue) waiter() <-chan struct{} {
+	if q.signal == nil {
+		q.signal = make(chan struct{})
+	}
+	return q.signal
+}
+
+func (q *memQueue) wake() {
+	if q.signal != nil {
+		close(q.signal)
+		q.signal = nil
+	}
+}
+
+func (q *memQueue) stats(now time.Time) queue.Stats {
+	n := now.UnixNano()
+	q.promote(n)
+	s := queue.Stats{
+		Queue:    q.spec.Name,
+		Visible:  q.counts[classVisible],
+		InFlight: q.counts[classInFlight],
+		Delayed:  q.counts[classDelayed],
+	}
+	if e, ok := q.oldest(); ok {
+		s.OldestAge = max(time.Duration(n-e.at), 0)
 	}
 	return s
 }
 
-type seqHeap []entry
-
-func (h seqHeap) Len() int           { return len(h) }
-func (h seqHeap) Less(i, j int) bool { return h[i].seq < h[j].seq }
-func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *seqHeap) Push(x any)        { *h = append(*h, x.(entry)) }
-func (h *seqHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
-
-type timeHeap []entry
-
-func (h timeHeap) Len() int { return len(h) }
-func (h timeHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// compact rebuilds heaps that have gathered more stale entries than live
+// ones (say, a message whose lease is extended every few seconds for
+// hours), so memory stays proportional to the messages held.
+func (q *memQueue) compact() {
+	const slack = 1024
+	live := len(q.msgs)
+	if q.ready.len()+q.pending.len() > 2*live+slack {
+		q.ready.items, q.pending.items = q.ready.items[:0], q.pending.items[:0]
+		for seq, m := range q.msgs {
+			if m.class == classVisible {
+				q.ready.items = append(q.ready.items, readyEntry{seq: seq, ver: m.ver})
+			} else {
+				q.pending.items = append(q.pending.items, pendingEntry{at: m.visibleAt, seq: seq, ver: m.ver})
+			}
+		}
+		q.ready.init()
+		q.pending.init()
 	}
-	return h[i].seq < h[j].seq
+	if q.age.len() > 2*live+slack {
+		q.age.items = q.age.items[:0]
+		for seq, m := range q.msgs {
+			q.age.items = append(q.age.items, ageEntry{at: m.sentAt, seq: seq})
+		}
+		q.age.init()
+	}
 }
-func (h timeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timeHeap) Push(x any)   { *h = append(*h, x.(entry)) }
-func (h *timeHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+// heap is a binary min-heap. Unlike container/heap it does not box each
+// pushed entry in an interface.
+type heap[T any] struct {
+	items []T
+	less  func(a, b T) bool
+}
+
+func (h *heap[T]) len() int { return len(h.items) }
+func (h *heap[T]) peek() T  { return h.items[0] }
+
+func (h *heap[T]) push(e T) {
+	h.items = append(h.items, e)
+	h.up(len(h.items) - 1)
+}
+
+func (h *heap[T]) pop() T {
+	top := h.items[0]
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.items = h.items[:last]
+	if last > 0 {
+		h.down(0)
+	}
+	return top
+}
+
+func (h *heap[T]) init() {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *heap[T]) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.less(h.items[i], h.items[parent]) {
+			return
+		}
+		h.items[i], h.items[parent] = h.items[parent], h.items[i]
+		i = parent
+	}
+}
+
+func (h *heap[T]) down(i int) {
+	n := len(h.items)
+	for {
+		smallest, l, r := i, 2*i+1, 2*i+2
+		if l < n && h.less(h.items[l], h.items[smallest]) {
+			smallest = l
+		}
+		if r < n && h.less(h.items[r], h.items[smallest]) {
+			smallest = r
+		}
+		if smallest == i {
+			return
+		}
+		h.items[i], h.items[smallest] = h.items[smallest], h.items[i]
+		i = smallest
+	}
 }

@@ -142,6 +142,20 @@ func (e *env) eventually(what string, cond func() bool) {
 	}
 }
 
+// release makes received messages visible again.
+func release(t *testing.T, e *env, q string, msgs []queue.Message) {
+	t.Helper()
+	changes := make([]queue.VisibilityChange, len(msgs))
+	for i, m := range msgs {
+		changes[i] = queue.VisibilityChange{ReceiptHandle: m.ReceiptHandle}
+	}
+	res, err := e.b.ChangeVisibility(e.ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: changes})
+	if err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	noErrs(t, res)
+}
+
 func noErrs(t *testing.T, errs []error) {
 	t.Helper()
 	for i, err := range errs {
@@ -178,6 +192,26 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		}
 	})
 
+	run("ReceiveMax", func(t *testing.T, e *env) {
+		q := e.queue("q", 30*time.Second, "", 0)
+		e.send(q, []byte("1"), []byte("2"), []byte("3"), []byte("4"), []byte("5"))
+		var first []queue.Message
+		e.eventually("a message", func() bool {
+			first = e.receive(q, 2, 2*time.Second, 0)
+			return len(first) > 0
+		})
+		if len(first) > 2 {
+			t.Fatalf("receive of at most 2 returned %d", len(first))
+		}
+		release(t, e, q, first)
+		all := e.receiveN(q, 5, 0)
+		for _, m := range all {
+			if slices.ContainsFunc(first, func(f queue.Message) bool { return f.MessageID == m.MessageID }) != (m.ReceiveCount == 2) {
+				t.Fatalf("message %q has receive count %d", m.Body, m.ReceiveCount)
+			}
+		}
+	})
+
 	run("BatchLimits", func(t *testing.T, e *env) {
 		q := e.queue("q", 30*time.Second, "", 0)
 		eleven := make([]queue.SendEntry, queue.MaxBatch+1)
@@ -203,9 +237,25 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		if _, err := e.b.Receive(e.ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch + 1}); err == nil {
 			t.Fatal("receive of 11 accepted")
 		}
+		if _, err := e.b.Receive(e.ctx, &queue.ReceiveParams{Queue: q, Max: 0}); err == nil {
+			t.Fatal("receive of 0 accepted")
+		}
 		handles := make([]string, queue.MaxBatch+1)
+		for i := range handles {
+			handles[i] = "h"
+		}
 		if _, err := e.b.Delete(e.ctx, &queue.DeleteParams{Queue: q, ReceiptHandles: handles}); !errors.Is(err, queue.ErrBatchTooLarge) {
 			t.Fatalf("delete of 11: %v", err)
+		}
+		changes := make([]queue.VisibilityChange, queue.MaxBatch+1)
+		for i := range changes {
+			changes[i] = queue.VisibilityChange{ReceiptHandle: "h", Timeout: time.Second}
+		}
+		if _, err := e.b.ChangeVisibility(e.ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: changes}); !errors.Is(err, queue.ErrBatchTooLarge) {
+			t.Fatalf("change visibility of 11: %v", err)
+		}
+		if _, err := e.b.Delete(e.ctx, &queue.DeleteParams{Queue: q}); err == nil {
+			t.Fatal("empty delete accepted")
 		}
 		if got := e.receiveN(q, 1, 0); string(got[0].Body) != "fine" {
 			t.Fatalf("got %q", got[0].Body)
@@ -296,10 +346,15 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 	run("RedriveToDLQ", func(t *testing.T, e *env) {
 		dlq := e.queue("dlq", 30*time.Second, "", 0)
 		q := e.queue("q", time.Second, dlq, 2)
-		e.send(q, []byte("poison"))
+		id := e.send(q, []byte("poison"))[0]
+		var first queue.Message
 		for want := 1; want <= 2; want++ {
-			if m := e.receiveN(q, 1, 0)[0]; m.ReceiveCount != want {
-				t.Fatalf("receive count %d, want %d", m.ReceiveCount, want)
+			m := e.receiveN(q, 1, 0)[0]
+			if m.ReceiveCount != want || m.MessageID != id {
+				t.Fatalf("receive %d: id %s, receive count %d", want, m.MessageID, m.ReceiveCount)
+			}
+			if want == 1 {
+				first = m
 			}
 		}
 		// The third receive finds the message past its max: it is moved.
@@ -309,8 +364,9 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 			moved = e.receive(dlq, 1, 0, 0)
 			return len(moved) == 1
 		})
-		if string(moved[0].Body) != "poison" {
-			t.Fatalf("DLQ body %q", moved[0].Body)
+		// As on SQS: the moved message keeps its ID and its first sent-at.
+		if m := moved[0]; string(m.Body) != "poison" || m.MessageID != id || m.SentAt.Sub(first.SentAt).Abs() > time.Second {
+			t.Fatalf("DLQ copy: body %q, id %s, sent at %s; want poison, %s, %s", m.Body, m.MessageID, m.SentAt, id, first.SentAt)
 		}
 		if s := e.stats(q); s.Visible+s.InFlight+s.Delayed != 0 {
 			t.Fatalf("source queue still holds it: %+v", s)
@@ -397,6 +453,40 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		if _, err := e.b.Receive(e.ctx, &queue.ReceiveParams{Queue: missing, Max: 1}); !errors.Is(err, queue.ErrQueueNotFound) {
 			t.Fatalf("receive: %v, want ErrQueueNotFound", err)
 		}
+		// A real handle, so only the queue is wrong.
+		q := e.queue("q", 30*time.Second, "", 0)
+		e.send(q, []byte("x"))
+		h := e.receiveN(q, 1, 0)[0].ReceiptHandle
+		if _, err := e.b.Delete(e.ctx, &queue.DeleteParams{Queue: missing, ReceiptHandles: []string{h}}); !errors.Is(err, queue.ErrQueueNotFound) {
+			t.Fatalf("delete: %v, want ErrQueueNotFound", err)
+		}
+		if _, err := e.b.ChangeVisibility(e.ctx, &queue.ChangeVisibilityParams{Queue: missing, Changes: []queue.VisibilityChange{{ReceiptHandle: h}}}); !errors.Is(err, queue.ErrQueueNotFound) {
+			t.Fatalf("change visibility: %v, want ErrQueueNotFound", err)
+		}
+		if _, err := e.b.Stats(e.ctx, &queue.StatsParams{Queues: []string{missing}}); !errors.Is(err, queue.ErrQueueNotFound) {
+			t.Fatalf("stats: %v, want ErrQueueNotFound", err)
+		}
+	})
+
+	run("PerEntryReceiptErrors", func(t *testing.T, e *env) {
+		q := e.queue("q", 30*time.Second, "", 0)
+		e.send(q, []byte("a"), []byte("b"))
+		got := e.receiveN(q, 2, 0)
+		res, err := e.b.ChangeVisibility(e.ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: []queue.VisibilityChange{
+			{ReceiptHandle: got[0].ReceiptHandle, Timeout: 60 * time.Second},
+			{ReceiptHandle: "not-a-receipt-handle", Timeout: 60 * time.Second},
+		}})
+		if err != nil || len(res) != 2 || res[0] != nil || !errors.Is(res[1], queue.ErrReceiptInvalid) {
+			t.Fatalf("change visibility results %v (%v), want [nil, ErrReceiptInvalid]", res, err)
+		}
+		res = e.del(q, queue.Message{ReceiptHandle: "not-a-receipt-handle"}, got[0], got[1])
+		if len(res) != 3 || !errors.Is(res[0], queue.ErrReceiptInvalid) || res[1] != nil || res[2] != nil {
+			t.Fatalf("delete results %v, want [ErrReceiptInvalid, nil, nil]", res)
+		}
+		e.eventually("queue empty", func() bool {
+			s := e.stats(q)
+			return s.Visible+s.InFlight+s.Delayed == 0
+		})
 	})
 }
 
@@ -410,6 +500,7 @@ func ExerciseDurability(ctx context.Context, t *testing.T, open Reopen) {
 	t.Helper()
 	dir := t.TempDir()
 	b := open(t, dir)
+	t.Cleanup(func() { _ = b.Close() })
 	e := &env{t: t, ctx: ctx, b: b}
 	q := e.queue("durable", time.Second, "", 0)
 	e.send(q, []byte("1"), []byte("2"), []byte("3"), []byte("4"))
@@ -428,6 +519,13 @@ func ExerciseDurability(ctx context.Context, t *testing.T, open Reopen) {
 	var bodies []string
 	for _, m := range back {
 		bodies = append(bodies, string(m.Body))
+		want := 1
+		if string(m.Body) == string(got[1].Body) {
+			want = 2 // its first receive was stored too
+		}
+		if m.ReceiveCount != want {
+			t.Fatalf("message %q: receive count %d after reopen, want %d", m.Body, m.ReceiveCount, want)
+		}
 	}
 	slices.Sort(bodies)
 	want := []string{"1", "2", "3", "4"}

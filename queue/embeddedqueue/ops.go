@@ -1,0 +1,480 @@
+package embeddedqueue
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// sweepChunk bounds the messages one retention operation deletes, so a
+// large expiry never holds the writer for long.
+const sweepChunk = 4096
+
+// EnsureQueues creates the queues that do not exist and updates the
+// attributes of those that do; specs equal to the stored ones cost no
+// write. A dead-letter queue must exist already or be in the same call.
+func (b *Backend) EnsureQueues(ctx context.Context, specs []queue.QueueSpec) error {
+	specs = slices.Clone(specs)
+	for i := range specs {
+		specs[i] = specs[i].WithDefaults()
+	}
+	if b.closed.Load() {
+		return fmt.Errorf("ensure queues: %w", queue.ErrClosed)
+	}
+	b.mu.Lock()
+	changed, err := b.checkSpecsLocked(specs)
+	b.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("ensure queues: %w", err)
+	}
+	if !changed {
+		return nil
+	}
+	var invalid error
+	err = b.do(ctx, 0, func(w *writeTx) error {
+		// Checked again: another call may have changed the queues since.
+		if _, err := b.checkSpecsLocked(specs); err != nil {
+			invalid = err
+			return nil
+		}
+		root := w.tx.Bucket(queuesBucket)
+		for _, s := range specs {
+			q := b.queues[s.Name]
+			if q != nil && q.spec == s {
+				continue
+			}
+			id := newQueueID()
+			if q != nil {
+				id = q.id
+			}
+			v, err := encodeSpec(s, id)
+			if err != nil {
+				return err
+			}
+			if err := root.Put([]byte(s.Name), v); err != nil {
+				return err
+			}
+			for _, name := range [][]byte{msgBucket(s.Name), stateBucket(s.Name)} {
+				if _, err := w.tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			w.dirty = true
+			if q != nil {
+				q.spec = s
+			} else {
+				b.queues[s.Name] = newMemQueue(s, id)
+			}
+		}
+		return nil
+	})
+	if err = cmp.Or(invalid, err); err != nil {
+		return fmt.Errorf("ensure queues: %w", err)
+	}
+	return nil
+}
+
+// checkSpecsLocked validates specs (with defaults applied) against the
+// existing queues and reports whether any differs from what is stored.
+func (b *Backend) checkSpecsLocked(specs []queue.QueueSpec) (bool, error) {
+	inCall := map[string]queue.QueueSpec{}
+	changed := false
+	for _, s := range specs {
+		if prev, dup := inCall[s.Name]; dup && prev != s {
+			return false, fmt.Errorf("%w: queue %s given twice with different attributes", queue.ErrInvalidArgument, s.Name)
+		}
+		inCall[s.Name] = s
+		if q := b.queues[s.Name]; q == nil || q.spec != s {
+			changed = true
+		}
+	}
+	for _, s := range specs {
+		switch {
+		case s.Name == "":
+			return false, fmt.Errorf("%w: empty queue name", queue.ErrInvalidArgument)
+		case s.VisibilityTimeout < 0 || s.VisibilityTimeout > queue.MaxVisibilityTimeout:
+			return false, fmt.Errorf("%w: queue %s: visibility timeout %s, want 0 to %s", queue.ErrInvalidArgument, s.Name, s.VisibilityTimeout, queue.MaxVisibilityTimeout)
+		case s.Retention < 0:
+			return false, fmt.Errorf("%w: queue %s: retention %s", queue.ErrInvalidArgument, s.Name, s.Retention)
+		case s.MaxReceiveCount < 0:
+			return false, fmt.Errorf("%w: queue %s: max receive count %d", queue.ErrInvalidArgument, s.Name, s.MaxReceiveCount)
+		case s.DeadLetterQueue == "":
+		case s.DeadLetterQueue == s.Name:
+			return false, fmt.Errorf("%w: queue %s is its own dead-letter queue", queue.ErrInvalidArgument, s.Name)
+		case b.queues[s.DeadLetterQueue] == nil && !hasName(inCall, s.DeadLetterQueue):
+			return false, fmt.Errorf("%w: queue %s: dead-letter queue %s", queue.ErrQueueNotFound, s.Name, s.DeadLetterQueue)
+		case s.MaxReceiveCount < 1:
+			return false, fmt.Errorf("%w: queue %s: a dead-letter queue needs a max receive count of at least 1", queue.ErrInvalidArgument, s.Name)
+		}
+	}
+	return changed, nil
+}
+
+func hasName(m map[string]queue.QueueSpec, name string) bool {
+	_, ok := m[name]
+	return ok
+}
+
+// checkQueue reports ErrClosed or ErrQueueNotFound before any work.
+func (b *Backend) checkQueue(name string) error {
+	if b.closed.Load() {
+		return queue.ErrClosed
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.queues[name] == nil {
+		return fmt.Errorf("%w: %s", queue.ErrQueueNotFound, name)
+	}
+	return nil
+}
+
+func checkBatch(n int) error {
+	if n == 0 {
+		return fmt.Errorf("%w: empty batch", queue.ErrInvalidArgument)
+	}
+	if n > queue.MaxBatch {
+		return fmt.Errorf("%w: %d entries, at most %d", queue.ErrBatchTooLarge, n, queue.MaxBatch)
+	}
+	return nil
+}
+
+// Send stores messages and returns once they are fsynced. An entry whose
+// body is too large fails alone; a bad delay or a duplicate entry ID fails
+// the call.
+func (b *Backend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
+	if err := checkBatch(len(p.Entries)); err != nil {
+		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
+	}
+	results := make([]queue.SendResult, len(p.Entries))
+	recs := make([][]byte, len(p.Entries))
+	size, stored := 0, 0
+	for i, e := range p.Entries {
+		switch {
+		case slices.ContainsFunc(p.Entries[:i], func(o queue.SendEntry) bool { return o.ID == e.ID }):
+			return nil, fmt.Errorf("send %s: %w: duplicate entry id %q", p.Queue, queue.ErrInvalidArgument, e.ID)
+		case e.Delay < 0 || e.Delay > queue.MaxDelay:
+			return nil, fmt.Errorf("send %s: %w: delay %s, want 0 to %s", p.Queue, queue.ErrInvalidArgument, e.Delay, queue.MaxDelay)
+		}
+		results[i].ID = e.ID
+		if len(e.Body) > queue.MaxBodyBytes {
+			results[i].Err = fmt.Errorf("%w: %d bytes, at most %d", queue.ErrBodyTooLarge, len(e.Body), queue.MaxBodyBytes)
+			continue
+		}
+		recs[i] = newRecord(e.Body)
+		results[i].MessageID = messageID(recs[i])
+		size += len(recs[i])
+		stored++
+	}
+	if err := b.checkQueue(p.Queue); err != nil {
+		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
+	}
+	if stored == 0 {
+		return results, nil
+	}
+	missing := false
+	err := b.do(ctx, size, func(w *writeTx) error {
+		q := b.queues[p.Queue]
+		if missing = q == nil; missing {
+			return nil // gone with a failed commit's EnsureQueues
+		}
+		for i, e := range p.Entries {
+			if recs[i] == nil {
+				continue
+			}
+			m := msgState{sentAt: w.now, visibleAt: w.now + int64(e.Delay)}
+			if err := w.add(q, recs[i], m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if missing {
+		err = queue.ErrQueueNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
+	}
+	return results, nil
+}
+
+// Receive claims up to p.Max visible messages, oldest sequence first,
+// waiting up to p.Wait for the first. Messages past the queue's max
+// receive count are moved to its dead-letter queue on the way.
+func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
+	switch {
+	case p.Max < 1 || p.Max > queue.MaxBatch:
+		return nil, fmt.Errorf("receive %s: %w: max %d, want 1 to %d", p.Queue, queue.ErrInvalidArgument, p.Max, queue.MaxBatch)
+	case p.Wait < 0 || p.Wait > queue.MaxWait:
+		return nil, fmt.Errorf("receive %s: %w: wait %s, want 0 to %s", p.Queue, queue.ErrInvalidArgument, p.Wait, queue.MaxWait)
+	case p.VisibilityTimeout < 0 || p.VisibilityTimeout > queue.MaxVisibilityTimeout:
+		return nil, fmt.Errorf("receive %s: %w: visibility timeout %s, want 0 to %s", p.Queue, queue.ErrInvalidArgument, p.VisibilityTimeout, queue.MaxVisibilityTimeout)
+	}
+	if b.closed.Load() {
+		return nil, fmt.Errorf("receive %s: %w", p.Queue, queue.ErrClosed)
+	}
+	deadline := time.Now().Add(p.Wait)
+	for {
+		b.mu.Lock()
+		q := b.queues[p.Queue]
+		if q == nil {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("receive %s: %w", p.Queue, queue.ErrQueueNotFound)
+		}
+		now := b.opts.Clock().UnixNano()
+		ready := q.hasVisible(now)
+		wait := time.Until(deadline)
+		var signal <-chan struct{}
+		if !ready && wait > 0 {
+			signal = q.waiter()
+			if next, ok := q.nextVisibleAt(); ok {
+				wait = min(wait, time.Duration(next-now))
+			}
+		}
+		b.mu.Unlock()
+
+		switch {
+		case ready:
+			msgs, err := b.claim(ctx, p)
+			if err != nil || len(msgs) > 0 {
+				return msgs, err
+			}
+			continue // others took them first, or all were redriven
+		case wait <= 0 && signal == nil:
+			return []queue.Message{}, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-signal:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("receive %s: %w", p.Queue, ctx.Err())
+		case <-b.closing:
+			t.Stop()
+			return nil, fmt.Errorf("receive %s: %w", p.Queue, queue.ErrClosed)
+		}
+		t.Stop()
+	}
+}
+
+// claim takes visible messages in one operation: it bumps each one's
+// receive count and generation and hides it, or, past the max receive
+// count, moves it to the dead-letter queue in the same transaction.
+func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
+	var out []queue.Message
+	err := b.do(ctx, 0, func(w *writeTx) error {
+		q := b.queues[p.Queue]
+		if q == nil {
+			return nil // gone with a failed commit's EnsureQueues
+		}
+		vis := int64(cmp.Or(p.VisibilityTimeout, q.spec.VisibilityTimeout))
+		dlq := b.queues[q.spec.DeadLetterQueue]
+		for len(out) < p.Max {
+			seq, ok := q.popVisible(w.now)
+			if !ok {
+				break
+			}
+			m := q.msgs[seq]
+			rec, err := w.record(q, seq)
+			if err != nil {
+				return err
+			}
+			if dlq != nil && int(m.receives) >= q.spec.MaxReceiveCount {
+				// SQS keeps the original enqueue time, so retention and
+				// OldestAge count from the first send.
+				if err := w.add(dlq, rec, msgState{sentAt: m.sentAt, visibleAt: w.now}); err != nil {
+					return err
+				}
+				if err := w.remove(q, seq); err != nil {
+					return err
+				}
+				continue
+			}
+			m.receives++
+			m.gen++
+			m.visibleAt = w.now + vis
+			if m, err = w.update(q, seq, m); err != nil {
+				return err
+			}
+			out = append(out, queue.Message{
+				MessageID:     messageID(rec),
+				ReceiptHandle: receipt{queueID: q.id, seq: seq, gen: m.gen}.String(),
+				Body:          rec[idLen:],
+				ReceiveCount:  int(m.receives),
+				SentAt:        time.Unix(0, m.sentAt),
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receive %s: %w", p.Queue, err)
+	}
+	return out, nil
+}
+
+// held returns the message a receipt names if the receipt is from this
+// queue and is still the message's latest receive.
+func held(q *memQueue, h string) (uint64, msgState, error) {
+	r, ok := parseReceipt(h)
+	switch {
+	case !ok:
+		return 0, msgState{}, fmt.Errorf("%w: malformed receipt handle", queue.ErrReceiptInvalid)
+	case r.queueID != q.id:
+		return 0, msgState{}, fmt.Errorf("%w: receipt handle of another queue", queue.ErrReceiptInvalid)
+	}
+	m, ok := q.msgs[r.seq]
+	if !ok || m.receives == 0 || m.gen != r.gen {
+		return 0, msgState{}, fmt.Errorf("%w: message deleted, redriven or received again since", queue.ErrReceiptInvalid)
+	}
+	return r.seq, m, nil
+}
+
+// Delete removes received messages. As on SQS, a handle whose lease has
+// expired still deletes the message as long as nobody has received it
+// since; once someone has, the handle is refused.
+func (b *Backend) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, error) {
+	if err := checkBatch(len(p.ReceiptHandles)); err != nil {
+		return nil, fmt.Errorf("delete %s: %w", p.Queue, err)
+	}
+	if err := b.checkQueue(p.Queue); err != nil {
+		return nil, fmt.Errorf("delete %s: %w", p.Queue, err)
+	}
+	results := make([]error, len(p.ReceiptHandles))
+	for i := range results {
+		results[i] = queue.ErrReceiptInvalid // until the operation runs
+	}
+	err := b.do(ctx, 0, func(w *writeTx) error {
+		q := b.queues[p.Queue]
+		if q == nil {
+			return nil // gone with a failed commit's EnsureQueues
+		}
+		for i, h := range p.ReceiptHandles {
+			seq, _, err := held(q, h)
+			if err != nil {
+				results[i] = err
+				continue
+			}
+			if err := w.remove(q, seq); err != nil {
+				return err
+			}
+			results[i] = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete %s: %w", p.Queue, err)
+	}
+	return results, nil
+}
+
+// ChangeVisibility sets the remaining visibility timeout of received
+// messages; zero makes them visible at once. Unlike Delete it needs a
+// current lease: once the timeout has passed the message is no longer in
+// flight (SQS's MessageNotInflight) and the handle is refused.
+func (b *Backend) ChangeVisibility(ctx context.Context, p *queue.ChangeVisibilityParams) ([]error, error) {
+	if err := checkBatch(len(p.Changes)); err != nil {
+		return nil, fmt.Errorf("change visibility %s: %w", p.Queue, err)
+	}
+	for _, c := range p.Changes {
+		if c.Timeout < 0 || c.Timeout > queue.MaxVisibilityTimeout {
+			return nil, fmt.Errorf("change visibility %s: %w: timeout %s, want 0 to %s", p.Queue, queue.ErrInvalidArgument, c.Timeout, queue.MaxVisibilityTimeout)
+		}
+	}
+	if err := b.checkQueue(p.Queue); err != nil {
+		return nil, fmt.Errorf("change visibility %s: %w", p.Queue, err)
+	}
+	results := make([]error, len(p.Changes))
+	for i := range results {
+		results[i] = queue.ErrReceiptInvalid // until the operation runs
+	}
+	err := b.do(ctx, 0, func(w *writeTx) error {
+		q := b.queues[p.Queue]
+		if q == nil {
+			return nil // gone with a failed commit's EnsureQueues
+		}
+		for i, c := range p.Changes {
+			seq, m, err := held(q, c.ReceiptHandle)
+			if err == nil && m.visibleAt <= w.now {
+				err = fmt.Errorf("%w: lease expired", queue.ErrReceiptInvalid)
+			}
+			results[i] = err
+			if err != nil {
+				continue
+			}
+			m.visibleAt = w.now + int64(c.Timeout)
+			if _, err := w.update(q, seq, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("change visibility %s: %w", p.Queue, err)
+	}
+	return results, nil
+}
+
+// Stats reads the counts the index keeps; it touches no disk.
+func (b *Backend) Stats(_ context.Context, p *queue.StatsParams) ([]queue.Stats, error) {
+	if b.closed.Load() {
+		return nil, fmt.Errorf("stats: %w", queue.ErrClosed)
+	}
+	now := b.opts.Clock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]queue.Stats, len(p.Queues))
+	for i, name := range p.Queues {
+		q := b.queues[name]
+		if q == nil {
+			return nil, fmt.Errorf("stats %s: %w", name, queue.ErrQueueNotFound)
+		}
+		out[i] = q.stats(now)
+	}
+	return out, nil
+}
+
+// Sweep deletes every message older than its queue's retention, counted
+// from its first send, in operations of at most a few thousand messages,
+// and returns how many it deleted. It runs every Options.SweepInterval.
+func (b *Backend) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		perQueue := map[string]int{}
+		n := 0
+		err := b.do(ctx, 0, func(w *writeTx) error {
+			clear(perQueue)
+			n = 0
+			for name, q := range b.queues {
+				cutoff := w.now - int64(q.spec.Retention)
+				for n < sweepChunk {
+					e, ok := q.oldest()
+					if !ok || e.at > cutoff {
+						break
+					}
+					if err := w.remove(q, e.seq); err != nil {
+						return err
+					}
+					perQueue[name]++
+					n++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("sweep: %w", err)
+		}
+		total += n
+		for name, c := range perQueue {
+			b.opts.Logger.InfoContext(ctx, "retention sweep deleted expired messages",
+				slog.String("queue", name), slog.Int("num_messages_deleted", c))
+		}
+		if n < sweepChunk {
+			return total, nil
+		}
+	}
+}

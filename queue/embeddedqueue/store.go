@@ -1,0 +1,262 @@
+package embeddedqueue
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// On-disk layout, format 1:
+//
+//	meta                  "format" → "1"
+//	queues                name → JSON storedSpec
+//	m/<queue>             seq (8 bytes, big-endian) → message ID (16 bytes) ‖ body; written once
+//	s/<queue>             seq → visibleAt (8) ‖ sentAt (8) ‖ receives (4) ‖ gen (4)
+//
+// The m/ bucket's own sequence holds the highest sequence number used, so
+// numbers are never reused, even after the newest messages were deleted.
+// Sequence numbers grow, so both per-queue buckets are appended at the
+// tail and are packed (fillPercent) instead of left half full.
+var (
+	metaBucket   = []byte("meta")
+	queuesBucket = []byte("queues")
+	formatKey    = []byte("format")
+)
+
+const (
+	format      = "1"
+	fillPercent = 0.95
+	idLen       = 16
+	stateLen    = 24
+)
+
+func msgBucket(q string) []byte   { return []byte("m/" + q) }
+func stateBucket(q string) []byte { return []byte("s/" + q) }
+
+// storedSpec is a queue's record in the queues bucket. It has its own
+// field names so renaming a queue.QueueSpec field never breaks old files.
+type storedSpec struct {
+	ID                string        `json:"id"` // incarnation, hex
+	Name              string        `json:"name"`
+	VisibilityTimeout time.Duration `json:"visibility_timeout_ns"`
+	Retention         time.Duration `json:"retention_ns"`
+	DeadLetterQueue   string        `json:"dead_letter_queue,omitempty"`
+	MaxReceiveCount   int           `json:"max_receive_count,omitempty"`
+}
+
+func encodeSpec(s queue.QueueSpec, id uint64) ([]byte, error) {
+	return json.Marshal(storedSpec{
+		ID:                fmt.Sprintf("%016x", id),
+		Name:              s.Name,
+		VisibilityTimeout: s.VisibilityTimeout,
+		Retention:         s.Retention,
+		DeadLetterQueue:   s.DeadLetterQueue,
+		MaxReceiveCount:   s.MaxReceiveCount,
+	})
+}
+
+func decodeSpec(v []byte) (queue.QueueSpec, uint64, error) {
+	var s storedSpec
+	if err := json.Unmarshal(v, &s); err != nil {
+		return queue.QueueSpec{}, 0, err
+	}
+	raw, err := hex.DecodeString(s.ID)
+	if err != nil || len(raw) != 8 {
+		return queue.QueueSpec{}, 0, fmt.Errorf("bad queue id %q", s.ID)
+	}
+	return queue.QueueSpec{
+		Name:              s.Name,
+		VisibilityTimeout: s.VisibilityTimeout,
+		Retention:         s.Retention,
+		DeadLetterQueue:   s.DeadLetterQueue,
+		MaxReceiveCount:   s.MaxReceiveCount,
+	}, binary.BigEndian.Uint64(raw), nil
+}
+
+func encodeState(m msgState) []byte {
+	v := make([]byte, stateLen)
+	binary.BigEndian.PutUint64(v[0:], uint64(m.visibleAt))
+	binary.BigEndian.PutUint64(v[8:], uint64(m.sentAt))
+	binary.BigEndian.PutUint32(v[16:], m.receives)
+	binary.BigEndian.PutUint32(v[20:], m.gen)
+	return v
+}
+
+func decodeState(v []byte) (msgState, error) {
+	if len(v) != stateLen {
+		return msgState{}, fmt.Errorf("state record of %d bytes, want %d", len(v), stateLen)
+	}
+	return msgState{
+		visibleAt: int64(binary.BigEndian.Uint64(v[0:])),
+		sentAt:    int64(binary.BigEndian.Uint64(v[8:])),
+		receives:  binary.BigEndian.Uint32(v[16:]),
+		gen:       binary.BigEndian.Uint32(v[20:]),
+	}, nil
+}
+
+func seqKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
+}
+
+// newRecord builds a message record: a fresh random message ID followed
+// by the body.
+func newRecord(body []byte) []byte {
+	rec := make([]byte, idLen+len(body))
+	_, _ = rand.Read(rec[:idLen]) // never fails (crypto/rand aborts instead)
+	copy(rec[idLen:], body)
+	return rec
+}
+
+// messageID formats the ID in a record as a UUID (version 4 layout), the
+// shape SQS message IDs have. It is kept when a message is redriven.
+func messageID(rec []byte) string {
+	var u [idLen]byte
+	copy(u[:], rec[:idLen])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	var buf [36]byte
+	hex.Encode(buf[0:8], u[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], u[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], u[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], u[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], u[10:])
+	return string(buf[:])
+}
+
+func newQueueID() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// A receipt handle names one receive of one message: the queue's
+// incarnation, the message's sequence number and its receive generation,
+// base64url-encoded. Every receive bumps the generation, which fences off
+// every earlier handle; the incarnation keeps a handle from one queue (or
+// from a deleted and recreated store) from matching a message elsewhere.
+type receipt struct {
+	queueID uint64
+	seq     uint64
+	gen     uint32
+}
+
+const receiptLen = 20
+
+func (r receipt) String() string {
+	var b [receiptLen]byte
+	binary.BigEndian.PutUint64(b[0:], r.queueID)
+	binary.BigEndian.PutUint64(b[8:], r.seq)
+	binary.BigEndian.PutUint32(b[16:], r.gen)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func parseReceipt(h string) (receipt, bool) {
+	var b [receiptLen]byte
+	if base64.RawURLEncoding.DecodedLen(len(h)) != receiptLen {
+		return receipt{}, false
+	}
+	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(h)); err != nil || n != receiptLen {
+		return receipt{}, false
+	}
+	return receipt{
+		queueID: binary.BigEndian.Uint64(b[0:]),
+		seq:     binary.BigEndian.Uint64(b[8:]),
+		gen:     binary.BigEndian.Uint32(b[16:]),
+	}, true
+}
+
+// writeTx is the transaction of one commit group, with the group's clock
+// reading. Its helpers keep disk and index in step and note whether
+// anything was written, so a group of empty receives needs no fsync.
+type writeTx struct {
+	tx    *bolt.Tx
+	now   int64
+	dirty bool
+}
+
+func (w *writeTx) buckets(q string) (*bolt.Bucket, *bolt.Bucket, error) {
+	mb, sb := w.tx.Bucket(msgBucket(q)), w.tx.Bucket(stateBucket(q))
+	if mb == nil || sb == nil {
+		return nil, nil, fmt.Errorf("buckets of queue %s missing", q)
+	}
+	mb.FillPercent, sb.FillPercent = fillPercent, fillPercent
+	return mb, sb, nil
+}
+
+// add stores a new message in q and indexes it.
+func (w *writeTx) add(q *memQueue, rec []byte, m msgState) error {
+	mb, sb, err := w.buckets(q.spec.Name)
+	if err != nil {
+		return err
+	}
+	seq := q.nextSeq
+	k := seqKey(seq)
+	if err := mb.Put(k, rec); err != nil {
+		return err
+	}
+	if err := mb.SetSequence(seq); err != nil {
+		return err
+	}
+	if err := sb.Put(k, encodeState(m)); err != nil {
+		return err
+	}
+	w.dirty = true
+	q.put(seq, m, w.now)
+	return nil
+}
+
+// update stores a message's new state and re-files it.
+func (w *writeTx) update(q *memQueue, seq uint64, m msgState) (msgState, error) {
+	_, sb, err := w.buckets(q.spec.Name)
+	if err != nil {
+		return msgState{}, err
+	}
+	if err := sb.Put(seqKey(seq), encodeState(m)); err != nil {
+		return msgState{}, err
+	}
+	w.dirty = true
+	return q.put(seq, m, w.now), nil
+}
+
+// remove deletes a message from q.
+func (w *writeTx) remove(q *memQueue, seq uint64) error {
+	mb, sb, err := w.buckets(q.spec.Name)
+	if err != nil {
+		return err
+	}
+	k := seqKey(seq)
+	if err := mb.Delete(k); err != nil {
+		return err
+	}
+	if err := sb.Delete(k); err != nil {
+		return err
+	}
+	w.dirty = true
+	q.remove(seq)
+	return nil
+}
+
+// record returns a copy of message seq's record.
+func (w *writeTx) record(q *memQueue, seq uint64) ([]byte, error) {
+	mb, _, err := w.buckets(q.spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	v := mb.Get(seqKey(seq))
+	if len(v) < idLen {
+		return nil, fmt.Errorf("message %d of queue %s missing from the store", seq, q.spec.Name)
+	}
+	return append([]byte(nil), v...), nil
+}
