@@ -270,3 +270,25 @@ func badRequest(v []*errdetails.BadRequest_FieldViolation) error {
 	}
 	return st.Err()
 }
+
+// RedriveDLQ starts the backend's native move of a lane's whole DLQ back to
+// its source queues.
+func (a *AdminServer) RedriveDLQ(ctx context.Context, req *adminv1.RedriveDLQRequest) (*adminv1.RedriveDLQResponse, error) {
+	if _, ok := a.topology.Lane(req.GetLane()); !ok {
+		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("lane", "unknown lane %q", req.GetLane())})
+	}
+	if r := req.GetMaxPerSecond(); r < 0 || r > 500 {
+		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("max_per_second", "must be 0 (backend default) to 500")})
+	}
+	redriver, ok := a.backend.(queue.Redriver)
+	if !ok {
+		return nil, status.Error(codes.FailedPrecondition, "this backend has no native whole-queue redrive; use ReplayDLQ (drainer dlq replay --all-tenants)")
+	}
+	dlq := a.topology.DLQ(req.GetLane())
+	task, err := redriver.StartRedrive(ctx, dlq, int(req.GetMaxPerSecond()))
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "start redrive of %s: %v", dlq, err)
+	}
+	a.log.InfoContext(ctx, "DLQ redrive started", slog.String("dlq", dlq), slog.String("task", task))
+	return &adminv1.RedriveDLQResponse{Task: task, Dlq: dlq}, nil
+}

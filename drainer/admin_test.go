@@ -293,3 +293,16 @@ func waitReplay(t *testing.T, a *AdminServer, id string) *adminv1.Replay {
 	})
 	return r
 }
+
+func TestRedriveDLQNeedsNativeSupport(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, oneLane)
+	a := NewAdminServer(tb.backend, tb.topo, quietLog)
+	defer a.Close()
+	if _, err := a.RedriveDLQ(t.Context(), &adminv1.RedriveDLQRequest{Lane: "std"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("redrive on the embedded backend: %v, want FAILED_PRECONDITION", err)
+	}
+	if _, err := a.RedriveDLQ(t.Context(), &adminv1.RedriveDLQRequest{Lane: "gold"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("redrive of an unknown lane: %v, want INVALID_ARGUMENT", err)
+	}
+}

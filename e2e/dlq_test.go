@@ -112,6 +112,8 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 		{append([]string{"dlq", "list", "--since", "yesterday"}, common...), "--since \"yesterday\""},
 		{append([]string{"dlq", "replay"}, common...), "filter.tenants"},
 		{append([]string{"dlq", "frobnicate"}, common...), "dlq needs a subcommand"},
+		{append([]string{"dlq", "redrive"}, common...), "give --lane"},
+		{append([]string{"dlq", "redrive", "--lane", "premium"}, common...), "no native whole-queue redrive"},
 	}
 	for _, m := range mistakes {
 		out, err := cli(t, m.args...)

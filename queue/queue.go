@@ -217,3 +217,13 @@ type Backend interface {
 	// Close releases the backend. Calls after Close return ErrClosed.
 	Close() error
 }
+
+// Redriver is implemented by backends with a native whole-queue redrive
+// (Amazon SQS's StartMessageMoveTask): the messages of a dead-letter queue
+// go back, unchanged, to the queues the backend redrove them from.
+type Redriver interface {
+	// StartRedrive starts moving every message of dlq back to its source
+	// queue, at most maxPerSecond a second (0: the backend's default), and
+	// returns the backend's task handle.
+	StartRedrive(ctx context.Context, dlq string, maxPerSecond int) (task string, err error)
+}

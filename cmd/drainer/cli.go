@@ -31,6 +31,8 @@ const cliUsage = `usage:
   drainer dlq replay [flags]            replay dead-lettered jobs (--dry-run to preview)
   drainer dlq status [flags] [id]       a replay's progress, or all replays
   drainer dlq cancel [flags] id         stop a running replay
+  drainer dlq redrive --lane L [--rate N]  move a lane's whole DLQ back with SQS's native
+                                        move task (for crash-loop redrives; keeps attempt counts)
 
 Operator commands take --admin-addr (SLUICE_ADMIN_ADDR), --admin-key
 (SLUICE_ADMIN_KEY, or the file <data-dir>/admin-key) and --json.
@@ -110,7 +112,12 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 	var dryRun, noWait bool
 	var maxJobs int64
 	var rps float64
+	var lane string
+	var perSecond int
 	switch cmd {
+	case "dlq redrive":
+		fs.StringVar(&lane, "lane", "", "lane whose DLQ to redrive (required)")
+		fs.IntVar(&perSecond, "rate", 0, "messages per second, 1-500 (default: as fast as SQS allows)")
 	case "dlq list":
 		ff.register(fs)
 		fs.IntVar(&pageSize, "limit", 50, "jobs per page (1-500)")
@@ -163,6 +170,21 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 			return errors.New("give at most one replay id")
 		}
 		return c.status(call, *addr, fs.Arg(0))
+	case "dlq redrive":
+		if lane == "" {
+			return errors.New("give --lane: the lane whose whole DLQ to redrive")
+		}
+		ctx, cancel := call()
+		defer cancel()
+		resp, err := c.admin.RedriveDLQ(ctx, &adminv1.RedriveDLQRequest{Lane: lane, MaxPerSecond: int32(perSecond)})
+		if err != nil {
+			return explain(err, *addr)
+		}
+		if c.json {
+			return c.printJSON(resp)
+		}
+		fmt.Fprintf(c.out, "redrive of %s started: task %s\n", resp.GetDlq(), resp.GetTask())
+		return nil
 	case "dlq cancel":
 		if fs.NArg() != 1 {
 			return errors.New("give the replay id to cancel (see drainer dlq status)")

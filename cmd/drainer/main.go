@@ -53,12 +53,12 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "dlq":
 		if len(args) > 1 {
 			switch args[1] {
-			case "list", "replay", "status", "cancel":
+			case "list", "replay", "status", "cancel", "redrive":
 				return runCLI(ctx, "dlq "+args[1], args[2:], stdout, stderr)
 			}
 		}
 		fmt.Fprint(stderr, cliUsage)
-		return errors.New("dlq needs a subcommand: list, replay, status or cancel")
+		return errors.New("dlq needs a subcommand: list, replay, status, cancel or redrive")
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, cliUsage)
 		return nil

@@ -330,6 +330,7 @@ const (
 	OpGetQueueURL                  = "GetQueueUrl"
 	OpCreateQueue                  = "CreateQueue"
 	OpSetQueueAttributes           = "SetQueueAttributes"
+	OpStartMessageMoveTask         = "StartMessageMoveTask"
 )
 
 type op int
@@ -343,12 +344,13 @@ const (
 	opGetQueueURL
 	opCreateQueue
 	opSetQueueAttributes
+	opStartMessageMoveTask
 	numOps
 )
 
 var opNames = [numOps]string{
 	OpSendMessageBatch, OpReceiveMessage, OpDeleteMessageBatch, OpChangeMessageVisibilityBatch,
-	OpGetQueueAttributes, OpGetQueueURL, OpCreateQueue, OpSetQueueAttributes,
+	OpGetQueueAttributes, OpGetQueueURL, OpCreateQueue, OpSetQueueAttributes, OpStartMessageMoveTask,
 }
 
 // APICalls returns the number of SQS API requests this backend has sent,

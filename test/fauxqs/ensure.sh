@@ -25,7 +25,7 @@ fi
 
 # node_modules/.package-lock.json is written by npm ci last; its presence with
 # fauxqs's package.json means a completed install of this lockfile.
-if [ -f node_modules/fauxqs/package.json ] && [ -f node_modules/.package-lock.json ] &&
+if [ -f node_modules/fauxqs/package.json ] && [ -f node_modules/local-aws-sqs/package.json ] && [ -f node_modules/.package-lock.json ] &&
 	[ node_modules/.package-lock.json -nt package-lock.json ]; then
 	exit 0
 fi

@@ -55,6 +55,17 @@ func Dir() string {
 // logw (nil discards it). ctx bounds the whole start; the process outlives
 // ctx and is ended by Stop, or with the test binary.
 func Start(ctx context.Context, logw io.Writer) (*Server, error) {
+	return start(ctx, logw, "start.mjs", true)
+}
+
+// StartMoveTaskServer starts local-aws-sqs (start-movetask.mjs), the
+// emulator that serves StartMessageMoveTask, which fauxqs lacks. It has no
+// /health route; the ready line is its signal.
+func StartMoveTaskServer(ctx context.Context, logw io.Writer) (*Server, error) {
+	return start(ctx, logw, "start-movetask.mjs", false)
+}
+
+func start(ctx context.Context, logw io.Writer, script string, health bool) (*Server, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
@@ -70,7 +81,7 @@ func Start(ctx context.Context, logw io.Writer) (*Server, error) {
 		return nil, fmt.Errorf("fauxqs: %s/ensure.sh (npm ci) failed: %w\n%s", dir, err, ensureOut.String())
 	}
 
-	cmd := exec.Command("node", "start.mjs", "0")
+	cmd := exec.Command("node", script, "0")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "FAUXQS_BIND=127.0.0.1")
 	cmd.Stderr = logw
@@ -105,14 +116,16 @@ func Start(ctx context.Context, logw io.Writer) (*Server, error) {
 	case addr := <-ready:
 		s.Endpoint = addr
 	case <-s.exited:
-		return nil, fmt.Errorf("fauxqs: node start.mjs exited before it was ready: %v (its stderr went to the test log)", s.err)
+		return nil, fmt.Errorf("fauxqs: node %s exited before it was ready: %v (its stderr went to the test log)", script, s.err)
 	case <-ctx.Done():
 		s.Stop()
 		return nil, fmt.Errorf("fauxqs: waiting for the ready line: %w", ctx.Err())
 	}
-	if err := s.waitHealthy(ctx); err != nil {
-		s.Stop()
-		return nil, err
+	if health {
+		if err := s.waitHealthy(ctx); err != nil {
+			s.Stop()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -76,7 +76,117 @@ func (x Replay_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Replay_State.Descriptor instead.
 func (Replay_State) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15, 0}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17, 0}
+}
+
+// RedriveDLQRequest names the lane whose DLQ to redrive.
+type RedriveDLQRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Messages moved per second; 0 lets the backend choose (SQS: as fast as
+	// it can, up to 500).
+	MaxPerSecond  int32 `protobuf:"varint,2,opt,name=max_per_second,json=maxPerSecond,proto3" json:"max_per_second,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDLQRequest) Reset() {
+	*x = RedriveDLQRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDLQRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDLQRequest) ProtoMessage() {}
+
+func (x *RedriveDLQRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDLQRequest.ProtoReflect.Descriptor instead.
+func (*RedriveDLQRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RedriveDLQRequest) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *RedriveDLQRequest) GetMaxPerSecond() int32 {
+	if x != nil {
+		return x.MaxPerSecond
+	}
+	return 0
+}
+
+// RedriveDLQResponse identifies the started move task.
+type RedriveDLQResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The backend's task handle (SQS: the TaskHandle of
+	// StartMessageMoveTask), for its own console and APIs.
+	Task          string `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Dlq           string `protobuf:"bytes,2,opt,name=dlq,proto3" json:"dlq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDLQResponse) Reset() {
+	*x = RedriveDLQResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDLQResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDLQResponse) ProtoMessage() {}
+
+func (x *RedriveDLQResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDLQResponse.ProtoReflect.Descriptor instead.
+func (*RedriveDLQResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RedriveDLQResponse) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *RedriveDLQResponse) GetDlq() string {
+	if x != nil {
+		return x.Dlq
+	}
+	return ""
 }
 
 // GetQueueStatsRequest selects queues.
@@ -90,7 +200,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +212,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +225,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetQueueStatsRequest) GetQueues() []string {
@@ -135,7 +245,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -147,7 +257,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -160,7 +270,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetQueueStatsResponse) GetQueues() []*QueueStats {
@@ -188,7 +298,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +310,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +323,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -288,7 +398,7 @@ type DLQFilter struct {
 
 func (x *DLQFilter) Reset() {
 	*x = DLQFilter{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +410,7 @@ func (x *DLQFilter) String() string {
 func (*DLQFilter) ProtoMessage() {}
 
 func (x *DLQFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +423,7 @@ func (x *DLQFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQFilter.ProtoReflect.Descriptor instead.
 func (*DLQFilter) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DLQFilter) GetLanes() []string {
@@ -374,7 +484,7 @@ type ListDLQRequest struct {
 
 func (x *ListDLQRequest) Reset() {
 	*x = ListDLQRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +496,7 @@ func (x *ListDLQRequest) String() string {
 func (*ListDLQRequest) ProtoMessage() {}
 
 func (x *ListDLQRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +509,7 @@ func (x *ListDLQRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDLQRequest.ProtoReflect.Descriptor instead.
 func (*ListDLQRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListDLQRequest) GetFilter() *DLQFilter {
@@ -442,7 +552,7 @@ type ListDLQResponse struct {
 
 func (x *ListDLQResponse) Reset() {
 	*x = ListDLQResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +564,7 @@ func (x *ListDLQResponse) String() string {
 func (*ListDLQResponse) ProtoMessage() {}
 
 func (x *ListDLQResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +577,7 @@ func (x *ListDLQResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDLQResponse.ProtoReflect.Descriptor instead.
 func (*ListDLQResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListDLQResponse) GetJobs() []*DeadLetter {
@@ -503,7 +613,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +625,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +638,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeadLetter) GetJobId() string {
@@ -617,7 +727,7 @@ type ReplayDLQRequest struct {
 
 func (x *ReplayDLQRequest) Reset() {
 	*x = ReplayDLQRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +739,7 @@ func (x *ReplayDLQRequest) String() string {
 func (*ReplayDLQRequest) ProtoMessage() {}
 
 func (x *ReplayDLQRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +752,7 @@ func (x *ReplayDLQRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDLQRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDLQRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplayDLQRequest) GetFilter() *DLQFilter {
@@ -684,7 +794,7 @@ type ReplayDLQResponse struct {
 
 func (x *ReplayDLQResponse) Reset() {
 	*x = ReplayDLQResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +806,7 @@ func (x *ReplayDLQResponse) String() string {
 func (*ReplayDLQResponse) ProtoMessage() {}
 
 func (x *ReplayDLQResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +819,7 @@ func (x *ReplayDLQResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDLQResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDLQResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplayDLQResponse) GetReplay() *Replay {
@@ -729,7 +839,7 @@ type GetReplayRequest struct {
 
 func (x *GetReplayRequest) Reset() {
 	*x = GetReplayRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +851,7 @@ func (x *GetReplayRequest) String() string {
 func (*GetReplayRequest) ProtoMessage() {}
 
 func (x *GetReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +864,7 @@ func (x *GetReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplayRequest.ProtoReflect.Descriptor instead.
 func (*GetReplayRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetReplayRequest) GetReplayId() string {
@@ -774,7 +884,7 @@ type GetReplayResponse struct {
 
 func (x *GetReplayResponse) Reset() {
 	*x = GetReplayResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +896,7 @@ func (x *GetReplayResponse) String() string {
 func (*GetReplayResponse) ProtoMessage() {}
 
 func (x *GetReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +909,7 @@ func (x *GetReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplayResponse.ProtoReflect.Descriptor instead.
 func (*GetReplayResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetReplayResponse) GetReplay() *Replay {
@@ -818,7 +928,7 @@ type ListReplaysRequest struct {
 
 func (x *ListReplaysRequest) Reset() {
 	*x = ListReplaysRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +940,7 @@ func (x *ListReplaysRequest) String() string {
 func (*ListReplaysRequest) ProtoMessage() {}
 
 func (x *ListReplaysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +953,7 @@ func (x *ListReplaysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplaysRequest.ProtoReflect.Descriptor instead.
 func (*ListReplaysRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 // ListReplaysResponse lists replays, newest first.
@@ -856,7 +966,7 @@ type ListReplaysResponse struct {
 
 func (x *ListReplaysResponse) Reset() {
 	*x = ListReplaysResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +978,7 @@ func (x *ListReplaysResponse) String() string {
 func (*ListReplaysResponse) ProtoMessage() {}
 
 func (x *ListReplaysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +991,7 @@ func (x *ListReplaysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplaysResponse.ProtoReflect.Descriptor instead.
 func (*ListReplaysResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListReplaysResponse) GetReplays() []*Replay {
@@ -901,7 +1011,7 @@ type CancelReplayRequest struct {
 
 func (x *CancelReplayRequest) Reset() {
 	*x = CancelReplayRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1023,7 @@ func (x *CancelReplayRequest) String() string {
 func (*CancelReplayRequest) ProtoMessage() {}
 
 func (x *CancelReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1036,7 @@ func (x *CancelReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelReplayRequest.ProtoReflect.Descriptor instead.
 func (*CancelReplayRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelReplayRequest) GetReplayId() string {
@@ -946,7 +1056,7 @@ type CancelReplayResponse struct {
 
 func (x *CancelReplayResponse) Reset() {
 	*x = CancelReplayResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1068,7 @@ func (x *CancelReplayResponse) String() string {
 func (*CancelReplayResponse) ProtoMessage() {}
 
 func (x *CancelReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1081,7 @@ func (x *CancelReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelReplayResponse.ProtoReflect.Descriptor instead.
 func (*CancelReplayResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelReplayResponse) GetReplay() *Replay {
@@ -1010,7 +1120,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1132,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1145,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Replay) GetId() string {
@@ -1140,7 +1250,13 @@ var File_sluice_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsluice/admin/v1/admin.proto\x12\x0fsluice.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n" +
+	"\x1bsluice/admin/v1/admin.proto\x12\x0fsluice.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"M\n" +
+	"\x11RedriveDLQRequest\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12$\n" +
+	"\x0emax_per_second\x18\x02 \x01(\x05R\fmaxPerSecond\":\n" +
+	"\x12RedriveDLQResponse\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x10\n" +
+	"\x03dlq\x18\x02 \x01(\tR\x03dlq\".\n" +
 	"\x14GetQueueStatsRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\"L\n" +
 	"\x15GetQueueStatsResponse\x123\n" +
@@ -1233,14 +1349,16 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"STATE_DONE\x10\x02\x12\x13\n" +
 	"\x0fSTATE_CANCELLED\x10\x03\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x042\x9b\x04\n" +
+	"\fSTATE_FAILED\x10\x042\xf2\x04\n" +
 	"\fAdminService\x12^\n" +
 	"\rGetQueueStats\x12%.sluice.admin.v1.GetQueueStatsRequest\x1a&.sluice.admin.v1.GetQueueStatsResponse\x12L\n" +
 	"\aListDLQ\x12\x1f.sluice.admin.v1.ListDLQRequest\x1a .sluice.admin.v1.ListDLQResponse\x12R\n" +
 	"\tReplayDLQ\x12!.sluice.admin.v1.ReplayDLQRequest\x1a\".sluice.admin.v1.ReplayDLQResponse\x12R\n" +
 	"\tGetReplay\x12!.sluice.admin.v1.GetReplayRequest\x1a\".sluice.admin.v1.GetReplayResponse\x12X\n" +
 	"\vListReplays\x12#.sluice.admin.v1.ListReplaysRequest\x1a$.sluice.admin.v1.ListReplaysResponse\x12[\n" +
-	"\fCancelReplay\x12$.sluice.admin.v1.CancelReplayRequest\x1a%.sluice.admin.v1.CancelReplayResponseB\xb9\x01\n" +
+	"\fCancelReplay\x12$.sluice.admin.v1.CancelReplayRequest\x1a%.sluice.admin.v1.CancelReplayResponse\x12U\n" +
+	"\n" +
+	"RedriveDLQ\x12\".sluice.admin.v1.RedriveDLQRequest\x1a#.sluice.admin.v1.RedriveDLQResponseB\xb9\x01\n" +
 	"\x13com.sluice.admin.v1B\n" +
 	"AdminProtoP\x01Z8github.com/sluice-dev/sluice/gen/sluice/admin/v1;adminv1\xa2\x02\x03SAX\xaa\x02\x0fSluice.Admin.V1\xca\x02\x0fSluice\\Admin\\V1\xe2\x02\x1bSluice\\Admin\\V1\\GPBMetadata\xea\x02\x11Sluice::Admin::V1b\x06proto3"
 
@@ -1257,61 +1375,65 @@ func file_sluice_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sluice_admin_v1_admin_proto_goTypes = []any{
 	(Replay_State)(0),             // 0: sluice.admin.v1.Replay.State
-	(*GetQueueStatsRequest)(nil),  // 1: sluice.admin.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil), // 2: sluice.admin.v1.GetQueueStatsResponse
-	(*QueueStats)(nil),            // 3: sluice.admin.v1.QueueStats
-	(*DLQFilter)(nil),             // 4: sluice.admin.v1.DLQFilter
-	(*ListDLQRequest)(nil),        // 5: sluice.admin.v1.ListDLQRequest
-	(*ListDLQResponse)(nil),       // 6: sluice.admin.v1.ListDLQResponse
-	(*DeadLetter)(nil),            // 7: sluice.admin.v1.DeadLetter
-	(*ReplayDLQRequest)(nil),      // 8: sluice.admin.v1.ReplayDLQRequest
-	(*ReplayDLQResponse)(nil),     // 9: sluice.admin.v1.ReplayDLQResponse
-	(*GetReplayRequest)(nil),      // 10: sluice.admin.v1.GetReplayRequest
-	(*GetReplayResponse)(nil),     // 11: sluice.admin.v1.GetReplayResponse
-	(*ListReplaysRequest)(nil),    // 12: sluice.admin.v1.ListReplaysRequest
-	(*ListReplaysResponse)(nil),   // 13: sluice.admin.v1.ListReplaysResponse
-	(*CancelReplayRequest)(nil),   // 14: sluice.admin.v1.CancelReplayRequest
-	(*CancelReplayResponse)(nil),  // 15: sluice.admin.v1.CancelReplayResponse
-	(*Replay)(nil),                // 16: sluice.admin.v1.Replay
-	nil,                           // 17: sluice.admin.v1.DeadLetter.AttributesEntry
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*RedriveDLQRequest)(nil),     // 1: sluice.admin.v1.RedriveDLQRequest
+	(*RedriveDLQResponse)(nil),    // 2: sluice.admin.v1.RedriveDLQResponse
+	(*GetQueueStatsRequest)(nil),  // 3: sluice.admin.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil), // 4: sluice.admin.v1.GetQueueStatsResponse
+	(*QueueStats)(nil),            // 5: sluice.admin.v1.QueueStats
+	(*DLQFilter)(nil),             // 6: sluice.admin.v1.DLQFilter
+	(*ListDLQRequest)(nil),        // 7: sluice.admin.v1.ListDLQRequest
+	(*ListDLQResponse)(nil),       // 8: sluice.admin.v1.ListDLQResponse
+	(*DeadLetter)(nil),            // 9: sluice.admin.v1.DeadLetter
+	(*ReplayDLQRequest)(nil),      // 10: sluice.admin.v1.ReplayDLQRequest
+	(*ReplayDLQResponse)(nil),     // 11: sluice.admin.v1.ReplayDLQResponse
+	(*GetReplayRequest)(nil),      // 12: sluice.admin.v1.GetReplayRequest
+	(*GetReplayResponse)(nil),     // 13: sluice.admin.v1.GetReplayResponse
+	(*ListReplaysRequest)(nil),    // 14: sluice.admin.v1.ListReplaysRequest
+	(*ListReplaysResponse)(nil),   // 15: sluice.admin.v1.ListReplaysResponse
+	(*CancelReplayRequest)(nil),   // 16: sluice.admin.v1.CancelReplayRequest
+	(*CancelReplayResponse)(nil),  // 17: sluice.admin.v1.CancelReplayResponse
+	(*Replay)(nil),                // 18: sluice.admin.v1.Replay
+	nil,                           // 19: sluice.admin.v1.DeadLetter.AttributesEntry
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_sluice_admin_v1_admin_proto_depIdxs = []int32{
-	3,  // 0: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
-	18, // 1: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
-	19, // 2: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
-	19, // 3: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
-	4,  // 4: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
-	7,  // 5: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
-	19, // 6: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
-	17, // 7: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
-	4,  // 8: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
-	16, // 9: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
-	16, // 10: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
-	16, // 11: sluice.admin.v1.ListReplaysResponse.replays:type_name -> sluice.admin.v1.Replay
-	16, // 12: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	5,  // 0: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
+	20, // 1: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
+	21, // 2: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
+	21, // 3: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
+	6,  // 4: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	9,  // 5: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
+	21, // 6: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
+	19, // 7: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
+	6,  // 8: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	18, // 9: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
+	18, // 10: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	18, // 11: sluice.admin.v1.ListReplaysResponse.replays:type_name -> sluice.admin.v1.Replay
+	18, // 12: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
 	0,  // 13: sluice.admin.v1.Replay.state:type_name -> sluice.admin.v1.Replay.State
-	4,  // 14: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
-	19, // 15: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
-	19, // 16: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	1,  // 17: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
-	5,  // 18: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
-	8,  // 19: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
-	10, // 20: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
-	12, // 21: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
-	14, // 22: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
-	2,  // 23: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
-	6,  // 24: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
-	9,  // 25: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
-	11, // 26: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
-	13, // 27: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
-	15, // 28: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
+	6,  // 14: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
+	21, // 15: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
+	21, // 16: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	3,  // 17: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
+	7,  // 18: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
+	10, // 19: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
+	12, // 20: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
+	14, // 21: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
+	16, // 22: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
+	1,  // 23: sluice.admin.v1.AdminService.RedriveDLQ:input_type -> sluice.admin.v1.RedriveDLQRequest
+	4,  // 24: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
+	8,  // 25: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
+	11, // 26: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
+	13, // 27: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
+	15, // 28: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
+	17, // 29: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
+	2,  // 30: sluice.admin.v1.AdminService.RedriveDLQ:output_type -> sluice.admin.v1.RedriveDLQResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1328,7 +1450,7 @@ func file_sluice_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_admin_v1_admin_proto_rawDesc), len(file_sluice_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	AdminService_GetReplay_FullMethodName     = "/sluice.admin.v1.AdminService/GetReplay"
 	AdminService_ListReplays_FullMethodName   = "/sluice.admin.v1.AdminService/ListReplays"
 	AdminService_CancelReplay_FullMethodName  = "/sluice.admin.v1.AdminService/CancelReplay"
+	AdminService_RedriveDLQ_FullMethodName    = "/sluice.admin.v1.AdminService/RedriveDLQ"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -49,6 +50,14 @@ type AdminServiceClient interface {
 	ListReplays(ctx context.Context, in *ListReplaysRequest, opts ...grpc.CallOption) (*ListReplaysResponse, error)
 	// CancelReplay stops a running replay; jobs already moved stay moved.
 	CancelReplay(ctx context.Context, in *CancelReplayRequest, opts ...grpc.CallOption) (*CancelReplayResponse, error)
+	// RedriveDLQ moves a lane's whole dead-letter queue back to the queues
+	// its messages came from, unchanged, with the backend's native move task
+	// (SQS StartMessageMoveTask). Envelopes keep their attempt counts, so
+	// this suits jobs the backend redrove after too many receives (a drainer
+	// crash loop), not jobs dead-lettered for exhausted attempts or permanent
+	// failures: use ReplayDLQ for those. FAILED_PRECONDITION on a backend
+	// without a native move task.
+	RedriveDLQ(ctx context.Context, in *RedriveDLQRequest, opts ...grpc.CallOption) (*RedriveDLQResponse, error)
 }
 
 type adminServiceClient struct {
@@ -119,6 +128,16 @@ func (c *adminServiceClient) CancelReplay(ctx context.Context, in *CancelReplayR
 	return out, nil
 }
 
+func (c *adminServiceClient) RedriveDLQ(ctx context.Context, in *RedriveDLQRequest, opts ...grpc.CallOption) (*RedriveDLQResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedriveDLQResponse)
+	err := c.cc.Invoke(ctx, AdminService_RedriveDLQ_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -141,6 +160,14 @@ type AdminServiceServer interface {
 	ListReplays(context.Context, *ListReplaysRequest) (*ListReplaysResponse, error)
 	// CancelReplay stops a running replay; jobs already moved stay moved.
 	CancelReplay(context.Context, *CancelReplayRequest) (*CancelReplayResponse, error)
+	// RedriveDLQ moves a lane's whole dead-letter queue back to the queues
+	// its messages came from, unchanged, with the backend's native move task
+	// (SQS StartMessageMoveTask). Envelopes keep their attempt counts, so
+	// this suits jobs the backend redrove after too many receives (a drainer
+	// crash loop), not jobs dead-lettered for exhausted attempts or permanent
+	// failures: use ReplayDLQ for those. FAILED_PRECONDITION on a backend
+	// without a native move task.
+	RedriveDLQ(context.Context, *RedriveDLQRequest) (*RedriveDLQResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -168,6 +195,9 @@ func (UnimplementedAdminServiceServer) ListReplays(context.Context, *ListReplays
 }
 func (UnimplementedAdminServiceServer) CancelReplay(context.Context, *CancelReplayRequest) (*CancelReplayResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelReplay not implemented")
+}
+func (UnimplementedAdminServiceServer) RedriveDLQ(context.Context, *RedriveDLQRequest) (*RedriveDLQResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RedriveDLQ not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -298,6 +328,24 @@ func _AdminService_CancelReplay_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RedriveDLQ_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedriveDLQRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RedriveDLQ(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RedriveDLQ_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RedriveDLQ(ctx, req.(*RedriveDLQRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -328,6 +376,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelReplay",
 			Handler:    _AdminService_CancelReplay_Handler,
+		},
+		{
+			MethodName: "RedriveDLQ",
+			Handler:    _AdminService_RedriveDLQ_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
