@@ -44,6 +44,9 @@ type Config struct {
 	// Depth supplies queue depths for routing and the high-water mark.
 	// Required; the caller starts and stops it.
 	Depth *depth.Cache
+	// MaxMessageBytes bounds a job's encoded envelope. Defaults to
+	// MaxMessageBytesDefault (192 KiB).
+	MaxMessageBytes int
 	// IdempotencyWindow is how long a key is remembered. Defaults to 10
 	// minutes.
 	IdempotencyWindow time.Duration
@@ -85,6 +88,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("gateway: topology: %w", err)
 	}
 	cfg.IdempotencyWindow = cmp.Or(cfg.IdempotencyWindow, IdempotencyWindowDefault)
+	cfg.MaxMessageBytes = cmp.Or(cfg.MaxMessageBytes, MaxMessageBytesDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -296,6 +300,10 @@ func (b *batch) prepare(r *result, req *ingestv1.SubmitRequest) {
 		b.release(r)
 		return
 	}
+	if len(body) > b.s.cfg.MaxMessageBytes {
+		b.refuseTooLarge(r, len(body))
+		return
+	}
 	r.jobID, r.queue, r.body, r.delay = env.JobId, b.lane.shards[shard], body, req.GetDelay().AsDuration()
 }
 
@@ -381,6 +389,17 @@ func (b *batch) send(q string, rs []*result) {
 		sent++
 	}
 	b.s.cfg.Depth.Add(q, int64(sent))
+}
+
+// refuseTooLarge refuses a job whose envelope exceeds the message limit,
+// giving back its token.
+func (b *batch) refuseTooLarge(r *result, n int) {
+	r.undo()
+	r.undo = nil
+	r.err = badRequest(violations{{Field: "payload", Description: fmt.Sprintf(
+		"with its attributes and envelope the job is %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})
+	r.outcome = metrics.OutcomeInvalid
+	b.release(r)
 }
 
 // release frees the idempotency claim of a refused job.

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -40,6 +42,12 @@ type testBundle struct {
 
 // setup serves a gateway on a loopback port over a real embedded backend.
 func setup(t *testing.T) *testBundle {
+	return setupWith(t, Config{})
+}
+
+// setupWith is setup with some Config fields set (the required ones are
+// filled in).
+func setupWith(t *testing.T, cfg Config) *testBundle {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	topo := topology.Default()
@@ -63,7 +71,8 @@ func setup(t *testing.T) *testBundle {
 	if err := depths.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(Config{Backend: b, Topology: topo, Tenants: func() *tenant.Config { return tenants }, Depth: depths, Logger: log})
+	cfg.Backend, cfg.Topology, cfg.Tenants, cfg.Depth, cfg.Logger = b, topo, func() *tenant.Config { return tenants }, depths, log
+	gw, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +190,26 @@ func TestSubmitBatchPerItemResults(t *testing.T) {
 		if _, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: make([]*ingestv1.SubmitRequest, n)}); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("batch of %d: %v", n, err)
 		}
+	}
+}
+
+// TestEnvelopeOverMessageLimit refuses a job whose envelope, with
+// attributes, would not fit the queue's message limit, before the backend
+// sees it.
+func TestEnvelopeOverMessageLimit(t *testing.T) {
+	t.Parallel()
+	tb := setupWith(t, Config{MaxMessageBytes: 2000})
+	attrs := map[string]string{}
+	for i := range 3 {
+		attrs[fmt.Sprint("k", i)] = strings.Repeat("v", 1000)
+	}
+	_, err := tb.client.Submit(key(t.Context(), "acme-key-1"), &ingestv1.SubmitRequest{Payload: []byte("small"), Attributes: attrs})
+	st := status.Convert(err)
+	if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "over the message limit of 2000") {
+		t.Fatalf("err = %v, want INVALID_ARGUMENT naming the message limit", err)
+	}
+	// The refused job cost no token and nothing was stored.
+	if _, err := tb.client.Submit(key(t.Context(), "acme-key-1"), &ingestv1.SubmitRequest{Payload: []byte("small")}); err != nil {
+		t.Fatal(err)
 	}
 }

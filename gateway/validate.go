@@ -13,15 +13,20 @@ import (
 
 // Request limits that apply to every tenant.
 const (
-	MaxAttributes         = 16
-	MaxAttributeKeyBytes  = 128
-	MaxAttributeValBytes  = 1024
-	MaxIdempotencyKeyLen  = 128
-	MinTTL                = time.Second
-	MaxTTL                = 14 * 24 * time.Hour
-	MaxDelay              = queue.MaxDelay
-	MaxBatchJobs          = 500
-	maxViolationsReported = 20
+	MaxAttributes        = 16
+	MaxAttributeKeyBytes = 128
+	MaxAttributeValBytes = 1024
+	MaxIdempotencyKeyLen = 128
+	MinTTL               = time.Second
+	MaxTTL               = 14 * 24 * time.Hour
+	MaxDelay             = queue.MaxDelay
+	MaxBatchJobs         = 500
+	// MaxMessageBytesDefault bounds a job's encoded envelope on every
+	// backend, so a job accepted by the single-node default is accepted on
+	// SQS too: base64 (SQS bodies must be text) expands 192 KiB to SQS's
+	// 256 KiB.
+	MaxMessageBytesDefault = 192 * 1024
+	maxViolationsReported  = 20
 )
 
 type violations []*errdetails.BadRequest_FieldViolation

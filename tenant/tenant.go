@@ -58,9 +58,11 @@ type Limits struct {
 	MaxPayloadBytes int `yaml:"max_payload_bytes"`
 }
 
-// MaxPayloadBytesCeiling is the largest payload any tenant may configure:
-// it leaves room for the envelope inside SQS's 256 KiB message limit.
-const MaxPayloadBytesCeiling = 192 * 1024
+// MaxPayloadBytesCeiling is the largest payload any tenant may configure.
+// With up to 16 attributes and the envelope's own fields it stays inside the
+// gateway's message limit (192 KiB of envelope, which base64 expands to
+// SQS's 256 KiB).
+const MaxPayloadBytesCeiling = 160 * 1024
 
 // DefaultTiers are the built-in tiers. A file's tiers section overrides
 // their fields and may add tiers.
