@@ -165,12 +165,7 @@ func TestAdminRefusesBadRequests(t *testing.T) {
 
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	for _, kind := range backends {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			testReplay(t, setupOn(t, kind, oneLane))
-		})
-	}
+	onEachBackend(t, oneLane, testReplay)
 }
 
 func testReplay(t *testing.T, tb *testBundle) {
@@ -218,12 +213,7 @@ func testReplay(t *testing.T, tb *testBundle) {
 // jobs at once: every job is moved exactly once.
 func TestOverlappingReplaysMoveEachJobOnce(t *testing.T) {
 	t.Parallel()
-	for _, kind := range backends {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			testOverlappingReplays(t, setupOn(t, kind, oneLane))
-		})
-	}
+	onEachBackend(t, oneLane, testOverlappingReplays)
 }
 
 func testOverlappingReplays(t *testing.T, tb *testBundle) {

@@ -51,6 +51,18 @@ var (
 // backends are the queue backends the policy tests run on.
 var backends = []string{"embedded", "sqs"}
 
+// onEachBackend runs test as a parallel subtest per backend, each with the
+// topology yaml set up on it.
+func onEachBackend(t *testing.T, yaml string, test func(t *testing.T, tb *testBundle)) {
+	t.Helper()
+	for _, kind := range backends {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			test(t, setupOn(t, kind, yaml))
+		})
+	}
+}
+
 // setupOn is setup on the named backend. On SQS each call gets queues of
 // its own under a fresh name prefix, on one local server per test binary.
 func setupOn(t *testing.T, kind, yaml string) *testBundle {

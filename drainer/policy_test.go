@@ -31,12 +31,7 @@ lanes:
 // them last.
 func TestFloodDoesNotDelayQuietTenants(t *testing.T) {
 	t.Parallel()
-	for _, kind := range backends {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			testFlood(t, setupOn(t, kind, oneLane))
-		})
-	}
+	onEachBackend(t, oneLane, testFlood)
 }
 
 func testFlood(t *testing.T, tb *testBundle) {
@@ -130,12 +125,7 @@ func TestFreshBeforeBacklog(t *testing.T) {
 
 func TestRetryThenDeadLetter(t *testing.T) {
 	t.Parallel()
-	for _, kind := range backends {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			testRetryThenDeadLetter(t, setupOn(t, kind, oneLane))
-		})
-	}
+	onEachBackend(t, oneLane, testRetryThenDeadLetter)
 }
 
 func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {

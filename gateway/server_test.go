@@ -63,11 +63,7 @@ func setupWith(t *testing.T, cfg Config) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, q := range topo.Queues() {
-		names = append(names, q.Spec.Name)
-	}
-	depths := depth.New(depth.Config{Backend: b, Queues: names, Logger: log})
+	depths := depth.New(depth.Config{Backend: b, Queues: topo.Names(), Logger: log})
 	if err := depths.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -345,6 +345,16 @@ func (t Topology) Queues() []QueueInfo {
 	return out
 }
 
+// Names returns the names of Queues, in the same order.
+func (t Topology) Names() []string {
+	qs := t.Queues()
+	names := make([]string, len(qs))
+	for i, q := range qs {
+		names[i] = q.Spec.Name
+	}
+	return names
+}
+
 // Specs returns the queue specs of Queues, in the same order.
 func (t Topology) Specs() []queue.QueueSpec {
 	qs := t.Queues()

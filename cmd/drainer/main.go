@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -113,12 +112,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		node.LogAPICalls(backend, log)
-		if err := backend.Close(); err != nil {
-			log.Error("close backend", slog.Any("error", err))
-		}
-	}()
+	defer node.CloseBackend(backend, log)
 	key := *adminKey
 	if key == "" {
 		if err := os.MkdirAll(bf.DataDir, 0o750); err != nil {
@@ -139,18 +133,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		obs.Stop(stopCtx)
-	}()
+	defer obs.Close()
 	if observe.MetricsListen != "" || observe.CloudWatchNamespace != "" {
 		// Export queue depths too; a slow refresh keeps the cost low.
-		var names []string
-		for _, q := range topo.Queues() {
-			names = append(names, q.Spec.Name)
-		}
-		depths := depth.New(depth.Config{Backend: backend, Queues: names, Interval: 15 * time.Second, Logger: log, Observe: obs.ObserveDepth})
+		depths := depth.New(depth.Config{Backend: backend, Queues: topo.Names(), Interval: 15 * time.Second, Logger: log, Observe: obs.ObserveDepth})
 		if err := depths.Start(ctx); err != nil {
 			return fmt.Errorf("read queue depths: %w", err)
 		}

@@ -130,28 +130,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		node.LogAPICalls(backend, log)
-		if err := backend.Close(); err != nil {
-			log.Error("close backend", slog.Any("error", err))
-		}
-	}()
+	defer node.CloseBackend(backend, log)
 
 	obs, err := node.StartObserver(ctx, c.observe, backend, topo, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		obs.Stop(stopCtx)
-	}()
+	defer obs.Close()
 
-	var names []string
-	for _, q := range topo.Queues() {
-		names = append(names, q.Spec.Name)
-	}
-	depths := depth.New(depth.Config{Backend: backend, Queues: names, Logger: log, Observe: obs.ObserveDepth})
+	depths := depth.New(depth.Config{Backend: backend, Queues: topo.Names(), Logger: log, Observe: obs.ObserveDepth})
 	if err := depths.Start(ctx); err != nil {
 		return fmt.Errorf("read queue depths: %w", err)
 	}

@@ -224,6 +224,15 @@ func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share *int) {
 	fs.IntVar(share, "sideline-share", 10, "percent of each lane's deliveries guaranteed to its spillover and backlog queues")
 }
 
+// CloseBackend logs the backend's API call counts and closes it, logging
+// a failure (for use in a defer at shutdown).
+func CloseBackend(b queue.Backend, log *slog.Logger) {
+	LogAPICalls(b, log)
+	if err := b.Close(); err != nil {
+		log.Error("close backend", slog.Any("error", err))
+	}
+}
+
 // LogAPICalls logs a backend's API call counts by operation, when it keeps
 // them (the SQS backend does), so the cost per job can be read off a run.
 func LogAPICalls(b queue.Backend, log *slog.Logger) {

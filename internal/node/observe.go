@@ -124,6 +124,13 @@ func (o *Observer) ObserveDepth(s queue.Stats) {
 	}
 }
 
+// Close is Stop with its own ten-second deadline, for a defer at shutdown.
+func (o *Observer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o.Stop(ctx)
+}
+
 // Stop publishes the last interval to CloudWatch and stops serving.
 func (o *Observer) Stop(ctx context.Context) {
 	o.cancel()
