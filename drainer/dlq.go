@@ -134,15 +134,8 @@ func (s *dlqScan) heartbeat() {
 // changeAll sets the visibility of every held message; callers hold s.mu.
 func (s *dlqScan) changeAll(ctx context.Context, timeout time.Duration) {
 	for q, receipts := range s.held {
-		for start := 0; start < len(receipts); start += queue.MaxBatch {
-			chunk := receipts[start:min(start+queue.MaxBatch, len(receipts))]
-			changes := make([]queue.VisibilityChange, len(chunk))
-			for i, r := range chunk {
-				changes[i] = queue.VisibilityChange{ReceiptHandle: r, Timeout: timeout}
-			}
-			if _, err := s.backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: changes}); err != nil {
-				s.log.WarnContext(ctx, "renew or release DLQ scan lease", slog.String("queue", q), slog.Any("error", err))
-			}
+		if err := setVisibility(ctx, s.backend, q, receipts, timeout); err != nil {
+			s.log.WarnContext(ctx, "renew or release DLQ scan lease", slog.String("queue", q), slog.Any("error", err))
 		}
 	}
 }

@@ -650,15 +650,12 @@ func (d *Drainer) releaseBuffered() {
 	defer cancel()
 	for _, in := range d.lanes {
 		for _, q := range append(append([]*queueBuf{}, in.shards...), in.side...) {
-			for start := 0; start < len(q.buf); start += queue.MaxBatch {
-				chunk := q.buf[start:min(start+queue.MaxBatch, len(q.buf))]
-				changes := make([]queue.VisibilityChange, len(chunk))
-				for i, m := range chunk {
-					changes[i] = queue.VisibilityChange{ReceiptHandle: m.ReceiptHandle}
-				}
-				if _, err := d.cfg.Backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q.name, Changes: changes}); err != nil {
-					d.cfg.Logger.Warn("release received jobs", slog.String("queue", q.name), slog.Int("jobs", len(chunk)), slog.Any("error", err))
-				}
+			receipts := make([]string, len(q.buf))
+			for i, m := range q.buf {
+				receipts[i] = m.ReceiptHandle
+			}
+			if err := setVisibility(ctx, d.cfg.Backend, q.name, receipts, 0); err != nil {
+				d.cfg.Logger.Warn("release received jobs", slog.String("queue", q.name), slog.Int("jobs", len(receipts)), slog.Any("error", err))
 			}
 			q.buf = nil
 		}
