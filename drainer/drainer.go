@@ -43,7 +43,7 @@ import (
 // Defaults for Config fields left zero.
 const (
 	ConcurrencyDefault    = 32
-	PollWaitDefault       = 2 * time.Second
+	PollWaitDefault       = queue.MaxWait
 	SidelineShareDefault  = 10
 	HandlerTimeoutDefault = 15 * time.Minute
 	opTimeout             = 30 * time.Second
@@ -74,7 +74,9 @@ type Config struct {
 	// its spillover and backlog queues while its shards have work; they
 	// also get all capacity the shards leave. Defaults to 10.
 	SidelineShare int
-	// PollWait is each Receive's long-poll wait. Defaults to 2 seconds.
+	// PollWait is each Receive's long-poll wait. Defaults to queue.MaxWait
+	// (20 s): a wait ends as soon as a message arrives, so a long one only
+	// saves empty receives (billed calls on SQS). Stop cancels it at once.
 	PollWait time.Duration
 	// HandlerTimeout bounds one delivery. Defaults to 15 minutes.
 	HandlerTimeout time.Duration

@@ -135,8 +135,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer obs.Close()
 	if observe.MetricsListen != "" || observe.CloudWatchNamespace != "" {
-		// Export queue depths too; a slow refresh keeps the cost low.
-		depths := depth.New(depth.Config{Backend: backend, Queues: topo.Names(), Interval: 15 * time.Second, Logger: log, Observe: obs.ObserveDepth})
+		// Export queue depths too; a slow refresh keeps the cost low
+		// (each read is a billed call per queue on SQS).
+		depths := depth.New(depth.Config{Backend: backend, Queues: topo.Names(), Interval: time.Minute, Logger: log, Observe: obs.ObserveDepth})
 		if err := depths.Start(ctx); err != nil {
 			return fmt.Errorf("read queue depths: %w", err)
 		}

@@ -60,6 +60,7 @@ type config struct {
 	logLevel      string
 	shutdownGrace time.Duration
 	idemWindow    time.Duration
+	depthInterval time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -80,6 +81,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for calls and deliveries in flight")
 	fs.DurationVar(&c.idemWindow, "idempotency-window", gateway.IdempotencyWindowDefault, "how long an idempotency key is remembered")
+	fs.DurationVar(&c.depthInterval, "depth-interval", 0, "how often queue depths are read for routing and the high-water mark (default 1s embedded, 10s on SQS, where each read is a billed call per queue)")
 	node.PolicyFlags(fs, &c.policy, &c.sidelineShare)
 	c.observe.Register(fs, "127.0.0.1:9090")
 	fs.String("config", "", "YAML file of settings (keys are flag names)")
@@ -138,7 +140,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer obs.Close()
 
-	depths := depth.New(depth.Config{Backend: backend, Queues: topo.Names(), Logger: log, Observe: obs.ObserveDepth})
+	interval := c.depthInterval
+	if interval == 0 && c.backend.Kind == "sqs" {
+		interval = 10 * time.Second
+	}
+	depths := depth.New(depth.Config{Backend: backend, Queues: topo.Names(), Interval: interval, Logger: log, Observe: obs.ObserveDepth})
 	if err := depths.Start(ctx); err != nil {
 		return fmt.Errorf("read queue depths: %w", err)
 	}
