@@ -18,6 +18,7 @@ import (
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/tenant"
 	"github.com/sluice-dev/sluice/topology"
 )
 
@@ -29,6 +30,7 @@ type AdminServer struct {
 	topology topology.Topology
 	log      *slog.Logger
 	replays  *replayer
+	tenants  *tenant.Live // for GetTenantLimits; nil until ServeTenants
 }
 
 // NewAdminServer returns the admin API over backend's queues. Close it to

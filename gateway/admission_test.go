@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -59,17 +62,108 @@ func TestBucketsLimitChange(t *testing.T) {
 	}
 }
 
+func TestBucketsBurstChange(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	for range 2 {
+		b.Take("a", 1, 2, t0)
+	}
+	// Raising the burst to 5 gives the 3 extra tokens at once.
+	for i := range 3 {
+		if undo, _ := b.Take("a", 1, 5, t0); undo == nil {
+			t.Fatalf("take %d after raising the burst refused", i)
+		}
+	}
+	if undo, _ := b.Take("a", 1, 5, t0); undo != nil {
+		t.Fatal("take beyond the new burst allowed")
+	}
+	// Lowering it to 1 leaves 5 tokens owed: the next one is 5 s away.
+	if _, wait := b.Take("a", 1, 1, t0); wait != 5*time.Second {
+		t.Fatalf("wait after lowering the burst = %s, want 5s", wait)
+	}
+}
+
 func TestBucketsSweep(t *testing.T) {
 	t.Parallel()
 	b := NewBuckets()
-	b.Take("old", 1, 1, t0)
-	b.Take("new", 1, 1, t0.Add(time.Hour))
-	if n := b.Sweep(t0.Add(time.Hour), 10*time.Minute); n != 1 {
+	b.Take("refilled", 1, 1, t0)
+	b.Take("empty", 1, 1, t0.Add(time.Hour))
+	if n := b.Sweep(t0.Add(time.Hour)); n != 1 {
 		t.Fatalf("%d buckets remain, want 1", n)
 	}
 	// An evicted bucket comes back full.
-	if undo, _ := b.Take("old", 1, 1, t0.Add(time.Hour)); undo == nil {
+	if undo, _ := b.Take("refilled", 1, 1, t0.Add(time.Hour)); undo == nil {
 		t.Fatal("evicted tenant refused")
+	}
+	// A bucket is kept until it is full again: burst 3 at 1/s, emptied,
+	// refills by t+3s.
+	for range 3 {
+		b.Take("busy", 1, 3, t0)
+	}
+	if n := b.Sweep(t0.Add(2 * time.Second)); n != 3 {
+		t.Fatalf("%d buckets remain 2s after emptying, want 3", n)
+	}
+	b.Sweep(t0.Add(3 * time.Second))
+	if _, wait := b.Take("busy", 1, 3, t0.Add(2*time.Second)); wait != 0 {
+		t.Fatalf("bucket swept before it was full: wait %s", wait)
+	}
+}
+
+// TestBucketsMatchRateLimiter drives a bucket and a rate.Limiter through the
+// same sequence of takes, including rate changes, and wants the same
+// answers.
+func TestBucketsMatchRateLimiter(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := NewBuckets()
+	limit, burst := rate.Limit(5), 3
+	ref := rate.NewLimiter(limit, burst)
+	now := t0
+	for i := range 5000 {
+		now = now.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
+		if i%500 == 499 { // a reload changes the rate
+			limit = rate.Limit(1 + rng.IntN(20))
+			ref.SetLimitAt(now, limit)
+		}
+		undo, wait := b.Take("a", limit, burst, now)
+		r := ref.ReserveN(now, 1)
+		refWait := r.DelayFrom(now)
+		if refWait > 0 {
+			r.CancelAt(now)
+		}
+		if (undo != nil) != (refWait == 0) {
+			t.Fatalf("take %d at +%s (limit %g burst %d): allowed=%v, rate.Limiter wait %s", i, now.Sub(t0), float64(limit), burst, undo != nil, refWait)
+		}
+		if undo == nil {
+			if d := wait - refWait; d < -time.Millisecond || d > time.Millisecond {
+				t.Fatalf("take %d: wait %s, rate.Limiter %s", i, wait, refWait)
+			}
+		}
+	}
+}
+
+func TestBucketsConcurrent(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed := 0
+	for range 8 {
+		wg.Go(func() {
+			n := 0
+			for range 100 {
+				if undo, _ := b.Take("shared", 1, 50, t0); undo != nil {
+					n++
+				}
+			}
+			mu.Lock()
+			allowed += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if allowed != 50 {
+		t.Fatalf("%d takes allowed from a burst of 50", allowed)
 	}
 }
 

@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -11,31 +11,42 @@ import (
 
 // bucketShards spreads tenants over independently locked maps so that
 // concurrent Submits of different tenants rarely contend.
-const bucketShards = 64
+const bucketShards = 256
 
-// Buckets holds one token bucket per tenant, created on first use and
-// evicted once idle long enough to have refilled (an evicted bucket comes
-// back full, exactly as the old one would have been).
+// Buckets holds one token bucket per tenant as two int64s: its theoretical
+// arrival time (TAT) in the generic cell rate algorithm, the instant at
+// which the bucket will be full again, and the token interval. A bucket is created on
+// first use and evicted once full (an evicted bucket comes back full,
+// exactly as the old one would have been), so memory follows the tenants
+// active in the last few seconds, at about 70 bytes each.
+//
+// Every Take passes the tenant's current rate and burst, so a reloaded
+// tenant config applies at once to the existing bucket without resetting
+// it or any other tenant's: tokens owed carry over at the new rate, and a
+// new burst applies at once.
 type Buckets struct {
 	seed   maphash.Seed
+	epoch  time.Time // TATs are nanoseconds since epoch, on the monotonic clock
 	shards [bucketShards]bucketShard
 }
 
 type bucketShard struct {
-	mu sync.Mutex
-	m  map[string]*bucket
+	mu  sync.Mutex
+	tat map[string]bucketState
+	_   [40]byte // keeps neighbouring shards' locks off one cache line
 }
 
-type bucket struct {
-	lim      *rate.Limiter
-	lastUsed atomic.Int64 // unix nanoseconds
+// bucketState is one tenant's bucket: its theoretical arrival time and the
+// token interval it was computed with, both in nanoseconds.
+type bucketState struct {
+	tat, interval int64
 }
 
 // NewBuckets returns an empty set of buckets.
 func NewBuckets() *Buckets {
-	b := &Buckets{seed: maphash.MakeSeed()}
+	b := &Buckets{seed: maphash.MakeSeed(), epoch: time.Now()}
 	for i := range b.shards {
-		b.shards[i].m = map[string]*bucket{}
+		b.shards[i].tat = map[string]bucketState{}
 	}
 	return b
 }
@@ -44,52 +55,71 @@ func (b *Buckets) shard(tenant string) *bucketShard {
 	return &b.shards[maphash.String(b.seed, tenant)%bucketShards]
 }
 
-// Take takes one token from tenant's bucket at now. When the bucket is
-// empty it takes nothing and returns the wait until a token will be
-// available. A successful take returns an undo func that gives the token
-// back (used when a later check refuses the job). Limit changes apply to
-// the existing bucket without resetting it.
+// Take takes one token from tenant's bucket, which refills at limit tokens
+// per second up to burst, at now. When the bucket is empty it takes nothing
+// and returns the wait until a token will be available. A successful take
+// returns an undo func that gives the token back (used when a later check
+// refuses the job).
 func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time) (undo func(), wait time.Duration) {
+	if limit == rate.Inf {
+		return func() {}, 0
+	}
+	if limit <= 0 || burst < 1 {
+		return nil, maxRetry
+	}
+	interval := int64(float64(time.Second) / float64(limit)) // one token's worth of time
+	t := int64(now.Sub(b.epoch))
 	s := b.shard(tenant)
 	s.mu.Lock()
-	bk := s.m[tenant]
-	if bk == nil {
-		bk = &bucket{lim: rate.NewLimiter(limit, burst)}
-		s.m[tenant] = bk
+	st, ok := s.tat[tenant]
+	switch {
+	case !ok || st.tat < t:
+		st.tat = t // full
+	case st.interval != interval:
+		// The limit changed (a reloaded config): keep the tokens owed, now
+		// repaid at the new rate, as rate.Limiter does.
+		owed := float64(st.tat-t) / float64(st.interval)
+		st.tat = t + int64(owed*float64(interval))
 	}
+	st.interval = interval
+	st.tat += interval
+	if excess := st.tat - t - int64(burst)*interval; excess > 0 {
+		s.mu.Unlock()
+		return nil, time.Duration(excess)
+	}
+	if !ok {
+		tenant = strings.Clone(tenant) // don't pin the caller's memory (an old tenant config)
+	}
+	s.tat[tenant] = st
 	s.mu.Unlock()
-	bk.lastUsed.Store(now.UnixNano())
-	if bk.lim.Limit() != limit {
-		bk.lim.SetLimitAt(now, limit)
-	}
-	if bk.lim.Burst() != burst {
-		bk.lim.SetBurstAt(now, burst)
-	}
-	r := bk.lim.ReserveN(now, 1)
-	if !r.OK() {
-		return nil, time.Duration(float64(time.Second) / float64(limit))
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return nil, d
-	}
-	return func() { r.CancelAt(now) }, 0
+	return func() { b.giveBack(tenant, interval) }, 0
 }
 
-// Sweep evicts buckets unused for longer than idle and returns how many
-// remain.
-func (b *Buckets) Sweep(now time.Time, idle time.Duration) int {
-	cutoff := now.Add(-idle).UnixNano()
+// giveBack returns one token to tenant's bucket.
+func (b *Buckets) giveBack(tenant string, interval int64) {
+	s := b.shard(tenant)
+	s.mu.Lock()
+	if st, ok := s.tat[tenant]; ok && st.interval == interval {
+		st.tat -= interval
+		s.tat[tenant] = st
+	}
+	s.mu.Unlock()
+}
+
+// Sweep evicts the buckets that are full at now, which are the same as
+// absent ones, and returns how many remain.
+func (b *Buckets) Sweep(now time.Time) int {
+	t := int64(now.Sub(b.epoch))
 	remaining := 0
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()
-		for k, bk := range s.m {
-			if bk.lastUsed.Load() < cutoff {
-				delete(s.m, k)
+		for k, st := range s.tat {
+			if st.tat <= t {
+				delete(s.tat, k)
 			}
 		}
-		remaining += len(s.m)
+		remaining += len(s.tat)
 		s.mu.Unlock()
 	}
 	return remaining

@@ -120,7 +120,7 @@ func (s *Server) Start(ctx context.Context) {
 				return
 			case <-t.C:
 				now := s.cfg.Now()
-				s.buckets.Sweep(now, 10*time.Minute)
+				s.buckets.Sweep(now)
 				s.idem.sweep(now)
 			}
 		}
@@ -159,8 +159,8 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 	if !ok {
 		return nil, errMissingKey
 	}
-	if n := len(req.GetJobs()); n == 0 || n > MaxBatchJobs {
-		return nil, invalidArgument(violations{{Field: "jobs", Description: fmt.Sprintf("has %d jobs; send 1 to %d", n, MaxBatchJobs)}})
+	if v := validateBatch(req); len(v) > 0 {
+		return nil, invalidArgument(v)
 	}
 	b := s.newBatch(ctx, t)
 	for i, job := range req.GetJobs() {

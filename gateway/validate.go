@@ -6,21 +6,30 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/queue"
 )
 
-// Request limits that apply to every tenant.
+// Request limits that apply to every tenant. Each is refused with
+// INVALID_ARGUMENT and a BadRequest field violation naming the field; the
+// README's "Limits" table lists them with the transport limits of
+// internal/serve. A tenant's payload limit comes from its tier
+// (tenant.MaxPayloadBytesCeiling at most).
 const (
-	MaxAttributes        = 16
-	MaxAttributeKeyBytes = 128
-	MaxAttributeValBytes = 1024
-	MaxIdempotencyKeyLen = 128
-	MinTTL               = time.Second
-	MaxTTL               = 14 * 24 * time.Hour
-	MaxDelay             = queue.MaxDelay
-	MaxBatchJobs         = 500
+	MaxAttributes        = 16                  // attributes per job
+	MaxAttributeKeyBytes = 128                 // bytes of one attribute key (non-empty)
+	MaxAttributeValBytes = 1024                // bytes of one attribute value
+	MaxIdempotencyKeyLen = 128                 // bytes of an idempotency key
+	MinTTL               = time.Second         // shortest TTL
+	MaxTTL               = 14 * 24 * time.Hour // longest TTL (SQS's longest retention)
+	MaxDelay             = queue.MaxDelay      // longest delay (SQS's 15 minutes)
+	MaxBatchJobs         = 500                 // jobs in one SubmitBatch
+	// MaxBatchBytes bounds an encoded SubmitBatch request, so 500 jobs of
+	// about 32 KiB fit; send bigger jobs in smaller batches. gRPC refuses a
+	// request over serve.MaxRecvMsgBytes (a little more) before decoding.
+	MaxBatchBytes = 16 << 20
 	// MaxMessageBytesDefault bounds a job's encoded envelope on every
 	// backend, so a job accepted by the single-node default is accepted on
 	// SQS too: base64 (SQS bodies must be text) expands 192 KiB to SQS's
@@ -52,14 +61,14 @@ func validateJob(req *ingestv1.SubmitRequest, maxPayload int, prefix string) vio
 		v.add(prefix+"attributes", "has %d entries, over the limit of %d", n, MaxAttributes)
 	}
 	for k, val := range req.GetAttributes() {
-		field := fmt.Sprintf("%sattributes[%q]", prefix, truncate(k, 32))
+		field := func() string { return fmt.Sprintf("%sattributes[%q]", prefix, truncate(k, 32)) }
 		switch {
 		case k == "":
 			v.add(prefix+"attributes", "keys must not be empty")
 		case len(k) > MaxAttributeKeyBytes:
-			v.add(field, "key is %d bytes, over the limit of %d", len(k), MaxAttributeKeyBytes)
+			v.add(field(), "key is %d bytes, over the limit of %d", len(k), MaxAttributeKeyBytes)
 		case len(val) > MaxAttributeValBytes:
-			v.add(field, "value is %d bytes, over the limit of %d", len(val), MaxAttributeValBytes)
+			v.add(field(), "value is %d bytes, over the limit of %d", len(val), MaxAttributeValBytes)
 		}
 	}
 	if k := req.GetIdempotencyKey(); len(k) > MaxIdempotencyKeyLen {
@@ -82,6 +91,19 @@ func validateJob(req *ingestv1.SubmitRequest, maxPayload int, prefix string) vio
 	}
 	if ttl > 0 && delay >= ttl {
 		v.add(prefix+"ttl", "is %s, not longer than the delay of %s: the job would expire before it could run", ttl, delay)
+	}
+	return v
+}
+
+// validateBatch checks the limits of a SubmitBatch as a whole; each job
+// is then checked on its own.
+func validateBatch(req *ingestv1.SubmitBatchRequest) violations {
+	var v violations
+	if n := len(req.GetJobs()); n == 0 || n > MaxBatchJobs {
+		v.add("jobs", "has %d jobs; send 1 to %d", n, MaxBatchJobs)
+	}
+	if n := proto.Size(req); n > MaxBatchBytes {
+		v.add("jobs", "the batch is %d bytes encoded, over the limit of %d: send its jobs in smaller batches", n, MaxBatchBytes)
 	}
 	return v
 }

@@ -24,6 +24,8 @@ const (
 	NameDwell             = "sluice_dwell_seconds"
 	NameAgeOfFirstAttempt = "sluice_age_of_first_attempt_seconds"
 	NameBackendCalls      = "sluice_backend_calls_total"
+	NameTenantReloads     = "sluice_tenant_config_reloads_total"
+	NameTenantLoaded      = "sluice_tenant_config_loaded_timestamp_seconds"
 )
 
 // OtherValue replaces a label value that is not kept: a tenant outside the
@@ -118,6 +120,8 @@ type Metrics struct {
 	dwell             *prometheus.HistogramVec
 	ageOfFirstAttempt *prometheus.HistogramVec
 	backendCalls      *prometheus.CounterVec
+	tenantReloads     *prometheus.CounterVec
+	tenantLoaded      prometheus.Gauge
 
 	tenants *topK
 
@@ -185,6 +189,14 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: NameBackendCalls,
 			Help: "Queue backend API requests by operation, retries included.",
 		}, []string{"operation"}),
+		tenantReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameTenantReloads,
+			Help: "Tenant config reloads (SIGHUP or a change to the file) by result: ok, or refused (the previous config stays).",
+		}, []string{"result"}),
+		tenantLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: NameTenantLoaded,
+			Help: "When the tenant config in use was loaded, in Unix seconds.",
+		}),
 
 		lanes:      newBounded(maxLanes),
 		tiers:      newBounded(maxTiers),
@@ -198,7 +210,8 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	})
 	if reg != nil {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
-			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls)
+			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
+			m.tenantReloads, m.tenantLoaded)
 	}
 	return m
 }
@@ -284,6 +297,27 @@ func (m *Metrics) BackendCall(op string, n int) {
 		return
 	}
 	m.backendCalls.WithLabelValues(m.operations.value(op)).Add(float64(n))
+}
+
+// TenantConfigLoaded records that the tenant config in use was loaded at.
+func (m *Metrics) TenantConfigLoaded(at time.Time) {
+	if m == nil {
+		return
+	}
+	m.tenantLoaded.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// TenantConfigReload counts one reload that changed the config (ok) or was
+// refused.
+func (m *Metrics) TenantConfigReload(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "refused"
+	if ok {
+		result = "ok"
+	}
+	m.tenantReloads.WithLabelValues(result).Inc()
 }
 
 // Handler serves g in the Prometheus exposition formats (text, OpenMetrics

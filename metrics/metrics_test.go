@@ -131,6 +131,9 @@ func TestLint(t *testing.T) {
 	m.Dwell("premium", time.Second)
 	m.AgeOfFirstAttempt("premium", time.Second)
 	m.BackendCall("SendMessageBatch", 1)
+	m.TenantConfigLoaded(time.Now())
+	m.TenantConfigReload(true)
+	m.TenantConfigReload(false)
 	problems, err := testutil.GatherAndLint(bundle.reg)
 	if err != nil {
 		t.Fatal(err)
@@ -142,9 +145,10 @@ func TestLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 1 submit + 1 histogram + 4 gauges + 1 drain + 2 histograms + 1 call.
-	if n != 10 {
-		t.Errorf("series = %d, want 10", n)
+	// 1 submit + 1 histogram + 4 gauges + 1 drain + 2 histograms + 1 call
+	// + 2 reload results + 1 loaded time.
+	if n != 13 {
+		t.Errorf("series = %d, want 13", n)
 	}
 }
 

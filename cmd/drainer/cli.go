@@ -27,6 +27,7 @@ import (
 const cliUsage = `usage:
   drainer [run] [flags]                 run the drainers and the admin API
   drainer stats [flags]                 queue depths, in flight, delayed, oldest age
+  drainer limits [flags] tenant         a tenant's effective limits and the config version
   drainer dlq list [flags]              list dead-lettered jobs
   drainer dlq replay [flags]            replay dead-lettered jobs (--dry-run to preview)
   drainer dlq status [flags] [id]       a replay's progress, or all replays
@@ -153,6 +154,11 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 	switch cmd {
 	case "stats":
 		return c.stats(call, *addr)
+	case "limits":
+		if fs.NArg() != 1 {
+			return errors.New("give the tenant whose limits to show, e.g. drainer limits acme")
+		}
+		return c.limits(call, *addr, fs.Arg(0))
 	case "dlq list":
 		f, err := ff.build(time.Now())
 		if err != nil {
@@ -252,6 +258,30 @@ func (c *cli) stats(call func() (context.Context, context.CancelFunc), addr stri
 	for _, q := range resp.GetQueues() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", q.GetQueue(), q.GetLane(), q.GetKind(), q.GetVisible(), q.GetInFlight(), q.GetDelayed(), q.GetOldestAge().AsDuration().Round(time.Second))
 	}
+	return tw.Flush()
+}
+
+func (c *cli) limits(call func() (context.Context, context.CancelFunc), addr, tenantID string) error {
+	ctx, cancel := call()
+	defer cancel()
+	resp, err := c.admin.GetTenantLimits(ctx, &adminv1.GetTenantLimitsRequest{Tenant: tenantID})
+	if err != nil {
+		return explain(err, addr)
+	}
+	if c.json {
+		return c.printJSON(resp)
+	}
+	l, v := resp.GetLimits(), resp.GetConfig()
+	source := "built-in development config"
+	if v.GetPath() != "" {
+		source = fmt.Sprintf("%s (sha256 %.12s)", v.GetPath(), v.GetSha256())
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "tenant\t%s (tier %s, lane %s)\n", resp.GetTenant(), resp.GetTier(), l.GetLane())
+	fmt.Fprintf(tw, "submit\t%g jobs/s, burst %d, refused above %.0f%% of the lane's high-water mark\n", l.GetSubmitRate(), l.GetSubmitBurst(), l.GetHwmFraction()*100)
+	fmt.Fprintf(tw, "drain\t%g jobs/s, burst %d, at most %d in flight\n", l.GetDrainRate(), l.GetDrainBurst(), l.GetMaxInFlight())
+	fmt.Fprintf(tw, "payload\tat most %d bytes\n", l.GetMaxPayloadBytes())
+	fmt.Fprintf(tw, "config\t%s, loaded %s\n", source, v.GetLoadedAt().AsTime().UTC().Format(time.RFC3339))
 	return tw.Flush()
 }
 

@@ -47,8 +47,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch args[0] {
 	case "run":
 		return run(ctx, args[1:], stderr)
-	case "stats":
-		return runCLI(ctx, "stats", args[1:], stdout, stderr)
+	case "stats", "limits":
+		return runCLI(ctx, args[0], args[1:], stdout, stderr)
 	case "dlq":
 		if len(args) > 1 {
 			switch args[1] {
@@ -122,10 +122,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	tenants, err := tenant.Parse([]byte("{}"))
-	if *tenantsFile != "" {
-		tenants, err = tenant.Load(*tenantsFile)
+	noTenants, err := tenant.Parse([]byte("{}"))
+	if err != nil {
+		return err
 	}
+	tenants, err := node.OpenTenants(*tenantsFile, topo, noTenants)
 	if err != nil {
 		return err
 	}
@@ -134,6 +135,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer obs.Close()
+	node.WatchTenants(ctx, tenants, obs.Metrics, log)
 	if observe.MetricsListen != "" || observe.CloudWatchNamespace != "" {
 		// Export queue depths too; a slow refresh keeps the cost low
 		// (each read is a billed call per queue on SQS).
@@ -150,7 +152,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer closeHandler()
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
-		Limits:      node.TenantLimits(func() *tenant.Config { return tenants }),
+		Tenants:     tenants,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
 	})
 }

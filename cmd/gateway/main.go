@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/topology"
 )
 
 func main() {
@@ -116,17 +116,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(c.backend.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data directory (--data-dir): %w", err)
 	}
-	tenants, devKey, err := loadTenants(c)
+	tenants, devKey, err := openTenants(c, topo)
 	if err != nil {
 		return err
 	}
-	for _, t := range tenants.Tenants() {
-		if _, ok := topo.Lane(t.Limits.Lane); !ok {
-			return fmt.Errorf("tenant %q uses lane %q, which the queue topology does not define", t.ID, t.Limits.Lane)
-		}
-	}
-	var current atomic.Pointer[tenant.Config]
-	current.Store(tenants)
 
 	backend, err := node.OpenBackend(ctx, c.backend, topo, log)
 	if err != nil {
@@ -139,6 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer obs.Close()
+	node.WatchTenants(ctx, tenants, obs.Metrics, log)
 
 	interval := c.depthInterval
 	if interval == 0 && c.backend.Kind == "sqs" {
@@ -153,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gw, err := gateway.New(gateway.Config{
 		Backend:           backend,
 		Topology:          topo,
-		Tenants:           current.Load,
+		Tenants:           tenants.Config,
 		Depth:             depths,
 		IdempotencyWindow: c.idemWindow,
 		Metrics:           obs.Metrics,
@@ -169,7 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	auth := func() gateway.Authenticator { return current.Load() }
+	auth := func() gateway.Authenticator { return tenants.Config() }
 	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, []grpc.StreamServerInterceptor{gateway.StreamAuth(auth)})
 	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
 
@@ -191,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer closeHandler()
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
-				Backend: backend, Topology: topo, Handler: handler, Limits: node.TenantLimits(current.Load), Concurrency: c.concurrency,
+				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,
 				Policy: c.policy, SidelineShare: c.sidelineShare, Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
 			})
@@ -205,19 +199,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// loadTenants reads --tenants, or builds the development tenant with a key
-// kept in the data directory.
-func loadTenants(c config) (*tenant.Config, string, error) {
+// openTenants loads --tenants (reloaded on SIGHUP and when the file
+// changes), or builds the development tenant with a key kept in the data
+// directory.
+func openTenants(c config, topo topology.Topology) (*tenant.Live, string, error) {
 	if c.tenants != "" {
-		cfg, err := tenant.Load(c.tenants)
-		return cfg, "", err
+		live, err := node.OpenTenants(c.tenants, topo, nil)
+		return live, "", err
 	}
 	key, err := node.SecretFile(filepath.Join(c.backend.DataDir, "dev-api-key"), "sk_dev_")
 	if err != nil {
 		return nil, "", err
 	}
 	cfg, err := tenant.Parse(fmt.Appendf(nil, "tenants:\n  - id: dev\n    tier: standard\n    api_keys: [%q]\n", key))
-	return cfg, key, err
+	if err != nil {
+		return nil, "", err
+	}
+	live, err := node.OpenTenants("", topo, cfg)
+	return live, key, err
 }
 
 // describe says in a few words where jobs go.

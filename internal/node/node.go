@@ -141,10 +141,12 @@ func TenantLimits(current func() *tenant.Config) func(string) sideliner.Limits {
 
 // DrainConfig configures RunDrain.
 type DrainConfig struct {
-	Backend       queue.Backend
-	Topology      topology.Topology
-	Handler       drainer.Handler
-	Limits        func(tenant string) sideliner.Limits
+	Backend  queue.Backend
+	Topology topology.Topology
+	Handler  drainer.Handler
+	// Tenants gives the per-tenant drain limits, reloaded live, and
+	// answers the admin API's GetTenantLimits.
+	Tenants       *tenant.Live
 	Policy        sideliner.Policy
 	SidelineShare int
 	Metrics       *metrics.Metrics
@@ -163,7 +165,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		Backend:       cfg.Backend,
 		Topology:      cfg.Topology,
 		Handler:       cfg.Handler,
-		Limits:        cfg.Limits,
+		Limits:        TenantLimits(cfg.Tenants.Config),
 		Policy:        cfg.Policy,
 		Metrics:       cfg.Metrics,
 		SidelineShare: cfg.SidelineShare,
@@ -180,6 +182,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	unary, stream := drainer.AdminAuth(cfg.AdminKey)
 	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream})
 	admin := drainer.NewAdminServer(cfg.Backend, cfg.Topology, cfg.Logger)
+	admin.ServeTenants(cfg.Tenants)
 	defer admin.Close()
 	adminv1.RegisterAdminServiceServer(srv.GRPC, admin)
 	if err := d.Start(ctx); err != nil {

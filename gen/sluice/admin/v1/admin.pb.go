@@ -1246,6 +1246,289 @@ func (x *Replay) GetError() string {
 	return ""
 }
 
+// GetTenantLimitsRequest names the tenant.
+type GetTenantLimitsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTenantLimitsRequest) Reset() {
+	*x = GetTenantLimitsRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTenantLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTenantLimitsRequest) ProtoMessage() {}
+
+func (x *GetTenantLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTenantLimitsRequest.ProtoReflect.Descriptor instead.
+func (*GetTenantLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetTenantLimitsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// GetTenantLimitsResponse is a tenant's effective limits.
+type GetTenantLimitsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tier          string                 `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	Limits        *TenantLimits          `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
+	Config        *TenantConfigVersion   `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTenantLimitsResponse) Reset() {
+	*x = GetTenantLimitsResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTenantLimitsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTenantLimitsResponse) ProtoMessage() {}
+
+func (x *GetTenantLimitsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTenantLimitsResponse.ProtoReflect.Descriptor instead.
+func (*GetTenantLimitsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetTenantLimitsResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetTenantLimitsResponse) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *GetTenantLimitsResponse) GetLimits() *TenantLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *GetTenantLimitsResponse) GetConfig() *TenantConfigVersion {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// TenantLimits are the effective per-tenant limits; see the tenant config
+// reference in the README for each one's meaning.
+type TenantLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Admitted jobs per second at the gateway, and the bucket's size.
+	SubmitRate  float64 `protobuf:"fixed64,2,opt,name=submit_rate,json=submitRate,proto3" json:"submit_rate,omitempty"`
+	SubmitBurst int32   `protobuf:"varint,3,opt,name=submit_burst,json=submitBurst,proto3" json:"submit_burst,omitempty"`
+	// Share of the lane's high-water mark above which submits are refused.
+	HwmFraction float64 `protobuf:"fixed64,4,opt,name=hwm_fraction,json=hwmFraction,proto3" json:"hwm_fraction,omitempty"`
+	// Jobs per second delivered before the rest is sidelined, and the
+	// bucket's size.
+	DrainRate       float64 `protobuf:"fixed64,5,opt,name=drain_rate,json=drainRate,proto3" json:"drain_rate,omitempty"`
+	DrainBurst      int32   `protobuf:"varint,6,opt,name=drain_burst,json=drainBurst,proto3" json:"drain_burst,omitempty"`
+	MaxInFlight     int32   `protobuf:"varint,7,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	MaxPayloadBytes int32   `protobuf:"varint,8,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TenantLimits) Reset() {
+	*x = TenantLimits{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantLimits) ProtoMessage() {}
+
+func (x *TenantLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantLimits.ProtoReflect.Descriptor instead.
+func (*TenantLimits) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TenantLimits) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *TenantLimits) GetSubmitRate() float64 {
+	if x != nil {
+		return x.SubmitRate
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetSubmitBurst() int32 {
+	if x != nil {
+		return x.SubmitBurst
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetHwmFraction() float64 {
+	if x != nil {
+		return x.HwmFraction
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetDrainRate() float64 {
+	if x != nil {
+		return x.DrainRate
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetDrainBurst() int32 {
+	if x != nil {
+		return x.DrainBurst
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxInFlight() int32 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxPayloadBytes() int32 {
+	if x != nil {
+		return x.MaxPayloadBytes
+	}
+	return 0
+}
+
+// TenantConfigVersion says which tenant config is loaded.
+type TenantConfigVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file; empty for the built-in development config.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Hex SHA-256 of the file's bytes.
+	Sha256        string                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	LoadedAt      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=loaded_at,json=loadedAt,proto3" json:"loaded_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantConfigVersion) Reset() {
+	*x = TenantConfigVersion{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantConfigVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantConfigVersion) ProtoMessage() {}
+
+func (x *TenantConfigVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantConfigVersion.ProtoReflect.Descriptor instead.
+func (*TenantConfigVersion) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TenantConfigVersion) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TenantConfigVersion) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *TenantConfigVersion) GetLoadedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LoadedAt
+	}
+	return nil
+}
+
 var File_sluice_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_admin_v1_admin_proto_rawDesc = "" +
@@ -1349,7 +1632,30 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"STATE_DONE\x10\x02\x12\x13\n" +
 	"\x0fSTATE_CANCELLED\x10\x03\x12\x10\n" +
-	"\fSTATE_FAILED\x10\x042\xf2\x04\n" +
+	"\fSTATE_FAILED\x10\x04\"0\n" +
+	"\x16GetTenantLimitsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"\xba\x01\n" +
+	"\x17GetTenantLimitsResponse\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04tier\x18\x02 \x01(\tR\x04tier\x125\n" +
+	"\x06limits\x18\x03 \x01(\v2\x1d.sluice.admin.v1.TenantLimitsR\x06limits\x12<\n" +
+	"\x06config\x18\x04 \x01(\v2$.sluice.admin.v1.TenantConfigVersionR\x06config\"\x99\x02\n" +
+	"\fTenantLimits\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x1f\n" +
+	"\vsubmit_rate\x18\x02 \x01(\x01R\n" +
+	"submitRate\x12!\n" +
+	"\fsubmit_burst\x18\x03 \x01(\x05R\vsubmitBurst\x12!\n" +
+	"\fhwm_fraction\x18\x04 \x01(\x01R\vhwmFraction\x12\x1d\n" +
+	"\n" +
+	"drain_rate\x18\x05 \x01(\x01R\tdrainRate\x12\x1f\n" +
+	"\vdrain_burst\x18\x06 \x01(\x05R\n" +
+	"drainBurst\x12\"\n" +
+	"\rmax_in_flight\x18\a \x01(\x05R\vmaxInFlight\x12*\n" +
+	"\x11max_payload_bytes\x18\b \x01(\x05R\x0fmaxPayloadBytes\"z\n" +
+	"\x13TenantConfigVersion\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x127\n" +
+	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt2\xd8\x05\n" +
 	"\fAdminService\x12^\n" +
 	"\rGetQueueStats\x12%.sluice.admin.v1.GetQueueStatsRequest\x1a&.sluice.admin.v1.GetQueueStatsResponse\x12L\n" +
 	"\aListDLQ\x12\x1f.sluice.admin.v1.ListDLQRequest\x1a .sluice.admin.v1.ListDLQResponse\x12R\n" +
@@ -1358,7 +1664,8 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\vListReplays\x12#.sluice.admin.v1.ListReplaysRequest\x1a$.sluice.admin.v1.ListReplaysResponse\x12[\n" +
 	"\fCancelReplay\x12$.sluice.admin.v1.CancelReplayRequest\x1a%.sluice.admin.v1.CancelReplayResponse\x12U\n" +
 	"\n" +
-	"RedriveDLQ\x12\".sluice.admin.v1.RedriveDLQRequest\x1a#.sluice.admin.v1.RedriveDLQResponseB\xb9\x01\n" +
+	"RedriveDLQ\x12\".sluice.admin.v1.RedriveDLQRequest\x1a#.sluice.admin.v1.RedriveDLQResponse\x12d\n" +
+	"\x0fGetTenantLimits\x12'.sluice.admin.v1.GetTenantLimitsRequest\x1a(.sluice.admin.v1.GetTenantLimitsResponseB\xb9\x01\n" +
 	"\x13com.sluice.admin.v1B\n" +
 	"AdminProtoP\x01Z8github.com/sluice-dev/sluice/gen/sluice/admin/v1;adminv1\xa2\x02\x03SAX\xaa\x02\x0fSluice.Admin.V1\xca\x02\x0fSluice\\Admin\\V1\xe2\x02\x1bSluice\\Admin\\V1\\GPBMetadata\xea\x02\x11Sluice::Admin::V1b\x06proto3"
 
@@ -1375,40 +1682,44 @@ func file_sluice_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_sluice_admin_v1_admin_proto_goTypes = []any{
-	(Replay_State)(0),             // 0: sluice.admin.v1.Replay.State
-	(*RedriveDLQRequest)(nil),     // 1: sluice.admin.v1.RedriveDLQRequest
-	(*RedriveDLQResponse)(nil),    // 2: sluice.admin.v1.RedriveDLQResponse
-	(*GetQueueStatsRequest)(nil),  // 3: sluice.admin.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil), // 4: sluice.admin.v1.GetQueueStatsResponse
-	(*QueueStats)(nil),            // 5: sluice.admin.v1.QueueStats
-	(*DLQFilter)(nil),             // 6: sluice.admin.v1.DLQFilter
-	(*ListDLQRequest)(nil),        // 7: sluice.admin.v1.ListDLQRequest
-	(*ListDLQResponse)(nil),       // 8: sluice.admin.v1.ListDLQResponse
-	(*DeadLetter)(nil),            // 9: sluice.admin.v1.DeadLetter
-	(*ReplayDLQRequest)(nil),      // 10: sluice.admin.v1.ReplayDLQRequest
-	(*ReplayDLQResponse)(nil),     // 11: sluice.admin.v1.ReplayDLQResponse
-	(*GetReplayRequest)(nil),      // 12: sluice.admin.v1.GetReplayRequest
-	(*GetReplayResponse)(nil),     // 13: sluice.admin.v1.GetReplayResponse
-	(*ListReplaysRequest)(nil),    // 14: sluice.admin.v1.ListReplaysRequest
-	(*ListReplaysResponse)(nil),   // 15: sluice.admin.v1.ListReplaysResponse
-	(*CancelReplayRequest)(nil),   // 16: sluice.admin.v1.CancelReplayRequest
-	(*CancelReplayResponse)(nil),  // 17: sluice.admin.v1.CancelReplayResponse
-	(*Replay)(nil),                // 18: sluice.admin.v1.Replay
-	nil,                           // 19: sluice.admin.v1.DeadLetter.AttributesEntry
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(Replay_State)(0),               // 0: sluice.admin.v1.Replay.State
+	(*RedriveDLQRequest)(nil),       // 1: sluice.admin.v1.RedriveDLQRequest
+	(*RedriveDLQResponse)(nil),      // 2: sluice.admin.v1.RedriveDLQResponse
+	(*GetQueueStatsRequest)(nil),    // 3: sluice.admin.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),   // 4: sluice.admin.v1.GetQueueStatsResponse
+	(*QueueStats)(nil),              // 5: sluice.admin.v1.QueueStats
+	(*DLQFilter)(nil),               // 6: sluice.admin.v1.DLQFilter
+	(*ListDLQRequest)(nil),          // 7: sluice.admin.v1.ListDLQRequest
+	(*ListDLQResponse)(nil),         // 8: sluice.admin.v1.ListDLQResponse
+	(*DeadLetter)(nil),              // 9: sluice.admin.v1.DeadLetter
+	(*ReplayDLQRequest)(nil),        // 10: sluice.admin.v1.ReplayDLQRequest
+	(*ReplayDLQResponse)(nil),       // 11: sluice.admin.v1.ReplayDLQResponse
+	(*GetReplayRequest)(nil),        // 12: sluice.admin.v1.GetReplayRequest
+	(*GetReplayResponse)(nil),       // 13: sluice.admin.v1.GetReplayResponse
+	(*ListReplaysRequest)(nil),      // 14: sluice.admin.v1.ListReplaysRequest
+	(*ListReplaysResponse)(nil),     // 15: sluice.admin.v1.ListReplaysResponse
+	(*CancelReplayRequest)(nil),     // 16: sluice.admin.v1.CancelReplayRequest
+	(*CancelReplayResponse)(nil),    // 17: sluice.admin.v1.CancelReplayResponse
+	(*Replay)(nil),                  // 18: sluice.admin.v1.Replay
+	(*GetTenantLimitsRequest)(nil),  // 19: sluice.admin.v1.GetTenantLimitsRequest
+	(*GetTenantLimitsResponse)(nil), // 20: sluice.admin.v1.GetTenantLimitsResponse
+	(*TenantLimits)(nil),            // 21: sluice.admin.v1.TenantLimits
+	(*TenantConfigVersion)(nil),     // 22: sluice.admin.v1.TenantConfigVersion
+	nil,                             // 23: sluice.admin.v1.DeadLetter.AttributesEntry
+	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
 }
 var file_sluice_admin_v1_admin_proto_depIdxs = []int32{
 	5,  // 0: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
-	20, // 1: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
-	21, // 2: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
-	21, // 3: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
+	24, // 1: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
+	25, // 2: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
+	25, // 3: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
 	6,  // 4: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
 	9,  // 5: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
-	21, // 6: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
-	19, // 7: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
+	25, // 6: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
+	23, // 7: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
 	6,  // 8: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
 	18, // 9: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
 	18, // 10: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
@@ -1416,27 +1727,32 @@ var file_sluice_admin_v1_admin_proto_depIdxs = []int32{
 	18, // 12: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
 	0,  // 13: sluice.admin.v1.Replay.state:type_name -> sluice.admin.v1.Replay.State
 	6,  // 14: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
-	21, // 15: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
-	21, // 16: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 17: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
-	7,  // 18: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
-	10, // 19: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
-	12, // 20: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
-	14, // 21: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
-	16, // 22: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
-	1,  // 23: sluice.admin.v1.AdminService.RedriveDLQ:input_type -> sluice.admin.v1.RedriveDLQRequest
-	4,  // 24: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
-	8,  // 25: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
-	11, // 26: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
-	13, // 27: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
-	15, // 28: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
-	17, // 29: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
-	2,  // 30: sluice.admin.v1.AdminService.RedriveDLQ:output_type -> sluice.admin.v1.RedriveDLQResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	25, // 15: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
+	25, // 16: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	21, // 17: sluice.admin.v1.GetTenantLimitsResponse.limits:type_name -> sluice.admin.v1.TenantLimits
+	22, // 18: sluice.admin.v1.GetTenantLimitsResponse.config:type_name -> sluice.admin.v1.TenantConfigVersion
+	25, // 19: sluice.admin.v1.TenantConfigVersion.loaded_at:type_name -> google.protobuf.Timestamp
+	3,  // 20: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
+	7,  // 21: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
+	10, // 22: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
+	12, // 23: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
+	14, // 24: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
+	16, // 25: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
+	1,  // 26: sluice.admin.v1.AdminService.RedriveDLQ:input_type -> sluice.admin.v1.RedriveDLQRequest
+	19, // 27: sluice.admin.v1.AdminService.GetTenantLimits:input_type -> sluice.admin.v1.GetTenantLimitsRequest
+	4,  // 28: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
+	8,  // 29: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
+	11, // 30: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
+	13, // 31: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
+	15, // 32: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
+	17, // 33: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
+	2,  // 34: sluice.admin.v1.AdminService.RedriveDLQ:output_type -> sluice.admin.v1.RedriveDLQResponse
+	20, // 35: sluice.admin.v1.AdminService.GetTenantLimits:output_type -> sluice.admin.v1.GetTenantLimitsResponse
+	28, // [28:36] is the sub-list for method output_type
+	20, // [20:28] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_sluice_admin_v1_admin_proto_init() }
@@ -1450,7 +1766,7 @@ func file_sluice_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_admin_v1_admin_proto_rawDesc), len(file_sluice_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,13 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_GetQueueStats_FullMethodName = "/sluice.admin.v1.AdminService/GetQueueStats"
-	AdminService_ListDLQ_FullMethodName       = "/sluice.admin.v1.AdminService/ListDLQ"
-	AdminService_ReplayDLQ_FullMethodName     = "/sluice.admin.v1.AdminService/ReplayDLQ"
-	AdminService_GetReplay_FullMethodName     = "/sluice.admin.v1.AdminService/GetReplay"
-	AdminService_ListReplays_FullMethodName   = "/sluice.admin.v1.AdminService/ListReplays"
-	AdminService_CancelReplay_FullMethodName  = "/sluice.admin.v1.AdminService/CancelReplay"
-	AdminService_RedriveDLQ_FullMethodName    = "/sluice.admin.v1.AdminService/RedriveDLQ"
+	AdminService_GetQueueStats_FullMethodName   = "/sluice.admin.v1.AdminService/GetQueueStats"
+	AdminService_ListDLQ_FullMethodName         = "/sluice.admin.v1.AdminService/ListDLQ"
+	AdminService_ReplayDLQ_FullMethodName       = "/sluice.admin.v1.AdminService/ReplayDLQ"
+	AdminService_GetReplay_FullMethodName       = "/sluice.admin.v1.AdminService/GetReplay"
+	AdminService_ListReplays_FullMethodName     = "/sluice.admin.v1.AdminService/ListReplays"
+	AdminService_CancelReplay_FullMethodName    = "/sluice.admin.v1.AdminService/CancelReplay"
+	AdminService_RedriveDLQ_FullMethodName      = "/sluice.admin.v1.AdminService/RedriveDLQ"
+	AdminService_GetTenantLimits_FullMethodName = "/sluice.admin.v1.AdminService/GetTenantLimits"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -58,6 +59,12 @@ type AdminServiceClient interface {
 	// failures: use ReplayDLQ for those. FAILED_PRECONDITION on a backend
 	// without a native move task.
 	RedriveDLQ(ctx context.Context, in *RedriveDLQRequest, opts ...grpc.CallOption) (*RedriveDLQResponse, error)
+	// GetTenantLimits reports the limits in effect for a tenant (its tier's
+	// values with its own overrides) in the tenant config this process has
+	// loaded, and which version of the file that is. NOT_FOUND for a tenant
+	// the config does not know; drainers deliver such a tenant's queued jobs
+	// with the standard tier's drain limits.
+	GetTenantLimits(ctx context.Context, in *GetTenantLimitsRequest, opts ...grpc.CallOption) (*GetTenantLimitsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -138,6 +145,16 @@ func (c *adminServiceClient) RedriveDLQ(ctx context.Context, in *RedriveDLQReque
 	return out, nil
 }
 
+func (c *adminServiceClient) GetTenantLimits(ctx context.Context, in *GetTenantLimitsRequest, opts ...grpc.CallOption) (*GetTenantLimitsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTenantLimitsResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetTenantLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -168,6 +185,12 @@ type AdminServiceServer interface {
 	// failures: use ReplayDLQ for those. FAILED_PRECONDITION on a backend
 	// without a native move task.
 	RedriveDLQ(context.Context, *RedriveDLQRequest) (*RedriveDLQResponse, error)
+	// GetTenantLimits reports the limits in effect for a tenant (its tier's
+	// values with its own overrides) in the tenant config this process has
+	// loaded, and which version of the file that is. NOT_FOUND for a tenant
+	// the config does not know; drainers deliver such a tenant's queued jobs
+	// with the standard tier's drain limits.
+	GetTenantLimits(context.Context, *GetTenantLimitsRequest) (*GetTenantLimitsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -198,6 +221,9 @@ func (UnimplementedAdminServiceServer) CancelReplay(context.Context, *CancelRepl
 }
 func (UnimplementedAdminServiceServer) RedriveDLQ(context.Context, *RedriveDLQRequest) (*RedriveDLQResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RedriveDLQ not implemented")
+}
+func (UnimplementedAdminServiceServer) GetTenantLimits(context.Context, *GetTenantLimitsRequest) (*GetTenantLimitsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTenantLimits not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -346,6 +372,24 @@ func _AdminService_RedriveDLQ_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetTenantLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTenantLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetTenantLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetTenantLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetTenantLimits(ctx, req.(*GetTenantLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -380,6 +424,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RedriveDLQ",
 			Handler:    _AdminService_RedriveDLQ_Handler,
+		},
+		{
+			MethodName: "GetTenantLimits",
+			Handler:    _AdminService_GetTenantLimits_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

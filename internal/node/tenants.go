@@ -1,0 +1,82 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// OpenTenants loads the tenant config file at path, checking that every
+// tenant's lane is in topo (on every reload too). An empty path uses
+// fallback, a config that cannot be reloaded.
+func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config) (*tenant.Live, error) {
+	check := func(cfg *tenant.Config) error {
+		for _, t := range cfg.Tenants() {
+			if _, ok := topo.Lane(t.Limits.Lane); !ok {
+				return fmt.Errorf("tenant %q uses lane %q, which the queue topology does not define", t.ID, t.Limits.Lane)
+			}
+		}
+		return nil
+	}
+	if path == "" {
+		if err := check(fallback); err != nil {
+			return nil, err
+		}
+		return tenant.Fixed(fallback), nil
+	}
+	return tenant.NewLive(path, check)
+}
+
+// WatchTenants reloads live on SIGHUP and whenever its file changes, until
+// ctx is done, logging and counting each reload. A refused file is logged
+// with its error and the previous config stays in use.
+func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, log *slog.Logger) {
+	m.TenantConfigLoaded(live.Version().LoadedAt)
+	report := func(changed bool, err error) {
+		switch {
+		case err != nil:
+			m.TenantConfigReload(false)
+			log.ErrorContext(ctx, "tenant config refused; the previous config stays in use", slog.Any("error", err))
+		case changed:
+			v := live.Version()
+			m.TenantConfigReload(true)
+			m.TenantConfigLoaded(v.LoadedAt)
+			log.InfoContext(ctx, "tenant config reloaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
+				slog.Int("tenants", len(v.Config.Tenants())))
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				changed, err := live.Reload()
+				if errors.Is(err, tenant.ErrNotReloadable) {
+					log.WarnContext(ctx, "SIGHUP ignored", slog.Any("error", err))
+					continue
+				}
+				if !changed && err == nil {
+					log.InfoContext(ctx, "SIGHUP: tenant config unchanged")
+				}
+				report(changed, err)
+			}
+		}
+	}()
+	go func() {
+		if err := live.Watch(ctx, report); err != nil && !errors.Is(err, tenant.ErrNotReloadable) {
+			log.ErrorContext(ctx, "tenant config file not watched; SIGHUP still reloads it", slog.Any("error", err))
+		}
+	}()
+}
