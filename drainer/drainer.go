@@ -289,7 +289,11 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 		if !ok {
 			return
 		}
-		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{Queue: q.name, Max: n, Wait: d.cfg.PollWait})
+		// The lane's visibility timeout is the queue's default; passing it
+		// lets the backend know the lease, so acks in time skip SQS's
+		// fencing call.
+		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{Queue: q.name, Max: n, Wait: d.cfg.PollWait,
+			VisibilityTimeout: time.Duration(q.inbox.lane.VisibilityTimeout)})
 		giveSpace(q.space, n-len(msgs))
 		if err != nil {
 			if ctx.Err() != nil {

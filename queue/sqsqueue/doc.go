@@ -18,9 +18,9 @@
 //	                     MaxNumberOfMessages, VisibilityTimeout,
 //	                     MessageSystemAttributeNames ApproximateReceiveCount
 //	                     (→ ReceiveCount) and SentTimestamp (→ SentAt)
-//	Delete               ChangeMessageVisibilityBatch (the lease check, see
-//	                     Errors) + DeleteMessageBatch of the leases that held;
-//	                     DeleteMessageBatch alone with Config.SkipDeleteFencing
+//	Delete               DeleteMessageBatch, shared by concurrent Deletes;
+//	                     first a ChangeMessageVisibilityBatch lease check (see
+//	                     Errors) for handles whose lease is not known to hold
 //	ChangeVisibility     ChangeMessageVisibilityBatch
 //	Stats                GetQueueAttributes per queue: ApproximateNumberOfMessages
 //	                     (Visible), …NotVisible (InFlight), …Delayed (Delayed);
@@ -57,6 +57,9 @@
 // gives every entry its error. Close sends pending batches at once and waits
 // for them.
 //
+// Delete batches the same way: the single-message acks of concurrent
+// deliveries from one queue share DeleteMessageBatch calls.
+//
 // # Errors
 //
 // SDK errors are translated where they enter (errors.go): QueueDoesNotExist
@@ -76,8 +79,14 @@
 // ErrReceiptInvalid there, so Delete first sets each message's visibility to
 // FenceVisibility (30 s) with ChangeMessageVisibilityBatch, which SQS does
 // refuse for a lost lease, and deletes only the messages whose lease held.
-// This costs one more call per Delete; Config.SkipDeleteFencing saves it
-// and gives up the fencing.
+// The check is skipped for a handle whose lease the backend knows holds
+// until the delete is done: one received (or last extended) with an
+// explicit visibility timeout that runs out later than Linger plus
+// CallTimeout from now, counted from when that request was sent, before
+// SQS started the timer. Until then no other consumer can have received
+// the message, so the handle is the latest. Drainers receive with an
+// explicit timeout and ack within it, so in steady state no ack pays for
+// the check. Config.SkipDeleteFencing gives up the check altogether.
 //
 // # Retries and timeouts
 //
@@ -96,11 +105,10 @@
 // SQS bills per request (each attempt, a batch of up to 10 counting as
 // one). APICalls reports requests sent by operation, retries included; the
 // per-job cost is their sum over delivered jobs. At full batches a job
-// costs 1/10 each of SendMessageBatch, ReceiveMessage, the fencing
-// ChangeMessageVisibilityBatch and DeleteMessageBatch (0.4 calls; 0.3
-// without fencing), plus 1/10 per heartbeat round; empty long polls and
-// Stats (one GetQueueAttributes per queue per call) are overhead that does
-// not scale with jobs. Batches fill only under concurrency: a lone
+// costs 1/10 each of SendMessageBatch, ReceiveMessage and DeleteMessageBatch
+// (0.3 calls), plus 1/10 per heartbeat round and per fenced ack; empty long
+// polls and Stats (one GetQueueAttributes per queue per call) are overhead
+// that does not scale with jobs. Batches fill only under concurrency: a lone
 // sequential sender pays one SendMessageBatch per job and the linger on
 // each (measured on the emulator: ~200 sends/s from one goroutine, ~16k/s
 // and 10 jobs per call from 64).

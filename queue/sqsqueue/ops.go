@@ -114,6 +114,7 @@ func (b *Backend) Receive(ctx context.Context, params *queue.ReceiveParams) ([]q
 	// The queue's own wait may apply (see above): allow the longest.
 	cctx, cancel := b.callCtx(ctx, queue.MaxWait)
 	defer cancel()
+	sent := time.Now() // SQS starts the visibility timeout after this
 	out, err := b.client.ReceiveMessage(cctx, in, b.count(opReceiveMessage))
 	if err != nil {
 		err = b.translate(ctx, "receive", params.Queue, err)
@@ -122,7 +123,11 @@ func (b *Backend) Receive(ctx context.Context, params *queue.ReceiveParams) ([]q
 	}
 	msgs := make([]queue.Message, 0, len(out.Messages))
 	for _, m := range out.Messages {
-		msgs = append(msgs, b.message(ctx, params.Queue, m))
+		msg := b.message(ctx, params.Queue, m)
+		if params.VisibilityTimeout > 0 { // the queue's default is not known here
+			b.leases.hold(msg.ReceiptHandle, sent.Add(time.Duration(in.VisibilityTimeout)*time.Second))
+		}
+		msgs = append(msgs, msg)
 	}
 	return msgs, nil
 }
@@ -147,69 +152,6 @@ func (b *Backend) message(ctx context.Context, queueName string, m types.Message
 		msg.SentAt = time.UnixMilli(ms)
 	}
 	return msg
-}
-
-// Delete removes received messages, fenced: SQS itself does not fence
-// deletes (deleting with the receipt handle of an earlier receive of a
-// message that another consumer has since received succeeds: "the request
-// succeeds, but the message might not be deleted"), so Delete first checks
-// the leases with one ChangeMessageVisibilityBatch that sets each message's
-// visibility to FenceVisibility, then deletes, with one DeleteMessageBatch,
-// the messages whose lease held. A handle whose lease is lost
-// (ReceiptHandleIsInvalid, MessageNotInflight, or AWS's "receipt handle has
-// expired") gets ErrReceiptInvalid and its message is left alone; an empty
-// handle gets it without being sent. Fencing costs the extra call per
-// Delete; Config.SkipDeleteFencing drops it, and stale handles then report
-// success.
-func (b *Backend) Delete(ctx context.Context, params *queue.DeleteParams) ([]error, error) {
-	if err := b.errIfClosed("delete"); err != nil {
-		return nil, err
-	}
-	if params == nil {
-		return nil, fmt.Errorf("sqs delete: nil params: %w", queue.ErrInvalidArgument)
-	}
-	if err := checkBatch("delete", params.Queue, len(params.ReceiptHandles)); err != nil {
-		return nil, err
-	}
-	url, err := b.queueURL(ctx, params.Queue)
-	if err != nil {
-		return nil, err
-	}
-	results := make([]error, len(params.ReceiptHandles))
-	for i, h := range params.ReceiptHandles {
-		if h == "" {
-			results[i] = fmt.Errorf("sqs delete %s: empty receipt handle: %w", params.Queue, queue.ErrReceiptInvalid)
-		}
-	}
-	if !b.cfg.SkipDeleteFencing {
-		fence := make([]queue.VisibilityChange, len(params.ReceiptHandles))
-		for i, h := range params.ReceiptHandles {
-			fence[i] = queue.VisibilityChange{ReceiptHandle: h, Timeout: FenceVisibility}
-		}
-		if err := b.changeVisibility(ctx, "delete", params.Queue, url, fence, results); err != nil {
-			return nil, err
-		}
-	}
-	entries := make([]types.DeleteMessageBatchRequestEntry, 0, len(params.ReceiptHandles))
-	for i, h := range params.ReceiptHandles {
-		if results[i] == nil {
-			entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)})
-		}
-	}
-	if len(entries) == 0 {
-		return results, nil
-	}
-	cctx, cancel := b.callCtx(ctx, 0)
-	defer cancel()
-	out, err := b.client.DeleteMessageBatch(cctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries},
-		b.count(opDeleteMessageBatch))
-	if err != nil {
-		err = b.translate(ctx, "delete", params.Queue, err)
-		b.notFound(params.Queue, url, err)
-		return nil, err
-	}
-	return batchResults("delete", params.Queue, results, out.Successful, out.Failed,
-		func(s types.DeleteMessageBatchResultEntry) *string { return s.Id }), nil
 }
 
 // ChangeVisibility is one ChangeMessageVisibilityBatch call; timeouts are
@@ -268,16 +210,27 @@ func (b *Backend) changeVisibility(ctx context.Context, op, queueName, url strin
 	}
 	cctx, cancel := b.callCtx(ctx, 0)
 	defer cancel()
+	sent := time.Now()
 	out, err := b.client.ChangeMessageVisibilityBatch(cctx,
 		&sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries},
 		b.count(opChangeMessageVisibilityBatch))
 	if err != nil {
+		for _, c := range changes {
+			b.leases.drop(c.ReceiptHandle) // whether the change applied is unknown
+		}
 		err = b.translate(ctx, op, queueName, err)
 		b.notFound(queueName, url, err)
 		return err
 	}
 	batchResults(op, queueName, results, out.Successful, out.Failed,
 		func(s types.ChangeMessageVisibilityBatchResultEntry) *string { return s.Id })
+	for i, c := range changes {
+		if results[i] == nil && c.Timeout > 0 {
+			b.leases.hold(c.ReceiptHandle, sent.Add(time.Duration(ceilSeconds(c.Timeout))*time.Second))
+		} else {
+			b.leases.drop(c.ReceiptHandle)
+		}
+	}
 	return nil
 }
 

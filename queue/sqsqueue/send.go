@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,10 +46,8 @@ func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.S
 	}
 
 	call := &sendCall{
-		ctx:     ctx,
 		results: make([]queue.SendResult, len(params.Entries)),
 		whole:   make([]bool, len(params.Entries)),
-		done:    make(chan struct{}),
 	}
 	items := make([]*sendItem, 0, len(params.Entries))
 	for i, e := range params.Entries {
@@ -65,24 +61,15 @@ func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.S
 	if len(items) == 0 {
 		return call.results, nil
 	}
-	call.remaining.Store(int32(len(items)))
-
-	b.lifecycle.RLock()
-	if b.closed.Load() {
-		b.lifecycle.RUnlock()
+	call.waiter = newWaiter(ctx, len(items))
+	bt := batcherFor(b, opSendMessageBatch, params.Queue, url, func() *batcher[*sendItem] {
+		return &batcher[*sendItem]{size: func(it *sendItem) int { return len(it.body) }, flush: sendBatch}
+	})
+	if !enqueue(b, bt, items) {
 		return nil, fmt.Errorf("sqs send: %w", queue.ErrClosed)
 	}
-	b.batcherFor(params.Queue, url).add(items)
-	b.lifecycle.RUnlock()
-
-	select {
-	case <-call.done:
-	case <-ctx.Done():
-		select {
-		case <-call.done: // finished as ctx ended: the results are known
-		default:
-			return nil, fmt.Errorf("sqs send %s: %w (messages of this call may have been stored)", params.Queue, ctx.Err())
-		}
+	if !call.wait() {
+		return nil, fmt.Errorf("sqs send %s: %w (messages of this call may have been stored)", params.Queue, ctx.Err())
 	}
 	// Nothing stored and one cause for all: report it as the call's error.
 	var first error
@@ -137,20 +124,16 @@ func validateSend(params *queue.SendParams) (bodies []string, tooLarge []error, 
 
 // sendCall is one Send call waiting for its entries' results.
 type sendCall struct {
-	ctx       context.Context
-	results   []queue.SendResult
-	whole     []bool // result's error is a whole-call error of its batch
-	remaining atomic.Int32
-	done      chan struct{}
+	*waiter
+	results []queue.SendResult
+	whole   []bool // result's error is a whole-call error of its batch
 }
 
 func (c *sendCall) set(idx int, messageID string, err error, whole bool) {
 	c.results[idx].MessageID = messageID
 	c.results[idx].Err = err
 	c.whole[idx] = whole
-	if c.remaining.Add(-1) == 0 {
-		close(c.done)
-	}
+	c.settled()
 }
 
 type sendItem struct {
@@ -160,97 +143,9 @@ type sendItem struct {
 	delay int32  // seconds
 }
 
-// batcher collects entries for one queue into SendMessageBatch calls.
-type batcher struct {
-	b     *Backend
-	name  string
-	url   string
-	mu    sync.Mutex
-	cur   *pendingBatch
-	bytes int // encoded body bytes in cur
-}
-
-type pendingBatch struct {
-	items []*sendItem
-	timer *time.Timer
-}
-
-// batcherFor returns the batcher of a queue URL. Batchers are kept for the
-// backend's life (one per URL a name has resolved to), so Close finds every
-// pending batch.
-func (b *Backend) batcherFor(name, url string) *batcher {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	key := batcherKey{name, url}
-	bt := b.batchers[key]
-	if bt == nil {
-		bt = &batcher{b: b, name: name, url: url}
-		b.batchers[key] = bt
-	}
-	return bt
-}
-
-type batcherKey struct{ name, url string }
-
-// add appends items to the current batch, sending batches as they fill.
-func (bt *batcher) add(items []*sendItem) {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	for _, it := range items {
-		if bt.cur != nil && bt.bytes+len(it.body) > MaxBatchPayloadBytes {
-			bt.flushLocked()
-		}
-		if bt.cur == nil {
-			p := &pendingBatch{items: make([]*sendItem, 0, queue.MaxBatch)}
-			if bt.b.cfg.Linger > 0 {
-				p.timer = time.AfterFunc(bt.b.cfg.Linger, func() { bt.flushIf(p) })
-			}
-			bt.cur = p
-		}
-		bt.cur.items = append(bt.cur.items, it)
-		bt.bytes += len(it.body)
-		if len(bt.cur.items) == queue.MaxBatch {
-			bt.flushLocked()
-		}
-	}
-	if bt.b.cfg.Linger < 0 && bt.cur != nil {
-		bt.flushLocked()
-	}
-}
-
-// flushIf sends p if it is still the current batch (its linger passed).
-func (bt *batcher) flushIf(p *pendingBatch) {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	if bt.cur == p {
-		bt.flushLocked()
-	}
-}
-
-func (bt *batcher) flushNow() {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	if bt.cur != nil {
-		bt.flushLocked()
-	}
-}
-
-func (bt *batcher) flushLocked() {
-	p := bt.cur
-	bt.cur, bt.bytes = nil, 0
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-	bt.b.inflight.Add(1)
-	go func() {
-		defer bt.b.inflight.Done()
-		bt.send(p.items)
-	}()
-}
-
-// send issues one SendMessageBatch for items and reports every item's
+// sendBatch issues one SendMessageBatch for items and reports every item's
 // outcome to its call: never is an entry left without a result.
-func (bt *batcher) send(items []*sendItem) {
+func sendBatch(bt *batcher[*sendItem], items []*sendItem) {
 	live := items[:0:0]
 	for _, it := range items {
 		if err := it.call.ctx.Err(); err != nil {

@@ -172,12 +172,14 @@ type Backend struct {
 	closed      atomic.Bool
 	closeCtx    context.Context // canceled by Close: ends long polls
 	closeCancel context.CancelFunc
-	inflight    sync.WaitGroup // SendMessageBatch calls under way
+	inflight    sync.WaitGroup // batch calls (SendMessageBatch, DeleteMessageBatch) under way
 
 	mu       sync.Mutex
 	urls     map[string]string // queue name → URL
 	arns     map[string]string // queue name → ARN
-	batchers map[batcherKey]*batcher
+	batchers map[batcherKey]flusher
+
+	leases leases // receipt handles whose lease is known to hold
 
 	calls [numOps]atomic.Int64
 }
@@ -204,7 +206,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		log:      cfg.Logger,
 		urls:     maps.Clone(cfg.QueueURLs),
 		arns:     make(map[string]string),
-		batchers: make(map[batcherKey]*batcher),
+		batchers: make(map[batcherKey]flusher),
 	}
 	if b.urls == nil {
 		b.urls = make(map[string]string)

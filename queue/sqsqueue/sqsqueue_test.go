@@ -145,9 +145,10 @@ func TestSendReceiveDelete(t *testing.T) {
 		t.Errorf("stats after delete: %+v, want all zero", st)
 	}
 	calls := b.APICalls()
-	if calls[sqsqueue.OpSendMessageBatch] != 1 || calls[sqsqueue.OpChangeMessageVisibilityBatch] != 1 ||
+	// The leases (30 s) were fresh: Delete needed no fencing call.
+	if calls[sqsqueue.OpSendMessageBatch] != 1 || calls[sqsqueue.OpChangeMessageVisibilityBatch] != 0 ||
 		calls[sqsqueue.OpDeleteMessageBatch] != 1 {
-		t.Errorf("API calls %v: want 1 SendMessageBatch, 1 fencing ChangeMessageVisibilityBatch, 1 DeleteMessageBatch", calls)
+		t.Errorf("API calls %v: want 1 SendMessageBatch, no ChangeMessageVisibilityBatch, 1 DeleteMessageBatch", calls)
 	}
 }
 
@@ -198,6 +199,74 @@ func TestSendBatchesConcurrentSends(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("received %d distinct bodies, want %d", len(seen), n)
+	}
+}
+
+// TestDeleteBatchesAndFencing checks that concurrent single-handle Deletes
+// share DeleteMessageBatch calls, that a fresh lease is deleted without a
+// fencing call, and that a lease this backend cannot vouch for (received
+// with the queue's default visibility, or about to run out) is fenced.
+func TestDeleteBatchesAndFencing(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, func(c *sqsqueue.Config) { c.Linger = 20 * time.Millisecond })
+	q := uniqueName("acks")
+	ensure(t, b, queue.QueueSpec{Name: q})
+	const n = 30
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i] = fmt.Appendf(nil, "job-%02d", i)
+	}
+	for i := 0; i < n; i += queue.MaxBatch {
+		send(t, b, q, bodies[i:i+queue.MaxBatch]...)
+	}
+	msgs := receiveAll(t, b, q, n, time.Minute)
+	if len(msgs) != n {
+		t.Fatalf("received %d, want %d", len(msgs), n)
+	}
+	before := b.APICalls()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, m := range msgs {
+		wg.Go(func() {
+			<-start
+			errs, err := b.Delete(t.Context(), &queue.DeleteParams{Queue: q, ReceiptHandles: []string{m.ReceiptHandle}})
+			if err != nil || errs[0] != nil {
+				t.Errorf("delete %s: %v %v", m.Body, err, errs)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	after := b.APICalls()
+	deletes := after[sqsqueue.OpDeleteMessageBatch] - before[sqsqueue.OpDeleteMessageBatch]
+	fences := after[sqsqueue.OpChangeMessageVisibilityBatch] - before[sqsqueue.OpChangeMessageVisibilityBatch]
+	t.Logf("%d concurrent Deletes used %d DeleteMessageBatch and %d ChangeMessageVisibilityBatch calls", n, deletes, fences)
+	if deletes < n/queue.MaxBatch || deletes > n/2 || fences != 0 {
+		t.Errorf("%d DeleteMessageBatch (want %d to %d) and %d fencing calls (want 0)", deletes, n/queue.MaxBatch, n/2, fences)
+	}
+	if st := stats(t, b, q); st.Visible+st.InFlight != 0 {
+		t.Errorf("stats after deleting all: %+v", st)
+	}
+
+	// Fenced: the queue's default visibility (unknown here), and a lease
+	// shorter than the time a delete may take (the call timeout, 10 s).
+	send(t, b, q, []byte("default"), []byte("short"))
+	var handles []string
+	for _, vis := range []time.Duration{0, 5 * time.Second} {
+		got, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: 1, Wait: 5 * time.Second, VisibilityTimeout: vis})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("received %d (%v), want 1", len(got), err)
+		}
+		handles = append(handles, got[0].ReceiptHandle)
+	}
+	before = b.APICalls()
+	errs, err := b.Delete(t.Context(), &queue.DeleteParams{Queue: q, ReceiptHandles: handles})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("delete: %v %v", err, errs)
+	}
+	after = b.APICalls()
+	if d := after[sqsqueue.OpChangeMessageVisibilityBatch] - before[sqsqueue.OpChangeMessageVisibilityBatch]; d != 1 {
+		t.Errorf("%d fencing calls for two unvouched leases, want 1", d)
 	}
 }
 
@@ -429,9 +498,11 @@ func TestVisibilityAndStaleReceipts(t *testing.T) {
 		t.Errorf("change visibility after delete: %v, want ErrReceiptInvalid", err)
 	}
 	calls := b.APICalls()
-	// 6 ChangeVisibility calls above, and one fencing call per Delete.
-	if calls[sqsqueue.OpChangeMessageVisibilityBatch] != 8 || calls[sqsqueue.OpDeleteMessageBatch] != 1 {
-		t.Errorf("API calls %v: want 8 ChangeMessageVisibilityBatch, 1 DeleteMessageBatch", calls)
+	// 6 ChangeVisibility calls above, and a fencing call for the stale
+	// handle; the current one had just been extended by a minute, so its
+	// Delete needed none.
+	if calls[sqsqueue.OpChangeMessageVisibilityBatch] != 7 || calls[sqsqueue.OpDeleteMessageBatch] != 1 {
+		t.Errorf("API calls %v: want 7 ChangeMessageVisibilityBatch, 1 DeleteMessageBatch", calls)
 	}
 }
 
