@@ -15,21 +15,24 @@ import (
 // Benchmark measures a backend, one b.Run per operation, each reporting
 // jobs/s (messages per second of measured time):
 //
-//   - send/1KiB/concurrency=1 and =64: durable single-message Sends of
-//     1 KiB bodies from 1 and 64 goroutines; a backend with group commit
-//     shows it as the ratio between the two.
+//   - send/1KiB/concurrency=1, =64 and =256: durable single-message Sends
+//     of 1 KiB bodies from 1, 64 and 256 goroutines; a backend with group
+//     commit shows it as the ratio between them.
 //   - send/1KiB/batch=10: one goroutine sending batches of 10.
-//   - receive+delete/batch=10/consumers=1 and =8: receive up to 10, delete
-//     them in one call, from a preloaded queue.
+//   - receive+delete/batch=10/consumers=1, =8 and =32: receive up to 10,
+//     delete them in one call, from a preloaded queue.
 //
-// Sample, embedded backend, 2 cores shared with other work, -benchtime 3s
-// (ranges over five runs):
+// Sample, embedded backend, 2 cores shared with other work, -benchtime 2s
+// (go test -run '^$' -bench BenchmarkEmbedded -benchtime 2s
+// ./queue/embeddedqueue/, 2026-11-23):
 //
-//	send/1KiB/concurrency=1                    510–1,190 jobs/s
-//	send/1KiB/concurrency=64               15,500–26,700 jobs/s
-//	send/1KiB/batch=10                      5,700–13,800 jobs/s
-//	receive+delete/batch=10/consumers=1     2,000–8,300 jobs/s
-//	receive+delete/batch=10/consumers=8     7,900–23,900 jobs/s
+//	send/1KiB/concurrency=1                        1,228 jobs/s
+//	send/1KiB/concurrency=64                      33,325 jobs/s
+//	send/1KiB/concurrency=256                     70,556 jobs/s
+//	send/1KiB/batch=10                            12,120 jobs/s
+//	receive+delete/batch=10/consumers=1            9,254 jobs/s
+//	receive+delete/batch=10/consumers=8           26,350 jobs/s
+//	receive+delete/batch=10/consumers=32          46,488 jobs/s
 func Benchmark(b *testing.B, newBackend func(b *testing.B) queue.Backend) {
 	payload := make([]byte, 1024)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -68,7 +71,7 @@ func Benchmark(b *testing.B, newBackend func(b *testing.B) queue.Backend) {
 		b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
 	}
 
-	for _, conc := range []int{1, 64} {
+	for _, conc := range []int{1, 64, 256} {
 		b.Run(fmt.Sprintf("send/1KiB/concurrency=%d", conc), func(b *testing.B) {
 			be, q := setupQueue(b)
 			b.ResetTimer()
@@ -90,7 +93,7 @@ func Benchmark(b *testing.B, newBackend func(b *testing.B) queue.Backend) {
 		report(b, b.N*queue.MaxBatch)
 	})
 
-	for _, consumers := range []int{1, 8} {
+	for _, consumers := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("receive+delete/batch=10/consumers=%d", consumers), func(b *testing.B) {
 			be, q := setupQueue(b)
 			if err := spread(64, b.N, func() error { return send(be, q, queue.MaxBatch) }); err != nil {
