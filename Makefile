@@ -3,7 +3,7 @@ GO       ?= go
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 PKGS     := ./...
 
-.PHONY: run test generate check-generated lint vet fmt-check buf-lint bench ci build
+.PHONY: run test generate check-generated lint vet fmt-check buf-lint buf-breaking bench ci build
 
 ## run: start sluice on the embedded backend (./data), with a dev tenant and log sink
 run:
@@ -39,9 +39,25 @@ buf-lint:
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 
+## buf-breaking: fail if proto/ breaks wire or generated-code compatibility
+## with main (on main itself: with the previous commit). Override with
+## BREAKING_AGAINST='.git#tag=v1.2.0' to check against a release.
+BREAKING_AGAINST ?=
+buf-breaking:
+	@against='$(BREAKING_AGAINST)'; \
+	if [ -z "$$against" ]; then \
+		if [ "$$(git rev-parse --abbrev-ref HEAD)" = main ]; then against='.git#ref=HEAD~1'; else against='.git#branch=main'; fi; \
+	fi; \
+	ref=$${against#*ref=}; ref=$${ref#*branch=}; \
+	if ! git rev-parse -q --verify "$$ref^{commit}" >/dev/null; then \
+		echo "buf breaking: $$ref is not in this clone (shallow?); nothing to compare with"; exit 0; \
+	fi; \
+	echo "buf breaking --against $$against"; \
+	$(BUF) breaking --against "$$against"
+
 ## bench: benchmarks that print figures (not part of `make test`)
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue/... ./router/...
 
 ## ci: what .ci/run runs on a fresh clone
-ci: lint check-generated test
+ci: lint buf-breaking check-generated test
