@@ -20,6 +20,7 @@
 //	sluice_dwell_seconds                     histogram  lane                          Dwell (Seconds; Lane)
 //	sluice_age_of_first_attempt_seconds      histogram  lane                          AgeOfFirstAttempt (Seconds; Lane)
 //	sluice_backend_calls_total               counter    operation                     BackendCalls (Count; Operation)
+//	sluice_tenant_config_reloads_total       counter    result                        TenantConfigReloads (Count; Result)
 //
 // What each one means:
 //
@@ -55,6 +56,10 @@
 //     retries included (SQS bills each request). Divide by
 //     sluice_drain_actions_total{action="delivered"} for calls per delivered
 //     job.
+//   - sluice_tenant_config_reloads_total: reloads of the tenant config file
+//     (SIGHUP or a change to it) by result: ok (swapped in) or refused (the
+//     file did not parse or validate; the previous config stays). Alarm on
+//     refused > 0; `drainer limits <tenant>` shows which version is in use.
 //
 // Histogram buckets: enqueue latency 0.5 ms to 10 s; dwell and age of first
 // attempt 10 ms to 1 day.

@@ -25,7 +25,6 @@ const (
 	NameAgeOfFirstAttempt = "sluice_age_of_first_attempt_seconds"
 	NameBackendCalls      = "sluice_backend_calls_total"
 	NameTenantReloads     = "sluice_tenant_config_reloads_total"
-	NameTenantLoaded      = "sluice_tenant_config_loaded_timestamp_seconds"
 )
 
 // OtherValue replaces a label value that is not kept: a tenant outside the
@@ -121,7 +120,6 @@ type Metrics struct {
 	ageOfFirstAttempt *prometheus.HistogramVec
 	backendCalls      *prometheus.CounterVec
 	tenantReloads     *prometheus.CounterVec
-	tenantLoaded      prometheus.Gauge
 
 	tenants *topK
 
@@ -193,10 +191,6 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: NameTenantReloads,
 			Help: "Tenant config reloads (SIGHUP or a change to the file) by result: ok, or refused (the previous config stays).",
 		}, []string{"result"}),
-		tenantLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: NameTenantLoaded,
-			Help: "When the tenant config in use was loaded, in Unix seconds.",
-		}),
 
 		lanes:      newBounded(maxLanes),
 		tiers:      newBounded(maxTiers),
@@ -211,7 +205,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
 			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
-			m.tenantReloads, m.tenantLoaded)
+			m.tenantReloads)
 	}
 	return m
 }
@@ -297,14 +291,6 @@ func (m *Metrics) BackendCall(op string, n int) {
 		return
 	}
 	m.backendCalls.WithLabelValues(m.operations.value(op)).Add(float64(n))
-}
-
-// TenantConfigLoaded records that the tenant config in use was loaded at.
-func (m *Metrics) TenantConfigLoaded(at time.Time) {
-	if m == nil {
-		return
-	}
-	m.tenantLoaded.Set(float64(at.UnixNano()) / 1e9)
 }
 
 // TenantConfigReload counts one reload that changed the config (ok) or was

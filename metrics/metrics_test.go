@@ -131,7 +131,6 @@ func TestLint(t *testing.T) {
 	m.Dwell("premium", time.Second)
 	m.AgeOfFirstAttempt("premium", time.Second)
 	m.BackendCall("SendMessageBatch", 1)
-	m.TenantConfigLoaded(time.Now())
 	m.TenantConfigReload(true)
 	m.TenantConfigReload(false)
 	problems, err := testutil.GatherAndLint(bundle.reg)
@@ -146,9 +145,9 @@ func TestLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1 submit + 1 histogram + 4 gauges + 1 drain + 2 histograms + 1 call
-	// + 2 reload results + 1 loaded time.
-	if n != 13 {
-		t.Errorf("series = %d, want 13", n)
+	// + 2 reload results.
+	if n != 12 {
+		t.Errorf("series = %d, want 12", n)
 	}
 }
 

@@ -39,7 +39,6 @@ func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config) (
 // ctx is done, logging and counting each reload. A refused file is logged
 // with its error and the previous config stays in use.
 func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, log *slog.Logger) {
-	m.TenantConfigLoaded(live.Version().LoadedAt)
 	report := func(changed bool, err error) {
 		switch {
 		case err != nil:
@@ -48,7 +47,6 @@ func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, lo
 		case changed:
 			v := live.Version()
 			m.TenantConfigReload(true)
-			m.TenantConfigLoaded(v.LoadedAt)
 			log.InfoContext(ctx, "tenant config reloaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
 				slog.Int("tenants", len(v.Config.Tenants())))
 		}
