@@ -144,9 +144,7 @@ func (a *AdminServer) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) 
 	if err != nil {
 		bad = append(bad, violation("page_token", "%v", err))
 	}
-	if err := validateFilter(req.GetFilter()); err != nil {
-		bad = append(bad, violation("filter", "%v", err))
-	}
+	bad = append(bad, filterViolations(req.GetFilter())...)
 	queues, order, err := dlqQueues(a.topology, req.GetFilter())
 	if err != nil {
 		bad = append(bad, violation("filter.lanes", "%v", err))
@@ -211,22 +209,9 @@ func decodePageToken(tok string) (int, error) {
 // ReplayDLQ starts a replay (or runs a dry run). The filter must name
 // tenants or set all_tenants.
 func (a *AdminServer) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQRequest) (*adminv1.ReplayDLQResponse, error) {
-	var bad []*errdetails.BadRequest_FieldViolation
-	f := req.GetFilter()
-	if len(f.GetTenants()) == 0 && !f.GetAllTenants() {
-		bad = append(bad, violation("filter.tenants", "name the tenants to replay, or set all_tenants to replay every tenant's jobs"))
-	}
-	if err := validateFilter(f); err != nil {
-		bad = append(bad, violation("filter", "%v", err))
-	}
-	if _, _, err := dlqQueues(a.topology, f); err != nil {
+	bad := replayViolations(req)
+	if _, _, err := dlqQueues(a.topology, req.GetFilter()); err != nil {
 		bad = append(bad, violation("filter.lanes", "%v", err))
-	}
-	if r := req.GetRatePerSecond(); r < 0 || r > ReplayRateMax {
-		bad = append(bad, violation("rate_per_second", "must be 0 (default %g) to %g", ReplayRateDefault, ReplayRateMax))
-	}
-	if req.GetMaxJobs() < 0 {
-		bad = append(bad, violation("max_jobs", "must not be negative"))
 	}
 	if len(bad) > 0 {
 		return nil, badRequest(bad)

@@ -130,7 +130,7 @@ func TestAdminRefusesBadRequests(t *testing.T) {
 			now := time.Now()
 			_, err := a.ListDLQ(t.Context(), &adminv1.ListDLQRequest{Filter: &adminv1.DLQFilter{EnqueuedAfter: timestamppb.New(now), EnqueuedBefore: timestamppb.New(now.Add(-time.Hour))}})
 			return err
-		}, "filter"},
+		}, "filter.enqueued_after"},
 		{"bad page token", func() error {
 			_, err := a.ListDLQ(t.Context(), &adminv1.ListDLQRequest{PageToken: "nope"})
 			return err

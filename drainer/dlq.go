@@ -2,7 +2,6 @@ package drainer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,11 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/topology"
 )
 
@@ -32,12 +30,13 @@ const (
 )
 
 // dlqMessage is one received DLQ message and its decoded envelope (nil if
-// the body is not a valid envelope).
+// the body is not a valid envelope, and bad says why).
 type dlqMessage struct {
 	queue string
 	lane  string
 	msg   queue.Message
 	env   *envelopev1.Envelope
+	bad   error
 }
 
 // dlqScan holds the messages it has received until release.
@@ -77,10 +76,7 @@ func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []st
 			s.mu.Unlock()
 			for _, m := range msgs {
 				dm := &dlqMessage{queue: q, lane: queues[q], msg: m}
-				var env envelopev1.Envelope
-				if proto.Unmarshal(m.Body, &env) == nil && env.GetJobId() != "" {
-					dm.env = &env
-				}
+				dm.env, dm.bad = decodeEnvelope(m.Body)
 				more, err := fn(dm)
 				if err != nil || !more {
 					return err
@@ -162,12 +158,13 @@ func dlqQueues(topo topology.Topology, f *adminv1.DLQFilter) (map[string]string,
 }
 
 // matches reports whether a DLQ message passes the filter. A body that is
-// not an envelope matches only a filter on every tenant.
+// not an envelope has no tenant or time: it matches only a filter on
+// every tenant and no time range.
 func matches(f *adminv1.DLQFilter, m *dlqMessage) bool {
 	env := m.env
 	if env == nil {
 		return len(f.GetTenants()) == 0 && f.GetEnqueuedAfter() == nil && f.GetEnqueuedBefore() == nil &&
-			strings.HasPrefix("malformed_envelope", f.GetReasonPrefix())
+			strings.HasPrefix(reasonOf(m), f.GetReasonPrefix())
 	}
 	if ts := f.GetTenants(); len(ts) > 0 && !slices.Contains(ts, env.GetTenant()) {
 		return false
@@ -183,23 +180,18 @@ func matches(f *adminv1.DLQFilter, m *dlqMessage) bool {
 }
 
 // reasonOf is the dead-letter reason: the drainer's, or the backend's
-// redrive after too many receives.
+// redrive after too many receives. A malformed body's reason is worked
+// out again from the body, since it has nowhere to carry one:
+// "malformed_envelope: no tenant".
 func reasonOf(m *dlqMessage) string {
 	if m.env == nil {
-		return "malformed_envelope"
+		if m.bad == nil {
+			return string(sideliner.ReasonMalformed)
+		}
+		return string(sideliner.ReasonMalformed) + ": " + m.bad.Error()
 	}
 	if r := m.env.GetDeadLetterReason(); r != "" {
 		return r
 	}
 	return "max_receives_exceeded"
-}
-
-func validateFilter(f *adminv1.DLQFilter) error {
-	if a, b := f.GetEnqueuedAfter(), f.GetEnqueuedBefore(); a != nil && b != nil && !a.AsTime().Before(b.AsTime()) {
-		return errors.New("enqueued_after must be before enqueued_before")
-	}
-	if len(f.GetTenants()) > 0 && f.GetAllTenants() {
-		return errors.New("give tenants or all_tenants, not both")
-	}
-	return nil
 }

@@ -349,6 +349,7 @@ type job struct {
 	q   *queueBuf
 	msg queue.Message
 	env *envelopev1.Envelope
+	bad error // why env is nil
 }
 
 func (d *Drainer) dispatch(ctx context.Context) {
@@ -400,10 +401,7 @@ func (d *Drainer) next(ctx context.Context) *job {
 			d.mu.Unlock()
 			giveSpace(q.space, 1)
 			j := &job{q: q, msg: m}
-			var env envelopev1.Envelope
-			if proto.Unmarshal(m.Body, &env) == nil && env.GetJobId() != "" {
-				j.env = &env
-			}
+			j.env, j.bad = decodeEnvelope(m.Body)
 			return j
 		}
 		d.mu.Unlock()
@@ -643,6 +641,9 @@ func (d *Drainer) jobLogger(j *job) *slog.Logger {
 	log := d.cfg.Logger.With(slog.String("queue", j.q.name), slog.String("message_id", j.msg.MessageID))
 	if j.env != nil {
 		log = log.With(slog.String("tenant", j.env.GetTenant()), slog.String("job_id", j.env.GetJobId()))
+	}
+	if j.bad != nil {
+		log = log.With(slog.String("malformed", j.bad.Error()))
 	}
 	return log
 }

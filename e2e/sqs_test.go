@@ -83,7 +83,7 @@ func TestDistributedOnSQS(t *testing.T) {
 	}
 	w.waitFor(t, ids)
 	scrape(t, gw, `sluice_backend_calls_total{operation="SendMessageBatch"}`, `sluice_jobs_submitted_total`)
-	scrape(t, drainers[0], `sluice_backend_calls_total{operation="ReceiveMessage"}`, `sluice_queue_visible_messages`)
+	scrape(t, drainers[0], `sluice_backend_calls_total{operation="ReceiveMessage"}`, `sluice_queue_visible_messages`, `sluice_drain_actions_total{action="delivered"`)
 
 	// Stop everything and read each process's API call counts.
 	var calls int64

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -71,8 +72,18 @@ func TestValidateJobBatchPrefix(t *testing.T) {
 // must never panic, must cap the violations it reports, and must refuse
 // every request that breaks a limit.
 func FuzzValidateJob(f *testing.F) {
-	seed, _ := proto.Marshal(&ingestv1.SubmitRequest{Payload: []byte("x"), Attributes: map[string]string{"a": "b"}, Ttl: durationpb.New(time.Hour)})
-	f.Add(seed, 100)
+	for _, seed := range []*ingestv1.SubmitRequest{
+		{Payload: []byte("x"), Attributes: map[string]string{"a": "b"}, Ttl: durationpb.New(time.Hour)},
+		{Payload: []byte(`{"to":"a@example.com"}`), Attributes: map[string]string{"kind": "email"}, IdempotencyKey: "order-42", Ttl: durationpb.New(time.Hour), Delay: durationpb.New(10 * time.Second)},
+		{Payload: make([]byte, 100), Attributes: map[string]string{strings.Repeat("k", MaxAttributeKeyBytes): strings.Repeat("v", MaxAttributeValBytes)}},
+		{Payload: []byte("x"), Ttl: &durationpb.Duration{Seconds: 1, Nanos: -5}},
+	} {
+		b, err := proto.Marshal(seed)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, 100)
+	}
 	f.Add([]byte{}, 1)
 	f.Fuzz(func(t *testing.T, data []byte, maxPayload int) {
 		var req ingestv1.SubmitRequest
@@ -83,15 +94,106 @@ func FuzzValidateJob(f *testing.F) {
 		if len(v) > maxViolationsReported {
 			t.Fatalf("%d violations reported", len(v))
 		}
-		if len(v) == 0 {
-			if n := len(req.GetPayload()); n == 0 || n > maxPayload {
-				t.Fatalf("accepted payload of %d bytes with limit %d", n, maxPayload)
+		for _, fv := range v {
+			if fv.GetField() == "" || fv.GetDescription() == "" {
+				t.Fatalf("violation without field or description: %v", fv)
 			}
-			if len(req.GetAttributes()) > MaxAttributes {
-				t.Fatal("accepted too many attributes")
+		}
+		if len(v) > 0 {
+			return
+		}
+		if n := len(req.GetPayload()); n == 0 || n > maxPayload {
+			t.Fatalf("accepted payload of %d bytes with limit %d", n, maxPayload)
+		}
+		if len(req.GetAttributes()) > MaxAttributes {
+			t.Fatal("accepted too many attributes")
+		}
+		for k, val := range req.GetAttributes() {
+			if k == "" || len(k) > MaxAttributeKeyBytes || len(val) > MaxAttributeValBytes {
+				t.Fatalf("accepted attribute %q of %d value bytes", k, len(val))
 			}
-			if d := req.GetDelay(); d != nil && (d.AsDuration() < 0 || d.AsDuration() > MaxDelay) {
-				t.Fatalf("accepted delay %v", d.AsDuration())
+		}
+		if len(req.GetIdempotencyKey()) > MaxIdempotencyKeyLen {
+			t.Fatal("accepted a long idempotency key")
+		}
+		var ttl time.Duration
+		if d := req.GetTtl(); d != nil {
+			if ttl = d.AsDuration(); d.CheckValid() != nil || ttl < MinTTL || ttl > MaxTTL {
+				t.Fatalf("accepted ttl %v", d)
+			}
+		}
+		if d := req.GetDelay(); d != nil {
+			if delay := d.AsDuration(); d.CheckValid() != nil || delay < 0 || delay > MaxDelay || (ttl > 0 && delay >= ttl) {
+				t.Fatalf("accepted delay %v with ttl %v", d, ttl)
+			}
+		}
+	})
+}
+
+func TestValidateBatch(t *testing.T) {
+	t.Parallel()
+	jobs := func(n, size int) *ingestv1.SubmitBatchRequest {
+		b := &ingestv1.SubmitBatchRequest{}
+		for range n {
+			b.Jobs = append(b.Jobs, &ingestv1.SubmitRequest{Payload: make([]byte, size)})
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		req  *ingestv1.SubmitBatchRequest
+		want int // violations
+	}{
+		{"one job", jobs(1, 1), 0},
+		{"most jobs", jobs(MaxBatchJobs, 1), 0},
+		{"no jobs", jobs(0, 1), 1},
+		{"too many jobs", jobs(MaxBatchJobs+1, 1), 1},
+		{"at the byte limit", jobs(1, MaxBatchBytes-10), 0}, // tag, lengths: 10 bytes
+		{"over the byte limit", jobs(2, MaxBatchBytes/2), 1},
+		{"too many and too big", jobs(MaxBatchJobs+1, MaxBatchBytes/MaxBatchJobs), 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v := validateBatch(tt.req)
+			if len(v) != tt.want {
+				t.Fatalf("violations %v, want %d", v, tt.want)
+			}
+			for _, fv := range v {
+				if fv.GetField() != "jobs" {
+					t.Fatalf("violation on %q, want jobs", fv.GetField())
+				}
+			}
+		})
+	}
+}
+
+// FuzzValidateBatch decodes arbitrary batches: the batch check never
+// panics and refuses exactly the batches outside its limits.
+func FuzzValidateBatch(f *testing.F) {
+	valid, err := proto.Marshal(&ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{
+		{Payload: []byte("a"), IdempotencyKey: "k1"}, {Payload: []byte("b"), Attributes: map[string]string{"x": "y"}},
+	}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req ingestv1.SubmitBatchRequest
+		if proto.Unmarshal(data, &req) != nil {
+			return
+		}
+		v := validateBatch(&req)
+		n := len(req.GetJobs())
+		if bad := n == 0 || n > MaxBatchJobs || proto.Size(&req) > MaxBatchBytes; bad != (len(v) > 0) {
+			t.Fatalf("batch of %d jobs, %d bytes: violations %v", n, proto.Size(&req), v)
+		}
+		for i, job := range req.GetJobs() {
+			for _, fv := range validateJob(job, 1<<20, fmt.Sprintf("jobs[%d].", i)) {
+				if !strings.HasPrefix(fv.GetField(), fmt.Sprintf("jobs[%d].", i)) {
+					t.Fatalf("violation %v not prefixed with its job", fv)
+				}
 			}
 		}
 	})

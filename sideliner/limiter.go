@@ -182,11 +182,12 @@ func (l *Limiter) Acquire(tenant string, now time.Time) (release func(), ok bool
 // ignored: when Acquire refuses, the message is decided again with the
 // refusing Status, so it is spilled or deferred on exactly the state that
 // a delivery would have consumed. Decisions other than Deliver consume
-// nothing. release is non-nil; it is a no-op unless the decision is
-// Deliver, and then it must be called once the delivery ends.
+// nothing, and with p.NoSideline nothing is consumed at all. release is
+// non-nil; it is a no-op unless the decision is Deliver, and then it must
+// be called once the delivery ends.
 func (l *Limiter) Admit(p Policy, tenant string, in Input) (d Decision, release func()) {
 	in.TenantOverRate, in.TenantAtConcurrency, in.TenantWait = false, false, 0
-	if d = p.Decide(in); d.Action != Deliver {
+	if d = p.Decide(in); d.Action != Deliver || p.NoSideline {
 		return d, noop
 	}
 	release, ok, st := l.Acquire(tenant, in.Now)

@@ -162,6 +162,11 @@ type Policy struct {
 	// exceed, MaxDelay (900s). A worker's RetryAfter hint may exceed it,
 	// up to MaxDelay.
 	RetryCap time.Duration
+	// NoSideline turns sidelining off: Decide skips rules 4 and 5, so
+	// every live job is delivered in the order it is read, and Admit
+	// applies no tenant drain limits. It makes a plain shared FIFO, the
+	// baseline the benchmarks (bench/) compare against. Off by default.
+	NoSideline bool
 }
 
 // WithDefaults returns a copy of p with zero fields set to their defaults.
@@ -285,6 +290,8 @@ type Input struct {
 //     Defer, or Requeue when ReceiveCount ≥ MaxReceives.
 //  6. Otherwise → Deliver (within_limits).
 //
+// With NoSideline, rules 4 and 5 are skipped.
+//
 // Staleness is judged only on shard reads. A backlog message is old by
 // definition and is never backlogged again. A spillover message that has
 // grown stale is delivered when its tenant is within limits rather than
@@ -301,6 +308,8 @@ func (p Policy) Decide(in Input) Decision {
 		return Decision{Action: Drop, Reason: ReasonTTLExpired}
 	case in.Attempts >= p.MaxAttempts:
 		return Decision{Action: DeadLetter, Reason: ReasonAttemptsExhausted}
+	case p.NoSideline:
+		return Decision{Action: Deliver, Reason: ReasonWithinLimits}
 	case in.Source == SourceShard && p.stale(in.Now, in.EnqueuedAt):
 		return Decision{Action: Backlog, Reason: ReasonStale}
 	}

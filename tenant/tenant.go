@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -117,16 +118,17 @@ func (l Limits) validate() []string {
 	if l.Lane == "" {
 		p = append(p, "lane is empty")
 	}
-	if l.SubmitRate <= 0 {
+	// Written as !(x > 0) so that NaN (YAML's .nan) fails too.
+	if !(l.SubmitRate > 0) || math.IsInf(l.SubmitRate, 0) {
 		p = append(p, "submit_rate must be positive")
 	}
 	if l.SubmitBurst < 1 {
 		p = append(p, "submit_burst must be at least 1")
 	}
-	if l.HWMFraction <= 0 || l.HWMFraction > 1 {
+	if !(l.HWMFraction > 0 && l.HWMFraction <= 1) {
 		p = append(p, "hwm_fraction must be in (0, 1]")
 	}
-	if l.DrainRate <= 0 {
+	if !(l.DrainRate > 0) || math.IsInf(l.DrainRate, 0) {
 		p = append(p, "drain_rate must be positive")
 	}
 	if l.DrainBurst < 1 {
@@ -195,9 +197,34 @@ func (e *tenantEntry) UnmarshalYAML(node *yaml.Node) error {
 	return nil
 }
 
+// tierEntry is a tier's limits as written in the file, with the line
+// they start on, for errors.
+type tierEntry struct {
+	Limits `yaml:",inline"`
+
+	line int
+}
+
+var limitFields = yamlFields(reflect.TypeFor[Limits]())
+
+func (e *tierEntry) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.MappingNode {
+		for i := 0; i < len(node.Content); i += 2 {
+			if k := node.Content[i]; !limitFields[k.Value] {
+				return fmt.Errorf("line %d: unknown tier field %q", k.Line, k.Value)
+			}
+		}
+	}
+	if err := node.Decode(&e.Limits); err != nil {
+		return err
+	}
+	e.line = node.Line
+	return nil
+}
+
 type file struct {
-	Tiers   map[string]Limits `yaml:"tiers"`
-	Tenants []tenantEntry     `yaml:"tenants"`
+	Tiers   map[string]tierEntry `yaml:"tiers"`
+	Tenants []tenantEntry        `yaml:"tenants"`
 }
 
 // Config is a loaded, validated tenant configuration. It is immutable;
@@ -209,6 +236,10 @@ type Config struct {
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidID reports whether id is a well-formed tenant id: 1-64 letters,
+// digits, '.', '_' or '-', starting with a letter or digit.
+func ValidID(id string) bool { return idRE.MatchString(id) }
 
 // Load reads and validates a tenant config file. Errors name the file and
 // the line of the offending entry.
@@ -243,9 +274,10 @@ func build(f file) (*Config, error) {
 	}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(f.Tiers)) {
-		l := f.Tiers[name].inherit(c.tiers[name])
+		e := f.Tiers[name]
+		l := e.Limits.inherit(c.tiers[name])
 		for _, p := range l.validate() {
-			errs = append(errs, fmt.Errorf("tier %s: %s", name, p))
+			errs = append(errs, fmt.Errorf("line %d: tier %s: %s", e.line, name, p))
 		}
 		c.tiers[name] = l
 	}
@@ -279,10 +311,12 @@ func build(f file) (*Config, error) {
 			}
 			sums = append(sums, sha256.Sum256([]byte(k)))
 		}
-		for _, h := range e.APIKeySHA256 {
+		for i, h := range e.APIKeySHA256 {
 			b, err := hex.DecodeString(h)
 			if err != nil || len(b) != sha256.Size {
-				fail("api_key_sha256 %q is not 64 hex digits", h)
+				// Never echo the value: it may be a plain key put here by
+				// mistake, and errors end up in logs.
+				fail("api_key_sha256[%d] is not 64 hex digits (a plain key belongs under api_keys)", i)
 				continue
 			}
 			sums = append(sums, [sha256.Size]byte(b))

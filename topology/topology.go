@@ -13,6 +13,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -130,6 +131,10 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 // maxQueueNameLen is Amazon SQS's limit on queue names.
 const maxQueueNameLen = 80
 
+// MaxWeight bounds a lane's weight, so the drainers' weighted round-robin
+// sums of weights cannot overflow.
+const MaxWeight = 1000
+
 // WithDefaults returns a copy with zero fields set to their defaults.
 func (t Topology) WithDefaults() Topology {
 	if t.Prefix == "" {
@@ -197,8 +202,8 @@ func (t Topology) Validate() error {
 		if l.ShardChoices < 1 {
 			errs = append(errs, fmt.Errorf("%s: shard_choices %d must be at least 1", at, l.ShardChoices))
 		}
-		if l.Weight < 1 {
-			errs = append(errs, fmt.Errorf("%s: weight %d must be at least 1", at, l.Weight))
+		if l.Weight < 1 || l.Weight > MaxWeight {
+			errs = append(errs, fmt.Errorf("%s: weight %d must be 1 to %d", at, l.Weight, MaxWeight))
 		}
 		if v := time.Duration(l.VisibilityTimeout); v < time.Second || v > queue.MaxVisibilityTimeout {
 			errs = append(errs, fmt.Errorf("%s: visibility_timeout %s must be 1s to 12h", at, v))
@@ -209,7 +214,7 @@ func (t Topology) Validate() error {
 		if l.StalenessBound < 0 {
 			errs = append(errs, fmt.Errorf("%s: staleness_bound must not be negative", at))
 		}
-		if l.DrainRate <= 0 {
+		if !(l.DrainRate > 0) || math.IsInf(l.DrainRate, 0) { // NaN (YAML's .nan) fails too
 			errs = append(errs, fmt.Errorf("%s: drain_rate must be positive", at))
 		}
 		if l.HighWaterMark < 1 {

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
 const cliUsage = `usage:
@@ -36,7 +36,9 @@ const cliUsage = `usage:
                                         move task (for crash-loop redrives; keeps attempt counts)
 
 Operator commands take --admin-addr (SLUICE_ADMIN_ADDR), --admin-key
-(SLUICE_ADMIN_KEY, or the file <data-dir>/admin-key) and --json.
+(SLUICE_ADMIN_KEY, or the file <data-dir>/admin-key), --json, and for a
+TLS admin API --tls-ca, --tls-cert/--tls-key (mutual TLS) and
+--tls-server-name.
 `
 
 // cli holds what every operator command needs.
@@ -107,6 +109,8 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 	dataDir := fs.String("data-dir", "data", "where to find admin-key when --admin-key is not given")
 	jsonOut := fs.Bool("json", false, "print JSON instead of tables")
 	timeout := fs.Duration("timeout", 30*time.Second, "call timeout")
+	var tlsc tlsflags.Client
+	tlsc.Register(fs, "", "the admin API")
 	var ff filterFlags
 	var pageSize, preview int
 	var pageToken string
@@ -142,7 +146,11 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 	if *key == "" {
 		return errors.New("no admin key: pass --admin-key, set SLUICE_ADMIN_KEY, or run where <data-dir>/admin-key exists")
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial, err := tlsc.DialOption("")
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(*addr, dial)
 	if err != nil {
 		return fmt.Errorf("--admin-addr %q: %w", *addr, err)
 	}

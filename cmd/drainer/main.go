@@ -84,6 +84,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long SIGTERM waits for deliveries in flight")
 	var observe node.ObserveFlags
 	observe.Register(fs, "127.0.0.1:9091")
+	var tlsFlags node.TLSFlags
+	tlsFlags.Register(fs)
 	var policy sideliner.Policy
 	var share int
 	node.PolicyFlags(fs, &policy, &share)
@@ -145,6 +147,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer depths.Stop()
 	}
+	tlsCfg, err := tlsFlags.Resolve()
+	if err != nil {
+		return err
+	}
+	target.WorkerDial = tlsCfg.Worker
 	handler, closeHandler, err := node.Handler(target, log)
 	if err != nil {
 		return err
@@ -152,7 +159,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer closeHandler()
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
-		Tenants:     tenants,
+		Tenants: tenants, Policy: policy, SidelineShare: share, Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
+		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode,
 	})
 }

@@ -61,6 +61,7 @@ type config struct {
 	shutdownGrace time.Duration
 	idemWindow    time.Duration
 	depthInterval time.Duration
+	tls           node.TLSFlags
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -84,6 +85,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.depthInterval, "depth-interval", 0, "how often queue depths are read for routing and the high-water mark (default 1s embedded, 10s on SQS, where each read is a billed call per queue)")
 	node.PolicyFlags(fs, &c.policy, &c.sidelineShare)
 	c.observe.Register(fs, "127.0.0.1:9090")
+	c.tls.Register(fs)
 	fs.String("config", "", "YAML file of settings (keys are flag names)")
 	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
 		return c, err
@@ -106,6 +108,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log, err := serve.NewLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := c.tls.Resolve()
 	if err != nil {
 		return err
 	}
@@ -164,12 +170,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	auth := func() gateway.Authenticator { return tenants.Config() }
-	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, []grpc.StreamServerInterceptor{gateway.StreamAuth(auth)})
+	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, []grpc.StreamServerInterceptor{gateway.StreamAuth(auth)}, tlsCfg.Ingest...)
 	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(gctx, lis, c.shutdownGrace) })
-	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("backend", c.backend.Kind), slog.Int("lanes", len(topo.Lanes)))
+	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("backend", c.backend.Kind), slog.Int("lanes", len(topo.Lanes)), slog.String("tls", tlsCfg.IngestMode))
 
 	if c.drain {
 		adminKey := c.adminKey
@@ -178,6 +184,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
+		c.target.WorkerDial = tlsCfg.Worker
 		handler, closeHandler, err := node.Handler(c.target, log)
 		if err != nil {
 			return err
@@ -188,6 +195,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,
 				Policy: c.policy, SidelineShare: c.sidelineShare, Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
+				AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode,
 			})
 		})
 	}

@@ -2,6 +2,10 @@
 //
 //	sluicectl submit --addr 127.0.0.1:7070 --key sk_dev_… [--attr k=v] [--idempotency-key K] [--ttl 1h] [--delay 10s] 'payload'
 //
+// Against a gateway serving TLS add --tls-ca ca.pem (or --tls for the
+// system's roots), and --tls-cert/--tls-key where it requires client
+// certificates.
+//
 // It prints the job id, or the gateway's error with its details (field
 // violations, retry delay) and exits 1.
 package main
@@ -18,12 +22,12 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
 func main() {
@@ -60,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ttl := fs.Duration("ttl", 0, "time to live (0: none)")
 	delay := fs.Duration("delay", 0, "delay before delivery")
 	timeout := fs.Duration("timeout", 10*time.Second, "call timeout")
+	var tlsc tlsflags.Client
+	tlsc.Register(fs, "", "the gateway")
 	a := attrs{}
 	fs.Var(a, "attr", "attribute key=value (repeatable)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -71,7 +77,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *key == "" {
 		return errors.New("no API key: pass --key or set SLUICE_API_KEY (the gateway prints its development key at start)")
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial, err := tlsc.DialOption("")
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(*addr, dial)
 	if err != nil {
 		return fmt.Errorf("gateway address %q: %w", *addr, err)
 	}

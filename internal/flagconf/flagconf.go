@@ -45,14 +45,17 @@ func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error 
 	if cf == nil || cf.Value.String() == "" {
 		return nil
 	}
-	return applyFile(fs, cf.Value.String(), given)
-}
-
-func applyFile(fs *flag.FlagSet, path string, given map[string]bool) error {
+	path := cf.Value.String()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read config file: %w", err)
 	}
+	return applyYAML(fs, path, data, configFlag, given)
+}
+
+// applyYAML sets the flags named in data, a YAML mapping of setting:
+// value read from path, except configFlag and those in given.
+func applyYAML(fs *flag.FlagSet, path string, data []byte, configFlag string, given map[string]bool) error {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
@@ -65,11 +68,18 @@ func applyFile(fs *flag.FlagSet, path string, given map[string]bool) error {
 		return fmt.Errorf("config file %s: line %d: want a mapping of setting: value", path, m.Line)
 	}
 	var errs []error
+	firstLine := map[string]int{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		f := fs.Lookup(k.Value)
+		first, dup := firstLine[k.Value]
+		if !dup {
+			firstLine[k.Value] = k.Line
+		}
 		switch {
-		case f == nil || k.Value == "config":
+		case dup:
+			errs = append(errs, fmt.Errorf("config file %s: line %d: %s is set twice (first on line %d)", path, k.Line, k.Value, first))
+		case f == nil || k.Value == configFlag:
 			errs = append(errs, fmt.Errorf("config file %s: line %d: unknown setting %q", path, k.Line, k.Value))
 		case v.Kind != yaml.ScalarNode:
 			errs = append(errs, fmt.Errorf("config file %s: line %d: %s: want a single value", path, v.Line, k.Value))

@@ -5,6 +5,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -16,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,6 +101,9 @@ type Target struct {
 	WorkerAddr    string
 	WebhookURL    string
 	WebhookSecret string
+	// WorkerDial sets the worker connection's transport (TLS.Worker);
+	// nil is plaintext.
+	WorkerDial grpc.DialOption
 }
 
 // Handler returns the delivery target's handler. The returned close func
@@ -118,7 +123,11 @@ func Handler(t Target, log *slog.Logger) (drainer.Handler, func() error, error) 
 	case workerAddr == "":
 		return drainer.LogHandler{Logger: log}, noop, nil
 	}
-	conn, err := grpc.NewClient(workerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial := t.WorkerDial
+	if dial == nil {
+		dial = grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	conn, err := grpc.NewClient(workerAddr, dial)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker address %q (--worker-addr): %w", workerAddr, err)
 	}
@@ -153,6 +162,10 @@ type DrainConfig struct {
 	Concurrency   int
 	AdminListen   string
 	AdminKey      string
+	// AdminTLS is the admin listener's TLS: its server options (from
+	// TLS.Admin; none is plaintext) and its mode for the log line.
+	AdminTLS      []grpc.ServerOption
+	AdminTLSMode  string
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
 }
@@ -180,7 +193,9 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		return err
 	}
 	unary, stream := drainer.AdminAuth(cfg.AdminKey)
-	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream})
+	// Admin requests are small: refuse big ones before decoding them.
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(drainer.MaxAdminRequestBytes)}, cfg.AdminTLS...)
+	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}, opts...)
 	admin := drainer.NewAdminServer(cfg.Backend, cfg.Topology, cfg.Logger)
 	admin.ServeTenants(cfg.Tenants)
 	defer admin.Close()
@@ -188,7 +203,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	if err := d.Start(ctx); err != nil {
 		return errors.Join(err, lis.Close())
 	}
-	cfg.Logger.InfoContext(ctx, "admin API listening", slog.String("addr", lis.Addr().String()))
+	cfg.Logger.InfoContext(ctx, "admin API listening", slog.String("addr", lis.Addr().String()), slog.String("tls", cmp.Or(cfg.AdminTLSMode, "off")))
 	serveErr := srv.Serve(ctx, lis, cfg.ShutdownGrace)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
@@ -225,6 +240,29 @@ func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share *int) {
 	fs.DurationVar(&p.RetryBase, "retry-base", sideliner.RetryBaseDefault, "least delay before a retry; doubles per attempt, with jitter")
 	fs.DurationVar(&p.RetryCap, "retry-cap", sideliner.RetryCapDefault, "longest retry backoff (at most 15m)")
 	fs.IntVar(share, "sideline-share", 10, "percent of each lane's deliveries guaranteed to its spillover and backlog queues")
+	fs.Var(sidelineFlag{&p.NoSideline}, "sideline", "spill over-rate and backlog stale jobs (default true); false delivers every job in queue order with no tenant drain limits (a plain FIFO, the benchmarks' baseline)")
+}
+
+// sidelineFlag is the boolean --sideline, stored negated in
+// sideliner.Policy.NoSideline so that the zero Policy sidelines.
+type sidelineFlag struct{ off *bool }
+
+func (f sidelineFlag) IsBoolFlag() bool { return true }
+
+func (f sidelineFlag) String() string {
+	if f.off == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*f.off)
+}
+
+func (f sidelineFlag) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*f.off = !on
+	return nil
 }
 
 // CloseBackend logs the backend's API call counts and closes it, logging

@@ -1,5 +1,6 @@
 // Package serve holds the process plumbing both binaries share: the JSON
-// logger, a gRPC server with recovery, logging, health and reflection, and
+// logger, a gRPC server with recovery, logging, health, reflection and the
+// transport limits (message and metadata size), bearer credentials, and
 // serving with a bounded graceful stop.
 package serve
 
@@ -39,13 +40,27 @@ type Server struct {
 	Health *health.Server
 }
 
-// MaxRecvMsgBytes bounds one request message: a full SubmitBatch of
-// maximum-size jobs does not fit, smaller batches do.
-const MaxRecvMsgBytes = 16 << 20
+// Transport limits, enforced by gRPC before a call reaches a handler.
+const (
+	// MaxRecvMsgBytes bounds one request message. It is a little above the
+	// largest request a handler accepts (the gateway's 16 MiB
+	// SubmitBatch), so a request near that size is refused by the handler
+	// with INVALID_ARGUMENT and field details, and a grossly oversize one
+	// is refused by gRPC with RESOURCE_EXHAUSTED before it is decoded.
+	MaxRecvMsgBytes = 17 << 20
+	// MaxHeaderListBytes bounds a call's metadata (HTTP/2 header list):
+	// the credential, trace context and gRPC's own headers need well under
+	// 1 KiB. A client sending more gets INTERNAL from its gRPC library
+	// ("header list size … violates the maximum size") and nothing reaches
+	// a handler. 8 KiB is the limit gRPC is moving to by default.
+	MaxHeaderListBytes = 8 << 10
+)
 
 // NewServer returns a gRPC server whose interceptors run in the order
 // recover panics → log the call → the given ones (authentication), with
-// the health and reflection services registered.
+// the health and reflection services registered. It applies the transport
+// limits above; opts come after them, so a caller may lower the receive
+// size or add TLS credentials (see internal/tlsflags).
 func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor, opts ...grpc.ServerOption) *Server {
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(callLevel)}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
@@ -60,8 +75,10 @@ func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []g
 		recovery.StreamServerInterceptor(recoverOpt),
 		logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
 	}, stream...)
-	opts = append(opts, grpc.ChainUnaryInterceptor(u...), grpc.ChainStreamInterceptor(s...), grpc.MaxRecvMsgSize(MaxRecvMsgBytes))
-	srv := &Server{GRPC: grpc.NewServer(opts...), Health: health.NewServer()}
+	all := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMsgBytes), grpc.MaxHeaderListSize(MaxHeaderListBytes)}
+	all = append(all, opts...)
+	all = append(all, grpc.ChainUnaryInterceptor(u...), grpc.ChainStreamInterceptor(s...))
+	srv := &Server{GRPC: grpc.NewServer(all...), Health: health.NewServer()}
 	healthpb.RegisterHealthServer(srv.GRPC, srv.Health)
 	reflection.Register(srv.GRPC)
 	return srv
@@ -118,16 +135,21 @@ func (srv *Server) Serve(ctx context.Context, lis net.Listener, grace time.Durat
 }
 
 // BearerToken extracts the key from "authorization: Bearer <key>" call
-// metadata.
+// metadata. A call must carry exactly one authorization value: with two,
+// which credential counts would depend on their order, so neither does.
+// The key is a secret: callers must never log or echo it.
 func BearerToken(ctx context.Context) (string, bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		scheme, token, ok := strings.Cut(v, " ")
-		if ok && strings.EqualFold(scheme, "bearer") && strings.TrimSpace(token) != "" {
-			return strings.TrimSpace(token), true
-		}
+	vals := md.Get("authorization")
+	if len(vals) != 1 {
+		return "", false
 	}
-	return "", false
+	scheme, token, ok := strings.Cut(vals[0], " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+		return "", false
+	}
+	return token, true
 }
 
 // IsPublicMethod reports whether a gRPC method is served without a

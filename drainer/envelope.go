@@ -1,0 +1,43 @@
+package drainer
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+)
+
+// decodeEnvelope decodes a queue message body. A body that is not an
+// envelope the gateway could have written (not protobuf, or without the
+// job id, tenant or acceptance time every job has, or with a timestamp out
+// of range) is malformed: the error says why, and the message is
+// dead-lettered as it is, for an operator to look at, never delivered.
+func decodeEnvelope(body []byte) (*envelopev1.Envelope, error) {
+	var env envelopev1.Envelope
+	if err := proto.Unmarshal(body, &env); err != nil {
+		return nil, fmt.Errorf("not an envelope: %w", err)
+	}
+	switch {
+	case env.GetJobId() == "":
+		return nil, errors.New("no job_id")
+	case env.GetTenant() == "":
+		return nil, errors.New("no tenant")
+	case env.GetEnqueuedAt() == nil:
+		return nil, errors.New("no enqueued_at")
+	}
+	for _, ts := range []struct {
+		name string
+		ts   *timestamppb.Timestamp
+	}{{"enqueued_at", env.GetEnqueuedAt()}, {"first_attempt_at", env.GetFirstAttemptAt()}, {"expires_at", env.GetExpiresAt()}} {
+		if ts.ts == nil {
+			continue
+		}
+		if err := ts.ts.CheckValid(); err != nil {
+			return nil, fmt.Errorf("%s: %w", ts.name, err)
+		}
+	}
+	return &env, nil
+}

@@ -1,0 +1,161 @@
+package serve
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func TestBearerToken(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		values []string
+		want   string // empty: refused
+	}{
+		{"bearer", []string{"Bearer k-123"}, "k-123"},
+		{"scheme case", []string{"bEaReR k-123"}, "k-123"},
+		{"padded", []string{"Bearer   k-123  "}, "k-123"},
+		{"none", nil, ""},
+		{"empty token", []string{"Bearer "}, ""},
+		{"basic scheme", []string{"Basic k-123"}, ""},
+		{"no scheme", []string{"k-123"}, ""},
+		{"two values", []string{"Bearer a-key-1", "Bearer b-key-2"}, ""},
+		{"two values, one bad", []string{"junk", "Bearer b-key-2"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			md := metadata.MD{}
+			for _, v := range tt.values {
+				md.Append("authorization", v)
+			}
+			got, ok := BearerToken(metadata.NewIncomingContext(t.Context(), md))
+			if got != tt.want || ok != (tt.want != "") {
+				t.Fatalf("BearerToken = %q, %v; want %q", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+// sizeDesc is a service that answers how many bytes of payload it received, so tests can
+// send a request of any size.
+var sizeDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.test.Size",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Measure",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.BytesValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			h := func(context.Context, any) (any, error) { return wrapperspb.Int64(int64(len(in.GetValue()))), nil }
+			if interceptor == nil {
+				return h(ctx, in)
+			}
+			return interceptor(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/sluice.test.Size/Measure"}, h)
+		},
+	}},
+}
+
+func startServer(t *testing.T, opts ...grpc.ServerOption) *grpc.ClientConn {
+	t.Helper()
+	srv := NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, opts...)
+	srv.GRPC.RegisterService(&sizeDesc, struct{}{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, 0) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func measure(ctx context.Context, conn *grpc.ClientConn, n int) (int64, error) {
+	out := new(wrapperspb.Int64Value)
+	err := conn.Invoke(ctx, "/sluice.test.Size/Measure", wrapperspb.Bytes(make([]byte, n)), out)
+	return out.GetValue(), err
+}
+
+// TestTransportLimits sends requests and metadata just under and over the
+// server's limits: the ones over fail before any handler runs, with the
+// codes the README documents.
+func TestTransportLimits(t *testing.T) {
+	t.Parallel()
+	conn := startServer(t)
+	tests := []struct {
+		name     string
+		body     int
+		metadata int
+		want     codes.Code
+	}{
+		{"small", 10, 0, codes.OK},
+		{"body at the limit", MaxRecvMsgBytes - 8, 0, codes.OK}, // BytesValue adds a tag and a 4-byte length
+		{"body over the limit", MaxRecvMsgBytes + 1, 0, codes.ResourceExhausted},
+		{"metadata well within", 10, 4 << 10, codes.OK},
+		{"metadata over the limit", 10, MaxHeaderListBytes + 1, codes.Internal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			if tt.metadata > 0 {
+				ctx = metadata.AppendToOutgoingContext(ctx, "x-filler", strings.Repeat("f", tt.metadata))
+			}
+			got, err := measure(ctx, conn, tt.body)
+			if code := status.Code(err); code != tt.want {
+				t.Fatalf("code %v (%v), want %v", code, err, tt.want)
+			}
+			if err == nil && got != int64(tt.body) {
+				t.Fatalf("handler saw %d bytes, want %d", got, tt.body)
+			}
+		})
+	}
+	// The connection survives refusals.
+	if _, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCallerOptionsOverrideDefaults lowers the receive limit, as the admin
+// listener does.
+func TestCallerOptionsOverrideDefaults(t *testing.T) {
+	t.Parallel()
+	conn := startServer(t, grpc.MaxRecvMsgSize(1<<10))
+	if _, err := measure(t.Context(), conn, 2<<10); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("2 KiB to a 1 KiB server: %v", err)
+	}
+}
+
+func TestCallLevel(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[codes.Code]string{codes.OK: "DEBUG", codes.Unauthenticated: "DEBUG", codes.Unavailable: "WARN", codes.Internal: "ERROR"} {
+		if got := slog.Level(callLevel(code)).String(); got != want {
+			t.Errorf("callLevel(%v) = %s, want %s", code, got, want)
+		}
+	}
+}
