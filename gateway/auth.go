@@ -5,7 +5,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/tenant"
@@ -34,8 +36,11 @@ var (
 	errUnknownKey = status.Error(codes.Unauthenticated, "unknown API key")
 )
 
-func authenticate(ctx context.Context, auth func() Authenticator) (context.Context, error) {
-	key, ok := serve.BearerToken(ctx)
+func authenticate(ctx context.Context, md metadata.MD, auth func() Authenticator) (context.Context, error) {
+	if _, ok := TenantFrom(ctx); ok { // TapAuth has done it
+		return ctx, nil
+	}
+	key, ok := serve.BearerTokenOf(md)
 	if !ok {
 		return nil, errMissingKey
 	}
@@ -46,6 +51,20 @@ func authenticate(ctx context.Context, auth func() Authenticator) (context.Conte
 	return WithTenant(ctx, t), nil
 }
 
+// TapAuth returns a tap handle (grpc.InTapHandle) that authenticates each
+// call from its headers before gRPC reads the request body, so a caller
+// without a valid key cannot make the gateway receive and decode a
+// message of up to the receive limit. The tenant it finds rides in the
+// call's context, where UnaryAuth and StreamAuth find it.
+func TapAuth(auth func() Authenticator) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if serve.IsPublicMethod(info.FullMethodName) {
+			return ctx, nil
+		}
+		return authenticate(ctx, info.Header, auth)
+	}
+}
+
 // UnaryAuth returns an interceptor that authenticates every call except
 // health and reflection. auth is called per request so that a reloaded
 // tenant config takes effect at once.
@@ -54,7 +73,8 @@ func UnaryAuth(auth func() Authenticator) grpc.UnaryServerInterceptor {
 		if serve.IsPublicMethod(info.FullMethod) {
 			return handler(ctx, req)
 		}
-		ctx, err := authenticate(ctx, auth)
+		md, _ := metadata.FromIncomingContext(ctx)
+		ctx, err := authenticate(ctx, md, auth)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +88,8 @@ func StreamAuth(auth func() Authenticator) grpc.StreamServerInterceptor {
 		if serve.IsPublicMethod(info.FullMethod) {
 			return handler(srv, ss)
 		}
-		ctx, err := authenticate(ss.Context(), auth)
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		ctx, err := authenticate(ss.Context(), md, auth)
 		if err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 
 type testBundle struct {
 	client  ingestv1.IngestServiceClient
+	conn    *grpc.ClientConn
 	health  healthpb.HealthClient
 	backend queue.Backend
 	topo    topology.Topology
@@ -73,7 +74,8 @@ func setupWith(t *testing.T, cfg Config) *testBundle {
 		t.Fatal(err)
 	}
 	auth := func() Authenticator { return tenants }
-	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{UnaryAuth(auth)}, []grpc.StreamServerInterceptor{StreamAuth(auth)})
+	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{UnaryAuth(auth)}, []grpc.StreamServerInterceptor{StreamAuth(auth)},
+		grpc.InTapHandle(TapAuth(auth)))
 	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -87,7 +89,7 @@ func setupWith(t *testing.T, cfg Config) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(); cancel(); <-done })
-	return &testBundle{client: ingestv1.NewIngestServiceClient(conn), health: healthpb.NewHealthClient(conn), backend: b, topo: topo}
+	return &testBundle{client: ingestv1.NewIngestServiceClient(conn), conn: conn, health: healthpb.NewHealthClient(conn), backend: b, topo: topo}
 }
 
 func key(ctx context.Context, k string) context.Context {
@@ -114,6 +116,37 @@ func TestAuth(t *testing.T) {
 		if _, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")}); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("metadata %v: %v, want UNAUTHENTICATED", md, err)
 		}
+	}
+}
+
+// rawCodec sends and receives bytes as they are, to put a malformed
+// message on the wire.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { *v.(*[]byte) = data; return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// TestAuthBeforeBody checks that a call without a valid key is refused
+// from its headers, before its body is decoded: a body that is not a
+// SubmitRequest gets UNAUTHENTICATED without a key and a decoding error
+// only with one.
+func TestAuthBeforeBody(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	garbage := []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}
+	call := func(ctx context.Context) error {
+		var out []byte
+		return tb.conn.Invoke(ctx, ingestv1.IngestService_Submit_FullMethodName, &garbage, &out, grpc.ForceCodec(rawCodec{}))
+	}
+	if err := call(t.Context()); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("garbage without a key: %v, want UNAUTHENTICATED", err)
+	}
+	if err := call(key(t.Context(), "nope-nope-nope")); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("garbage with an unknown key: %v, want UNAUTHENTICATED", err)
+	}
+	if err := call(key(t.Context(), "acme-key-1")); status.Code(err) == codes.Unauthenticated || err == nil {
+		t.Fatalf("garbage with a valid key: %v, want a decoding error", err)
 	}
 }
 

@@ -170,7 +170,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	auth := func() gateway.Authenticator { return tenants.Config() }
-	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, []grpc.StreamServerInterceptor{gateway.StreamAuth(auth)}, tlsCfg.Ingest...)
+	// Keys are checked from the headers before a request body is read.
+	ingestOpts := append([]grpc.ServerOption{grpc.InTapHandle(gateway.TapAuth(auth))}, tlsCfg.Ingest...)
+	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, []grpc.StreamServerInterceptor{gateway.StreamAuth(auth)}, ingestOpts...)
 	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
 
 	g, gctx := errgroup.WithContext(ctx)

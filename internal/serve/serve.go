@@ -140,6 +140,12 @@ func (srv *Server) Serve(ctx context.Context, lis net.Listener, grace time.Durat
 // The key is a secret: callers must never log or echo it.
 func BearerToken(ctx context.Context) (string, bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
+	return BearerTokenOf(md)
+}
+
+// BearerTokenOf is BearerToken for metadata already in hand (a tap handle
+// sees the headers before there is a call context).
+func BearerTokenOf(md metadata.MD) (string, bool) {
 	vals := md.Get("authorization")
 	if len(vals) != 1 {
 		return "", false
