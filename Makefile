@@ -3,7 +3,7 @@ GO       ?= go
 BUF      := $(GO) tool -modfile=tools/go.mod buf
 PKGS     := ./...
 
-.PHONY: run test generate check-generated lint vet fmt-check buf-lint buf-breaking bench ci build
+.PHONY: run test generate check-generated lint vet fmt-check buf-lint buf-breaking bench bench-long bench-micro ci build
 
 ## run: start sluice on the embedded backend (./data), with a dev tenant and log sink
 run:
@@ -34,6 +34,7 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+	cd terraform/test/schemaprovider && $(GO) vet ./...
 
 buf-lint:
 	$(BUF) lint
@@ -55,8 +56,16 @@ buf-breaking:
 	echo "buf breaking --against $$against"; \
 	$(BUF) breaking --against "$$against"
 
-## bench: benchmarks that print figures (not part of `make test`)
+## bench: the scenario harness against the real binaries (< 10 min on 2 cores); writes docs/benchmarks.md and docs/bench/
 bench:
+	$(GO) run ./bench/cmd/sluice-bench
+
+## bench-long: the same, longer and bigger (about 30 min)
+bench-long:
+	$(GO) run ./bench/cmd/sluice-bench -long
+
+## bench-micro: the packages' Go micro-benchmarks only
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./queue/... ./router/...
 
 ## ci: what .ci/run runs on a fresh clone

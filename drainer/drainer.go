@@ -1,8 +1,8 @@
 // Package drainer takes jobs off the queues and delivers them to workers,
 // fresh traffic first and no tenant able to monopolise a shard.
 //
-// One poller per queue long-polls the backend into a small per-queue
-// buffer. A dispatcher fills delivery slots: it picks a lane by smooth
+// Pollers (two per shard, one per sideline queue) long-poll the backend,
+// a full batch at a time, into a small per-queue buffer. A dispatcher fills delivery slots: it picks a lane by smooth
 // weighted round-robin over the lanes that have work (an idle lane's share
 // goes to the others; no lane starves), then within the lane either a
 // shard (round-robin) or, for a guaranteed minority share plus all spare
@@ -30,10 +30,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
@@ -78,11 +80,22 @@ type Config struct {
 	// (20 s): a wait ends as soon as a message arrives, so a long one only
 	// saves empty receives (billed calls on SQS). Stop cancels it at once.
 	PollWait time.Duration
+	// ReceiveLinger is how long a poller waits after a receive that got
+	// fewer than a full batch before it receives again, so that on SQS,
+	// which answers a long poll as soon as one message is there, each
+	// billed receive carries more jobs. It adds up to that much to the
+	// dwell of jobs arriving at an idle queue. Defaults to 0 (no wait).
+	ReceiveLinger time.Duration
 	// HandlerTimeout bounds one delivery. Defaults to 15 minutes.
 	HandlerTimeout time.Duration
 	// Metrics records outcomes, dwell and age of first attempt; nil
 	// records nothing.
 	Metrics *metrics.Metrics
+	// TracerProvider makes the drainer's spans (sluice.deliver,
+	// sluice.move, sluice.defer, sluice.drop), which continue the trace
+	// stored in each envelope. Defaults to the global provider, which
+	// records nothing unless tracing is set up (internal/tracing).
+	TracerProvider trace.TracerProvider
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -109,11 +122,13 @@ type Drainer struct {
 	lanes   []*laneInbox
 	picker  *weightedPicker
 	limiter *sideliner.Limiter
+	tracer  trace.Tracer
 
 	mu     sync.Mutex    // guards buffers, pickers and round-robin positions
 	notify chan struct{} // signalled when a buffer gains work
 	slots  chan struct{} // one token per running delivery
 	moves  chan struct{} // one token per running move
+	acks   chan struct{} // one token per ack running after its delivery slot was freed
 
 	pollCancel     context.CancelFunc
 	dispatchCancel context.CancelFunc
@@ -152,6 +167,9 @@ type queueBuf struct {
 	source sideliner.Source
 	buf    []queue.Message
 	space  chan struct{} // free places in buf
+	// more is whether the last receive came back full, so the queue
+	// likely has more waiting; guarded by Drainer.mu.
+	more bool
 }
 
 // New validates cfg and returns a drainer.
@@ -181,10 +199,11 @@ func New(cfg Config) (*Drainer, error) {
 		return nil, fmt.Errorf("drainer: %w", err)
 	}
 	d := &Drainer{
-		cfg: cfg, limiter: limiter,
+		cfg: cfg, limiter: limiter, tracer: tracing.Tracer(cfg.TracerProvider),
 		notify: make(chan struct{}, 1),
 		slots:  make(chan struct{}, cfg.Concurrency),
 		moves:  make(chan struct{}, max(cfg.Concurrency, movesMin)),
+		acks:   make(chan struct{}, 4*cfg.Concurrency),
 	}
 	weights := make([]int, len(cfg.Topology.Lanes))
 	for i, l := range cfg.Topology.Lanes {
@@ -215,9 +234,16 @@ func New(cfg Config) (*Drainer, error) {
 	return d, nil
 }
 
+// bufferBatches is each queue buffer's size in receive batches. With two,
+// a poller asks for a whole batch whenever half the buffer is free, so
+// receives are full batches (one claim, one billed call, for ten jobs)
+// while the dispatcher still has the other half to work on.
+const bufferBatches = 2
+
 func newQueueBuf(in *laneInbox, name string, src sideliner.Source) *queueBuf {
-	q := &queueBuf{inbox: in, name: name, source: src, space: make(chan struct{}, queue.MaxBatch)}
-	for range queue.MaxBatch {
+	n := bufferBatches * queue.MaxBatch
+	q := &queueBuf{inbox: in, name: name, source: src, space: make(chan struct{}, n)}
+	for range n {
 		q.space <- struct{}{}
 	}
 	return q
@@ -234,7 +260,15 @@ func (d *Drainer) Start(ctx context.Context) error {
 	dispatchCtx, d.dispatchCancel = context.WithCancel(base)
 	d.handlerCtx, d.handlerCancel = context.WithCancel(base)
 	for _, in := range d.lanes {
-		for _, q := range append(append([]*queueBuf{}, in.shards...), in.side...) {
+		// Shards get a poller per buffered batch, so one receive can be
+		// under way while the other's jobs are dispatched; the sideline
+		// queues, which serve only a share, get one.
+		for _, q := range in.shards {
+			for range bufferBatches {
+				d.pollers.Go(func() { d.poll(pollCtx, q) })
+			}
+		}
+		for _, q := range in.side {
 			d.pollers.Go(func() { d.poll(pollCtx, q) })
 		}
 	}
@@ -305,36 +339,36 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 			}
 			continue
 		}
-		if len(msgs) == 0 {
-			continue
-		}
 		d.mu.Lock()
+		wasMore := q.more
+		q.more = len(msgs) == n
 		q.buf = append(q.buf, msgs...)
 		d.mu.Unlock()
+		if len(msgs) == 0 && !wasMore {
+			continue
+		}
 		select {
 		case d.notify <- struct{}{}:
 		default:
 		}
+		if len(msgs) < n && d.cfg.ReceiveLinger > 0 && !sleep(ctx, d.cfg.ReceiveLinger) {
+			return
+		}
 	}
 }
 
-// takeSpace blocks for one free buffer place, then takes up to a batch.
+// takeSpace blocks until a whole batch of buffer places is free and takes
+// it, so that every receive asks for a full batch.
 func takeSpace(ctx context.Context, space chan struct{}) (int, bool) {
-	select {
-	case <-space:
-	case <-ctx.Done():
-		return 0, false
-	}
-	n := 1
-	for n < queue.MaxBatch {
+	for n := range queue.MaxBatch {
 		select {
 		case <-space:
-			n++
-		default:
-			return n, true
+		case <-ctx.Done():
+			giveSpace(space, n)
+			return 0, false
 		}
 	}
-	return n, true
+	return queue.MaxBatch, true
 }
 
 func giveSpace(space chan struct{}, n int) {
@@ -383,7 +417,7 @@ func (d *Drainer) dispatch(ctx context.Context) {
 			go func() {
 				defer d.work.Done()
 				defer func() { <-d.moves }()
-				d.carryOut(j, decision)
+				d.carryOut(context.Background(), j, decision)
 			}()
 		}
 	}
@@ -392,9 +426,10 @@ func (d *Drainer) dispatch(ctx context.Context) {
 // next waits for the next message by lane weight and sideline share; nil
 // when ctx ends.
 func (d *Drainer) next(ctx context.Context) *job {
+	patient := true
 	for {
 		d.mu.Lock()
-		q := d.pickLocked()
+		q, waiting := d.pickLocked(patient)
 		if q != nil {
 			m := q.buf[0]
 			q.buf = q.buf[1:]
@@ -405,6 +440,19 @@ func (d *Drainer) next(ctx context.Context) *job {
 			return j
 		}
 		d.mu.Unlock()
+		if waiting {
+			// A shard's next batch is on its way: give it a moment, then
+			// let the sideline queues have the spare capacity after all.
+			select {
+			case <-d.notify:
+			case <-time.After(refillPatience):
+				patient = false
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		patient = true
 		select {
 		case <-d.notify:
 		case <-ctx.Done():
@@ -413,26 +461,46 @@ func (d *Drainer) next(ctx context.Context) *job {
 	}
 }
 
-// pickLocked chooses the buffer to serve next; callers hold d.mu.
-func (d *Drainer) pickLocked() *queueBuf {
+// refillPatience is how long the dispatcher holds spare capacity for a
+// shard whose buffer ran dry while its queue still had more, before giving
+// it to the sideline queues.
+const refillPatience = 5 * time.Millisecond
+
+// pickLocked chooses the buffer to serve next; callers hold d.mu. When
+// patient, a shard whose buffer ran dry while its queue still holds more
+// (its last receive came back full) still counts as having work, so the
+// sideline queues get their share and not the whole lane while its next
+// batch is on the way: fresh work keeps going first. It then returns nil
+// and waiting true.
+func (d *Drainer) pickLocked(patient bool) (q *queueBuf, waiting bool) {
 	i := d.picker.pick(func(i int) bool { return d.lanes[i].hasWork() })
 	if i < 0 {
-		return nil
+		return nil, false
 	}
 	in := d.lanes[i]
 	class := in.class.pick(func(c int) bool {
 		if c == 0 {
-			return anyBuffered(in.shards)
+			return anyBuffered(in.shards) || (patient && anyMore(in.shards))
 		}
 		return anyBuffered(in.side)
 	})
 	if class == 0 {
-		return roundRobin(in.shards, &in.shardNext)
+		q = roundRobin(in.shards, &in.shardNext)
+		return q, q == nil
 	}
-	return roundRobin(in.side, &in.sideNext)
+	return roundRobin(in.side, &in.sideNext), false
 }
 
 func (in *laneInbox) hasWork() bool { return anyBuffered(in.shards) || anyBuffered(in.side) }
+
+func anyMore(qs []*queueBuf) bool {
+	for _, q := range qs {
+		if q.more {
+			return true
+		}
+	}
+	return false
+}
 
 func anyBuffered(qs []*queueBuf) bool {
 	for _, q := range qs {
@@ -487,7 +555,10 @@ func (d *Drainer) deliver(j *job, release func()) {
 	}
 	vis := time.Duration(j.q.inbox.lane.VisibilityTimeout)
 	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
-	ctx, cancel := context.WithTimeout(d.handlerCtx, d.cfg.HandlerTimeout)
+	spanCtx, span := d.startDeliver(d.handlerCtx, j, attempt)
+	outcome, failure := "ack", error(nil)
+	defer func() { endDeliver(span, outcome, failure) }()
+	ctx, cancel := context.WithTimeout(spanCtx, d.cfg.HandlerTimeout)
 	var lost atomic.Bool
 	stopHeartbeat := l.heartbeat(vis, func(err error) {
 		lost.Store(true)
@@ -497,18 +568,32 @@ func (d *Drainer) deliver(j *job, release func()) {
 	err := d.cfg.Handler.Handle(ctx, &Job{
 		ID: env.GetJobId(), Tenant: env.GetTenant(), Lane: env.GetLane(), Payload: env.GetPayload(),
 		Attributes: env.GetAttributes(), Attempt: attempt, EnqueuedAt: env.GetEnqueuedAt().AsTime(),
-		TraceContext: env.GetTraceContext(),
+		TraceContext: tracing.Inject(ctx),
 	})
 	stopHeartbeat()
 	cancel()
 	release()
 	if lost.Load() {
+		outcome, failure = "lease_lost", ErrLeaseLost
 		d.counts.leaseLost.Add(1)
 		d.cfg.Metrics.Drain(lane, metrics.ActionLeaseLost, "")
 		return
 	}
 	if err == nil {
-		d.ack(j, l, log)
+		// The ack (a durable delete) need not hold the delivery slot: the
+		// next job can start while it commits. Past 4 acks per slot,
+		// deliveries wait for their own.
+		select {
+		case d.acks <- struct{}{}:
+			d.work.Add(1)
+			go func() {
+				defer d.work.Done()
+				defer func() { <-d.acks }()
+				d.ack(j, l, log)
+			}()
+		default:
+			d.ack(j, l, log)
+		}
 		return
 	}
 	f := sideliner.FailureInput{Now: d.cfg.Now(), Attempts: attempt, Jitter: rand.Float64()}
@@ -523,13 +608,14 @@ func (d *Drainer) deliver(j *job, release func()) {
 		f.ExpiresAt = e.AsTime()
 	}
 	decision := j.q.inbox.policy.AfterFailure(f)
+	outcome, failure = decision.Action.String(), err
 	log.WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
 		slog.Duration("delay", decision.Delay), slog.Any("error", err))
 	env.Attempts = uint32(attempt)
 	if decision.Action == sideliner.DeadLetter && decision.Reason == sideliner.ReasonPermanentFailure {
 		decision.Reason = sideliner.Reason(string(decision.Reason) + ": " + err.Error())
 	}
-	d.carryOut(j, decision)
+	d.carryOut(spanCtx, j, decision)
 }
 
 func (d *Drainer) ack(j *job, l *lease, log *slog.Logger) {
@@ -549,8 +635,11 @@ func (d *Drainer) ack(j *job, l *lease, log *slog.Logger) {
 }
 
 // carryOut performs a non-delivery decision (see the sideliner's table).
-func (d *Drainer) carryOut(j *job, decision sideliner.Decision) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+// parent carries the failed attempt's span, if any.
+func (d *Drainer) carryOut(parent context.Context, j *job, decision sideliner.Decision) {
+	ctx, span := d.startSideline(context.WithoutCancel(parent), j, decision)
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	in := j.q.inbox
 	log := d.jobLogger(j).With(slog.String("action", decision.Action.String()), slog.String("reason", string(decision.Reason)))
@@ -586,6 +675,7 @@ func (d *Drainer) carryOut(j *job, decision sideliner.Decision) {
 		}
 	case sideliner.Drop:
 		if err := l.ack(ctx); err != nil {
+			spanFail(ctx, err)
 			log.WarnContext(ctx, "drop: delete failed", slog.Any("error", err))
 			return
 		}
@@ -593,6 +683,7 @@ func (d *Drainer) carryOut(j *job, decision sideliner.Decision) {
 		log.WarnContext(ctx, "dropped job past its TTL")
 	case sideliner.Defer:
 		if err := l.extend(ctx, decision.Delay); err != nil {
+			spanFail(ctx, err)
 			log.WarnContext(ctx, "defer failed", slog.Any("error", err))
 			return
 		}
@@ -607,10 +698,12 @@ func (d *Drainer) carryOut(j *job, decision sideliner.Decision) {
 // original stays and comes back after its visibility timeout; if the
 // delete fails a duplicate may follow. Nothing is lost either way.
 func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay time.Duration, log *slog.Logger) bool {
+	spanDestination(ctx, dest)
 	body := j.msg.Body
 	if j.env != nil {
 		b, err := proto.Marshal(j.env)
 		if err != nil {
+			spanFail(ctx, err)
 			log.ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
 			d.moveFailed(j)
 			return false
@@ -622,6 +715,7 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 		err = res[0].Err
 	}
 	if err != nil {
+		spanFail(ctx, err)
 		d.moveFailed(j)
 		log.WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", err))
 		return false

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
 // GRPCWorker delivers jobs to a worker serving sluice.worker.v1.WorkerService.
@@ -24,8 +25,11 @@ func NewGRPCWorker(conn grpc.ClientConnInterface) *GRPCWorker {
 }
 
 // Handle calls Process and classifies the returned status (see
-// ClassifyWorkerStatus).
+// ClassifyWorkerStatus). The call's metadata carries job.TraceContext as
+// W3C traceparent and tracestate, so a worker using otelgrpc or a W3C
+// propagator continues the job's trace under the sluice.deliver span.
 func (w *GRPCWorker) Handle(ctx context.Context, job *Job) error {
+	ctx = tracing.AppendOutgoing(ctx, job.TraceContext)
 	_, err := w.Client.Process(ctx, &workerv1.ProcessRequest{
 		JobId:      job.ID,
 		Tenant:     job.Tenant,

@@ -18,7 +18,10 @@ type Job struct {
 	// Attempt is 1 on the first delivery.
 	Attempt    int
 	EnqueuedAt time.Time
-	// TraceContext holds W3C trace headers given at submit, if any.
+	// TraceContext holds the W3C trace headers (traceparent, tracestate)
+	// of this delivery: its sluice.deliver span's when tracing is on,
+	// else the submitter's, if it sent any. Handle's ctx carries the same
+	// span context, for handlers using OpenTelemetry.
 	TraceContext map[string]string
 }
 

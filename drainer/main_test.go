@@ -97,7 +97,7 @@ type testBundle struct {
 	topo    topology.Topology
 }
 
-func setup(t *testing.T, yaml string) *testBundle {
+func setup(t testing.TB, yaml string) *testBundle {
 	t.Helper()
 	topo, err := topology.Parse([]byte(yaml))
 	if err != nil {
@@ -115,7 +115,7 @@ func setup(t *testing.T, yaml string) *testBundle {
 }
 
 // enqueue stores jobs on queue q, in order, as the gateway would.
-func (tb *testBundle) enqueue(t *testing.T, q string, envs ...*envelopev1.Envelope) {
+func (tb *testBundle) enqueue(t testing.TB, q string, envs ...*envelopev1.Envelope) {
 	t.Helper()
 	for start := 0; start < len(envs); start += queue.MaxBatch {
 		chunk := envs[start:min(start+queue.MaxBatch, len(envs))]
@@ -201,7 +201,7 @@ func (r *recorder) waitCount(t *testing.T, n int) []*Job {
 	}
 }
 
-func startDrainer(t *testing.T, cfg Config) *Drainer {
+func startDrainer(t testing.TB, cfg Config) *Drainer {
 	t.Helper()
 	cfg.Logger = quietLog
 	if cfg.PollWait == 0 {

@@ -133,7 +133,7 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 		if err := lim.Wait(ctx); err != nil {
 			return false, err
 		}
-		if err := p.moveBack(ctx, m); err != nil {
+		if err := p.moveBackTraced(ctx, pb.GetId(), m); err != nil {
 			p.log.WarnContext(ctx, "replay: job stays in the DLQ", slog.String("queue", m.queue), slog.String("message_id", m.msg.MessageID), slog.Any("error", err))
 			run.update(func(pb *adminv1.Replay) { pb.Failed++ })
 			return true, nil
@@ -181,6 +181,7 @@ func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
 		return fmt.Errorf("encode: %w", err)
 	}
 	dest := p.topo.ShardQueue(lane.Name, int(env.GetShard())%lane.Shards)
+	spanDestination(ctx, dest)
 	res, err := p.backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: []queue.SendEntry{{ID: "0", Body: body}}})
 	if err == nil && len(res) > 0 {
 		err = res[0].Err

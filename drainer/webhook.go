@@ -26,6 +26,9 @@ import (
 //	other 4xx                permanent: dead-letter
 //	5xx, timeout, no answer  retry with backoff
 //
+// Each request carries the job's W3C trace context (Job.TraceContext) as
+// traceparent and tracestate headers when it has one.
+//
 // With a Secret, each request carries X-Sluice-Signature: sha256=<hex HMAC
 // of the body>, so the receiver can check it came from sluice.
 type Webhook struct {
@@ -62,8 +65,10 @@ func (w *Webhook) Handle(ctx context.Context, job *Job) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", job.ID)
-	if tp := job.TraceContext["traceparent"]; tp != "" {
-		req.Header.Set("traceparent", tp)
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v := job.TraceContext[k]; v != "" {
+			req.Header.Set(k, v)
+		}
 	}
 	if w.Secret != "" {
 		mac := hmac.New(sha256.New, []byte(w.Secret))

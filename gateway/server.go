@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/depth"
 	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/router"
@@ -53,6 +55,11 @@ type Config struct {
 	// Metrics records submit outcomes and enqueue latency; nil records
 	// nothing.
 	Metrics *metrics.Metrics
+	// TracerProvider makes the sluice.admit and sluice.enqueue spans of
+	// each job. Defaults to the global provider, which records nothing
+	// unless tracing is set up (internal/tracing); either way the
+	// caller's trace context is stored in the envelope.
+	TracerProvider trace.TracerProvider
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now; tests inject a clock.
@@ -67,6 +74,7 @@ type Server struct {
 	lanes   map[string]*laneQueues
 	buckets *Buckets
 	idem    *idempotency
+	tracer  trace.Tracer
 
 	stop     context.CancelFunc
 	stopped  chan struct{}
@@ -93,7 +101,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow)}
+	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow),
+		tracer: tracing.Tracer(cfg.TracerProvider)}
 	for _, l := range cfg.Topology.Lanes {
 		lq := &laneQueues{lane: l}
 		for i := range l.Shards {
@@ -180,12 +189,15 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 
 // batch carries the jobs of one call through admission and enqueue.
 type batch struct {
-	s       *Server
-	ctx     context.Context
-	tenant  *tenant.Tenant
-	lane    *laneQueues
-	now     time.Time
-	results []*result
+	s   *Server
+	ctx context.Context
+	// traceCtx is ctx with the caller's trace context (from the call's
+	// metadata): the parent of each job's spans.
+	traceCtx context.Context
+	tenant   *tenant.Tenant
+	lane     *laneQueues
+	now      time.Time
+	results  []*result
 }
 
 type result struct {
@@ -201,10 +213,12 @@ type result struct {
 	undo   func()     // gives the token back if the send fails
 	idem   *idemEntry // finished once the outcome is known
 	copyOf *result    // a repeat of an idempotency key earlier in this batch
+
+	enqueueSpan trace.Span // from prepare until the send settles
 }
 
 func (s *Server) newBatch(ctx context.Context, t *tenant.Tenant) *batch {
-	return &batch{s: s, ctx: ctx, tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now()}
+	return &batch{s: s, ctx: ctx, traceCtx: tracing.FromIncoming(ctx), tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now()}
 }
 
 // admit runs every check of one job and, if it passes, prepares its
@@ -213,6 +227,8 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 	r := &result{}
 	b.results = append(b.results, r)
 	lim := b.tenant.Limits
+	spanCtx, span := b.s.tracer.Start(b.traceCtx, tracing.SpanAdmit, trace.WithSpanKind(trace.SpanKindServer))
+	defer endAdmit(span, b, r)
 	if v := validateJob(req, lim.MaxPayloadBytes, prefix); len(v) > 0 {
 		r.err, r.outcome = badRequest(v), metrics.OutcomeInvalid
 		return
@@ -253,7 +269,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 		return
 	}
 	r.undo = undo
-	b.prepare(r, req)
+	b.prepare(spanCtx, r, req)
 }
 
 // claimedBy returns the result in this batch that holds e.
@@ -274,21 +290,31 @@ func (b *batch) laneBacklog() int64 {
 	return n
 }
 
-// prepare routes the job and encodes its envelope.
-func (b *batch) prepare(r *result, req *ingestv1.SubmitRequest) {
+// prepare routes the job and encodes its envelope. admitCtx carries the
+// job's sluice.admit span.
+func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.SubmitRequest) {
 	l := b.lane.lane
 	shard := router.Pick(b.tenant.ID, l.Name, l.Shards, l.ShardChoices, func(i int) int64 {
 		return b.s.cfg.Depth.Waiting(b.lane.shards[i])
 	})
+	jobID := ulid.Make().String()
+	// The envelope carries the enqueue span's context (the caller's when
+	// tracing is off), so the drainers' spans continue this trace.
+	spanCtx, span := b.s.tracer.Start(admitCtx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.JobAttributes(jobID, b.tenant.ID, l.Name)...)
+		span.SetAttributes(tracing.QueueKey.String(b.lane.shards[shard]))
+	}
+	r.enqueueSpan = span
 	env := &envelopev1.Envelope{
-		JobId:          ulid.Make().String(),
+		JobId:          jobID,
 		Tenant:         b.tenant.ID,
 		Lane:           l.Name,
 		Payload:        req.GetPayload(),
 		Attributes:     req.GetAttributes(),
 		EnqueuedAt:     timestamppb.New(b.now),
 		IdempotencyKey: req.GetIdempotencyKey(),
-		TraceContext:   traceContext(b.ctx),
+		TraceContext:   tracing.Inject(spanCtx),
 		Shard:          uint32(shard),
 	}
 	if ttl := req.GetTtl(); ttl != nil {
@@ -298,10 +324,12 @@ func (b *batch) prepare(r *result, req *ingestv1.SubmitRequest) {
 	if err != nil {
 		r.err = status.Newf(codes.Internal, "encode job: %v", err)
 		b.release(r)
+		endEnqueue(r, r.err.Err())
 		return
 	}
 	if len(body) > b.s.cfg.MaxMessageBytes {
 		b.refuseTooLarge(r, len(body))
+		endEnqueue(r, r.err.Err())
 		return
 	}
 	r.jobID, r.queue, r.body, r.delay = env.JobId, b.lane.shards[shard], body, req.GetDelay().AsDuration()
@@ -380,6 +408,7 @@ func (b *batch) send(q string, rs []*result) {
 		case i >= len(out):
 			entryErr = errors.New("backend returned no result")
 		}
+		endEnqueue(r, entryErr)
 		if entryErr != nil {
 			r.err = unavailable(entryErr)
 			r.undo()
@@ -410,17 +439,35 @@ func (b *batch) release(r *result) {
 	}
 }
 
-// traceContext copies W3C trace headers from the call's metadata.
-func traceContext(ctx context.Context) map[string]string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	var tc map[string]string
-	for _, k := range []string{"traceparent", "tracestate"} {
-		if v := md.Get(k); len(v) > 0 {
-			if tc == nil {
-				tc = map[string]string{}
-			}
-			tc[k] = v[0]
+// endAdmit ends a job's sluice.admit span with the admission's outcome.
+func endAdmit(span trace.Span, b *batch, r *result) {
+	if span.IsRecording() {
+		outcome := r.outcome
+		switch {
+		case r.err != nil:
+			outcome = cmp.Or(outcome, r.err.Code().String())
+			span.SetStatus(otelcodes.Error, r.err.Message())
+		case r.duplicate || r.copyOf != nil:
+			outcome = metrics.OutcomeDuplicate
+		default:
+			outcome = metrics.OutcomeAdmitted
+		}
+		span.SetAttributes(tracing.TenantKey.String(b.tenant.ID), tracing.LaneKey.String(b.tenant.Limits.Lane), tracing.OutcomeKey.String(outcome))
+		if r.jobID != "" { // a refused job has none; an in-batch repeat gets its first's after the send
+			span.SetAttributes(tracing.JobIDKey.String(r.jobID))
 		}
 	}
-	return tc
+	span.End()
+}
+
+// endEnqueue ends a job's sluice.enqueue span once its send settled.
+func endEnqueue(r *result, err error) {
+	if r.enqueueSpan == nil {
+		return
+	}
+	if err != nil {
+		tracing.Fail(r.enqueueSpan, err)
+	}
+	r.enqueueSpan.End()
+	r.enqueueSpan = nil
 }

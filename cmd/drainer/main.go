@@ -159,7 +159,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer closeHandler()
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
-		Tenants: tenants, Policy: policy, SidelineShare: share, Metrics: obs.Metrics,
+		Tenants: tenants, Policy: policy, SidelineShare: share, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
 		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode,
 	})

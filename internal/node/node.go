@@ -52,6 +52,52 @@ type BackendFlags struct {
 	SQSEndpoint  string
 	Region       string
 	CreateQueues bool
+	// ReceiveLinger is the drainers' pause after a receive that got less
+	// than a full batch; negative means the backend's default (see
+	// DrainReceiveLinger).
+	ReceiveLinger time.Duration
+}
+
+// SQSReceiveLingerDefault is the drainers' receive linger on SQS: long
+// enough that a busy queue's receives come back full (each is a billed
+// call), short next to SQS's own latency.
+const SQSReceiveLingerDefault = 50 * time.Millisecond
+
+// DrainReceiveLinger is the receive linger the drainers use: the flag's
+// value, or by default none on the embedded backend (receives cost
+// nothing there) and SQSReceiveLingerDefault on SQS.
+func (f BackendFlags) DrainReceiveLinger() time.Duration {
+	switch {
+	case f.ReceiveLinger >= 0:
+		return f.ReceiveLinger
+	case f.Kind == "sqs":
+		return SQSReceiveLingerDefault
+	}
+	return 0
+}
+
+// autoDuration is a duration flag whose unset value (negative) reads as
+// "auto".
+type autoDuration struct{ d *time.Duration }
+
+func (a autoDuration) String() string {
+	if a.d == nil || *a.d < 0 {
+		return "auto"
+	}
+	return a.d.String()
+}
+
+func (a autoDuration) Set(s string) error {
+	if s == "auto" {
+		*a.d = -1
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want auto or a duration such as 50ms")
+	}
+	*a.d = d
+	return nil
 }
 
 // Register adds the backend flags to fs.
@@ -61,6 +107,8 @@ func (f *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.SQSEndpoint, "sqs-endpoint", "", "SQS endpoint URL, e.g. http://127.0.0.1:4566 for a local SQS-compatible server; empty uses AWS")
 	fs.StringVar(&f.Region, "aws-region", "", "AWS region for SQS; empty uses AWS_REGION or the shared config")
 	fs.BoolVar(&f.CreateQueues, "create-queues", false, "with --backend sqs, create missing queues (normally Terraform does)")
+	f.ReceiveLinger = -1
+	fs.Var(autoDuration{&f.ReceiveLinger}, "receive-linger", "drainers' pause after a receive that got less than a full batch (auto: none on embedded, 50ms on sqs, where each receive is billed)")
 }
 
 // OpenBackend opens the selected backend. The embedded one is created if
@@ -158,6 +206,9 @@ type DrainConfig struct {
 	Tenants       *tenant.Live
 	Policy        sideliner.Policy
 	SidelineShare int
+	// ReceiveLinger is drainer.Config.ReceiveLinger
+	// (BackendFlags.DrainReceiveLinger).
+	ReceiveLinger time.Duration
 	Metrics       *metrics.Metrics
 	Concurrency   int
 	AdminListen   string
@@ -182,6 +233,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		Policy:        cfg.Policy,
 		Metrics:       cfg.Metrics,
 		SidelineShare: cfg.SidelineShare,
+		ReceiveLinger: cfg.ReceiveLinger,
 		Concurrency:   cfg.Concurrency,
 		Logger:        cfg.Logger,
 	})

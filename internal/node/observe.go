@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -16,17 +17,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/metrics/cloudwatchpub"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/topology"
 )
 
-// ObserveFlags configure metrics export.
+// ObserveFlags configure metrics and trace export.
 type ObserveFlags struct {
 	MetricsListen       string
 	CloudWatchNamespace string
 	CloudWatchInterval  time.Duration
+	// OTLPEndpoint turns tracing on: spans go to this OTLP/gRPC collector.
+	OTLPEndpoint string
+	// serviceName is the traces' service.name: sluice-<flag set name>.
+	serviceName string
 }
 
 // Register adds the metrics flags to fs; defaultListen is the binary's
@@ -35,10 +41,13 @@ func (f *ObserveFlags) Register(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&f.MetricsListen, "metrics-listen", defaultListen, "address of the Prometheus /metrics endpoint; empty turns it off")
 	fs.StringVar(&f.CloudWatchNamespace, "cloudwatch-namespace", "", "publish the same metrics to CloudWatch under this namespace; empty turns it off")
 	fs.DurationVar(&f.CloudWatchInterval, "cloudwatch-interval", time.Minute, "how often metrics are published to CloudWatch")
+	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/gRPC collector: host:port (plain text), http://host:port or https://host:port; empty turns tracing off. OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME and the like apply")
+	f.serviceName = "sluice-" + fs.Name()
 }
 
-// Observer owns a process's metrics: the registry, the /metrics server,
-// the CloudWatch publisher and the backend-call poller.
+// Observer owns a process's metrics (the registry, the /metrics server,
+// the CloudWatch publisher and the backend-call poller) and its trace
+// exporter.
 type Observer struct {
 	Metrics *metrics.Metrics
 	queues  map[string]topology.QueueInfo
@@ -47,13 +56,26 @@ type Observer struct {
 	pub     *cloudwatchpub.Publisher
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// stopTracing flushes and stops the trace exporter; nil when off.
+	stopTracing func(context.Context) error
 }
 
-// StartObserver starts exporting metrics as f asks.
+// StartObserver starts exporting metrics, and traces with
+// f.OTLPEndpoint, as f asks.
 func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, topo topology.Topology, log *slog.Logger) (*Observer, error) {
+	// Tracing first: the gateway and drainers take the global tracer
+	// provider it installs when they are built.
+	var stopTracing func(context.Context) error
+	if f.OTLPEndpoint != "" {
+		var err error
+		if stopTracing, err = tracing.Setup(ctx, tracing.Config{Endpoint: f.OTLPEndpoint, ServiceName: f.serviceName}); err != nil {
+			return nil, fmt.Errorf("tracing (--otlp-endpoint): %w", err)
+		}
+		log.InfoContext(ctx, "exporting traces", slog.String("otlp_endpoint", f.OTLPEndpoint))
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	o := &Observer{Metrics: metrics.New(reg, metrics.Options{}), queues: map[string]topology.QueueInfo{}, log: log}
+	o := &Observer{Metrics: metrics.New(reg, metrics.Options{}), queues: map[string]topology.QueueInfo{}, log: log, stopTracing: stopTracing}
 	for _, q := range topo.Queues() {
 		o.queues[q.Spec.Name] = q
 	}
@@ -65,6 +87,12 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
+		// Profiles, for finding where time goes (go tool pprof
+		// http://<metrics-listen>/debug/pprof/profile); the listener is
+		// loopback unless --metrics-listen says otherwise.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		o.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		o.wg.Go(func() {
 			if err := o.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -131,9 +159,19 @@ func (o *Observer) Close() {
 	o.Stop(ctx)
 }
 
-// Stop publishes the last interval to CloudWatch and stops serving.
+// Stop flushes the spans not yet exported, publishes the last interval to
+// CloudWatch and stops serving.
 func (o *Observer) Stop(ctx context.Context) {
 	o.cancel()
+	if o.stopTracing != nil {
+		// Five seconds at most, so an unreachable collector leaves time
+		// for the last CloudWatch publish.
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := o.stopTracing(tctx); err != nil {
+			o.log.Warn("flush traces", slog.Any("error", err))
+		}
+		cancel()
+	}
 	if o.pub != nil {
 		if err := o.pub.Stop(ctx); err != nil {
 			o.log.Warn("stop cloudwatch publisher", slog.Any("error", err))

@@ -11,15 +11,17 @@ import (
 
 // batcher gathers the entries that concurrent calls make to one queue into
 // batch API calls of up to queue.MaxBatch entries (and, for sends,
-// MaxBatchPayloadBytes of bodies). A batch goes out when full, or
-// Config.Linger after its first entry, whichever comes first; with a
-// negative linger, at the end of each add.
+// MaxBatchPayloadBytes of bodies). A batch goes out when full, or its
+// linger (Config.Linger for sends, Config.DeleteLinger for deletes) after
+// its first entry, whichever comes first; with a negative linger, at the
+// end of each add.
 type batcher[T any] struct {
-	b     *Backend
-	name  string
-	url   string
-	size  func(T) int // bytes an entry adds to the batch; nil for no byte limit
-	flush func(bt *batcher[T], entries []T)
+	b      *Backend
+	name   string
+	url    string
+	size   func(T) int // bytes an entry adds to the batch; nil for no byte limit
+	linger time.Duration
+	flush  func(bt *batcher[T], entries []T)
 
 	mu    sync.Mutex
 	cur   *pendingBatch[T]
@@ -69,8 +71,8 @@ func (bt *batcher[T]) add(entries []T) {
 		}
 		if bt.cur == nil {
 			p := &pendingBatch[T]{entries: make([]T, 0, queue.MaxBatch)}
-			if bt.b.cfg.Linger > 0 {
-				p.timer = time.AfterFunc(bt.b.cfg.Linger, func() { bt.flushIf(p) })
+			if bt.linger > 0 {
+				p.timer = time.AfterFunc(bt.linger, func() { bt.flushIf(p) })
 			}
 			bt.cur = p
 		}
@@ -80,7 +82,7 @@ func (bt *batcher[T]) add(entries []T) {
 			bt.flushLocked()
 		}
 	}
-	if bt.b.cfg.Linger < 0 && bt.cur != nil {
+	if bt.linger < 0 && bt.cur != nil {
 		bt.flushLocked()
 	}
 }

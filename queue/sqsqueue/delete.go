@@ -71,7 +71,7 @@ func (b *Backend) Delete(ctx context.Context, params *queue.DeleteParams) ([]err
 	}
 	call.waiter = newWaiter(ctx, len(items))
 	bt := batcherFor(b, opDeleteMessageBatch, params.Queue, url, func() *batcher[*deleteItem] {
-		return &batcher[*deleteItem]{flush: deleteBatch}
+		return &batcher[*deleteItem]{linger: b.cfg.DeleteLinger, flush: deleteBatch}
 	})
 	if !enqueue(b, bt, items) {
 		return nil, fmt.Errorf("sqs delete: %w", queue.ErrClosed)
@@ -98,7 +98,7 @@ func (b *Backend) fence(ctx context.Context, queueName, url string, handles []st
 	}
 	// The delete is sent within a linger and completes within a call
 	// timeout (retries included): the lease must outlast both.
-	safeUntil := time.Now().Add(max(b.cfg.Linger, 0) + b.cfg.CallTimeout)
+	safeUntil := time.Now().Add(max(b.cfg.DeleteLinger, 0) + b.cfg.CallTimeout)
 	fence := make([]queue.VisibilityChange, len(handles))
 	checked := make([]error, len(handles))
 	need := false

@@ -63,7 +63,7 @@ func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.S
 	}
 	call.waiter = newWaiter(ctx, len(items))
 	bt := batcherFor(b, opSendMessageBatch, params.Queue, url, func() *batcher[*sendItem] {
-		return &batcher[*sendItem]{size: func(it *sendItem) int { return len(it.body) }, flush: sendBatch}
+		return &batcher[*sendItem]{size: func(it *sendItem) int { return len(it.body) }, linger: b.cfg.Linger, flush: sendBatch}
 	})
 	if !enqueue(b, bt, items) {
 		return nil, fmt.Errorf("sqs send: %w", queue.ErrClosed)

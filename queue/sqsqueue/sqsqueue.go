@@ -30,6 +30,9 @@ const (
 	// LingerDefault is how long Send waits for concurrent Sends to the same
 	// queue to fill a SendMessageBatch.
 	LingerDefault = 3 * time.Millisecond
+	// DeleteLingerDefault is how long Delete waits for concurrent Deletes
+	// from the same queue to fill a DeleteMessageBatch.
+	DeleteLingerDefault = 20 * time.Millisecond
 	// MaxAttemptsDefault is the SDK's attempts per API call, the first
 	// included.
 	MaxAttemptsDefault = 3
@@ -108,6 +111,13 @@ type Config struct {
 	// each Send call is sent at once as its own batch.
 	Linger time.Duration
 
+	// DeleteLinger is Linger for Delete: how long the first handle to
+	// delete from a queue waits for others to share its DeleteMessageBatch.
+	// An ack's latency delays nothing but the message's removal, so it can
+	// wait longer than a Send. Defaults to DeleteLingerDefault (20 ms);
+	// negative sends each Delete call at once.
+	DeleteLinger time.Duration
+
 	// SkipDeleteFencing makes Delete one DeleteMessageBatch call, without
 	// first checking the leases with ChangeMessageVisibilityBatch. That
 	// saves an API call per Delete, but a stale receipt handle then reports
@@ -130,6 +140,7 @@ func (c Config) withDefaults() Config {
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, MaxBackoffDefault)
 	c.CallTimeout = cmp.Or(c.CallTimeout, CallTimeoutDefault)
 	c.Linger = cmp.Or(c.Linger, LingerDefault)
+	c.DeleteLinger = cmp.Or(c.DeleteLinger, DeleteLingerDefault)
 	c.StatsConcurrency = cmp.Or(c.StatsConcurrency, StatsConcurrencyDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -1,0 +1,348 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+)
+
+// Defaults for Config fields left zero.
+const (
+	MaxAttemptsDefault   = 5
+	BackoffBaseDefault   = 100 * time.Millisecond
+	BackoffMaxDefault    = 5 * time.Second
+	MaxRetryWaitDefault  = 30 * time.Second
+	MaxBatchBytesDefault = 8 << 20
+)
+
+// MaxBatchJobs is the most jobs the gateway accepts in one SubmitBatch
+// call.
+const MaxBatchJobs = 500
+
+// Config configures a Client.
+type Config struct {
+	// APIKey is the tenant's API key, sent as "authorization: Bearer <key>"
+	// on every call. Required.
+	APIKey string
+	// TLS secures the connection. Nil uses TLS with the system's root CAs,
+	// unless Insecure is set. Set RootCAs to trust a private CA and
+	// Certificates for mutual TLS; LoadTLS builds such a config from PEM
+	// files.
+	TLS *tls.Config
+	// Insecure sends calls, API key included, in plain text: only for a
+	// gateway on loopback or a network you trust. cmd/gateway serves plain
+	// text unless started with --tls-cert and --tls-key.
+	Insecure bool
+	// DialOptions are passed to grpc.NewClient after the client's own, for
+	// example grpc.WithStatsHandler(otelgrpc.NewClientHandler()) to send
+	// W3C trace context with each call.
+	DialOptions []grpc.DialOption
+	// MaxAttempts bounds the calls made for one job, the first included.
+	// Defaults to 5; 1 turns retries off.
+	MaxAttempts int
+	// BackoffBase is the wait before the first retry after UNAVAILABLE; it
+	// doubles with each attempt up to BackoffMax, and a random half of it
+	// is jitter. Default 100ms, and 5s (or BackoffBase, if longer).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxRetryWait is the longest RetryInfo delay the client waits out on
+	// its own; a refusal asking for longer is returned at once. Defaults to
+	// 30s.
+	MaxRetryWait time.Duration
+	// AttemptTimeout bounds each call; an attempt that runs out is retried
+	// (safe: the job keeps its idempotency key). Zero leaves only the
+	// caller's context.
+	AttemptTimeout time.Duration
+	// MaxBatchJobs is the most jobs per SubmitBatch call. Defaults to, and
+	// is capped at, MaxBatchJobs (500).
+	MaxBatchJobs int
+	// MaxBatchBytes bounds the encoded jobs of one SubmitBatch call.
+	// Defaults to 8 MiB (the gateway accepts requests up to 16 MiB).
+	MaxBatchBytes int
+}
+
+func (c Config) withDefaults() Config {
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, max(BackoffMaxDefault, c.BackoffBase))
+	c.MaxRetryWait = cmp.Or(c.MaxRetryWait, MaxRetryWaitDefault)
+	c.MaxBatchJobs = min(cmp.Or(c.MaxBatchJobs, MaxBatchJobs), MaxBatchJobs)
+	c.MaxBatchBytes = cmp.Or(c.MaxBatchBytes, MaxBatchBytesDefault)
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.APIKey == "":
+		return errors.New("APIKey is required")
+	case strings.ContainsAny(c.APIKey, " \t\r\n"):
+		return errors.New("APIKey must not contain white space")
+	case c.Insecure && c.TLS != nil:
+		return errors.New("set TLS or Insecure, not both")
+	case c.MaxAttempts < 1, c.BackoffBase < 0, c.BackoffMax < c.BackoffBase, c.MaxRetryWait < 0,
+		c.AttemptTimeout < 0, c.MaxBatchJobs < 1, c.MaxBatchBytes < 1:
+		return fmt.Errorf("invalid retry or batch settings: %+v", c.redacted())
+	}
+	return nil
+}
+
+func (c Config) redacted() Config {
+	c.APIKey = "…"
+	c.TLS, c.DialOptions = nil, nil
+	return c
+}
+
+// Client submits jobs to a gateway. It is safe for concurrent use.
+type Client struct {
+	cfg  Config
+	conn *grpc.ClientConn
+	rpc  ingestv1.IngestServiceClient
+}
+
+// New returns a client of the gateway at target (host:port, or any gRPC
+// target such as dns:///gateway.internal:7070). It does not connect until
+// the first call.
+func New(target string, cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("sluice client: %w", err)
+	}
+	transport := insecure.NewCredentials()
+	if !cfg.Insecure {
+		tc := cfg.TLS
+		if tc == nil {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		transport = credentials.NewTLS(tc)
+	}
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(transport),
+		grpc.WithPerRPCCredentials(bearer{key: cfg.APIKey, secure: !cfg.Insecure}),
+	}, cfg.DialOptions...)
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sluice client: gateway address %q: %w", target, err)
+	}
+	return &Client{cfg: cfg, conn: conn, rpc: ingestv1.NewIngestServiceClient(conn)}, nil
+}
+
+// Close closes the connection. Calls in progress fail.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// bearer sends the API key with every call.
+type bearer struct {
+	key    string
+	secure bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.key}, nil
+}
+
+// RequireTransportSecurity keeps gRPC from sending the key in plain text
+// unless Config.Insecure asked for it.
+func (b bearer) RequireTransportSecurity() bool { return b.secure }
+
+// Job is one job to submit.
+type Job struct {
+	// Payload is delivered to the worker as is: 1 byte up to the tenant's
+	// limit (at most 160 KiB).
+	Payload []byte
+	// Attributes are delivered with the job (at most 16).
+	Attributes map[string]string
+	// IdempotencyKey makes a repeat of this job within the gateway's
+	// window answer the first job's id instead of enqueueing it again. If
+	// empty, the client generates one per job and keeps it across its own
+	// retries; set it yourself (NewIdempotencyKey, or a natural key such as
+	// an order id) to make your own later resubmissions safe too.
+	IdempotencyKey string
+	// TTL drops the job if it is not delivered this long after it was
+	// accepted. Zero means no TTL.
+	TTL time.Duration
+	// Delay holds the job back this long before its first delivery.
+	Delay time.Duration
+}
+
+// NewIdempotencyKey returns a random key, as the client generates for a job
+// without one.
+func NewIdempotencyKey() string { return crand.Text() }
+
+func (j *Job) request() *ingestv1.SubmitRequest {
+	req := &ingestv1.SubmitRequest{
+		Payload:        j.Payload,
+		Attributes:     j.Attributes,
+		IdempotencyKey: cmp.Or(j.IdempotencyKey, NewIdempotencyKey()),
+	}
+	if j.TTL != 0 {
+		req.Ttl = durationpb.New(j.TTL)
+	}
+	if j.Delay != 0 {
+		req.Delay = durationpb.New(j.Delay)
+	}
+	return req
+}
+
+// Result is the outcome of an accepted job.
+type Result struct {
+	// JobID is the gateway's id for the job.
+	JobID string
+	// Duplicate is true when the idempotency key matched an earlier job
+	// (possibly this job's own earlier attempt whose answer was lost);
+	// JobID is that job's.
+	Duplicate bool
+	// IdempotencyKey is the key the job was sent with.
+	IdempotencyKey string
+	// Attempts is the number of calls made for the job.
+	Attempts int
+}
+
+// Submit sends one job, retrying as the package documentation describes.
+// A nil error means the gateway stored the job durably. A refusal is a
+// *QuotaError, *BacklogError or *InvalidArgumentError; any error carries
+// the gRPC status of the last attempt (status.Code(err)).
+func (c *Client) Submit(ctx context.Context, job Job) (*Result, error) {
+	req := job.request()
+	for attempt := 1; ; attempt++ {
+		resp, err := c.submitOnce(ctx, req)
+		if err == nil {
+			return &Result{JobID: resp.GetJobId(), Duplicate: resp.GetDuplicate(), IdempotencyKey: req.GetIdempotencyKey(), Attempts: attempt}, nil
+		}
+		wait, retry := c.retryWait(ctx, err, attempt)
+		if !retry {
+			if attempt > 1 {
+				return nil, fmt.Errorf("sluice: submit (gave up after %d attempts): %w", attempt, err)
+			}
+			return nil, fmt.Errorf("sluice: submit: %w", err)
+		}
+		if werr := sleep(ctx, wait); werr != nil {
+			return nil, fmt.Errorf("sluice: submit: %w while waiting %s to retry after: %w", werr, wait.Round(time.Millisecond), err)
+		}
+	}
+}
+
+func (c *Client) submitOnce(ctx context.Context, req *ingestv1.SubmitRequest) (*ingestv1.SubmitResponse, error) {
+	attemptCtx, cancel := c.attemptContext(ctx)
+	defer cancel()
+	resp, err := c.rpc.Submit(attemptCtx, req)
+	if err != nil {
+		return nil, callError(ctx, attemptCtx, err)
+	}
+	return resp, nil
+}
+
+// callError types the error of a call made with attemptCtx and, when the
+// caller's ctx has ended, wraps ctx.Err() too so that errors.Is(err,
+// context.Canceled) works. A DEADLINE_EXCEEDED of an attempt bound by the
+// caller's own deadline counts as that deadline even if the answer (the
+// server's timer, which gRPC starts from the same deadline) came a moment
+// before ctx's.
+func callError(ctx, attemptCtx context.Context, err error) error {
+	typed := fromStatus(status.Convert(err))
+	ctxErr := ctx.Err()
+	if ctxErr == nil && status.Code(err) == codes.DeadlineExceeded {
+		callerDeadline, ok := ctx.Deadline()
+		attemptDeadline, _ := attemptCtx.Deadline()
+		if ok && !attemptDeadline.Before(callerDeadline) {
+			ctxErr = context.DeadlineExceeded
+		}
+	}
+	if ctxErr != nil {
+		return fmt.Errorf("%w: %w", ctxErr, typed)
+	}
+	return typed
+}
+
+func (c *Client) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.cfg.AttemptTimeout > 0 {
+		return context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+	}
+	return ctx, func() {}
+}
+
+// retryWait decides whether err, the outcome of attempt, may be retried,
+// and after how long. It refuses when the attempts are used up or the wait
+// would end after ctx's deadline.
+func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Duration, bool) {
+	if attempt >= c.cfg.MaxAttempts || ctx.Err() != nil ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return 0, false
+	}
+	var wait time.Duration
+	var quota *QuotaError
+	var backlog *BacklogError
+	switch {
+	case errors.As(err, &quota):
+		if !quota.hasRetry || quota.RetryAfter > c.cfg.MaxRetryWait {
+			return 0, false
+		}
+		wait = hinted(quota.RetryAfter)
+	case errors.As(err, &backlog):
+		if !backlog.hasRetry || backlog.RetryAfter > c.cfg.MaxRetryWait {
+			return 0, false
+		}
+		wait = hinted(backlog.RetryAfter)
+	case status.Code(err) == codes.Unavailable:
+		wait = c.backoff(attempt)
+	case status.Code(err) == codes.DeadlineExceeded && c.cfg.AttemptTimeout > 0:
+		// The attempt's own timeout ran out (ctx is live): the job may or
+		// may not be stored, and its idempotency key makes a retry safe.
+		wait = c.backoff(attempt)
+	default:
+		return 0, false
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+		return 0, false
+	}
+	return wait, true
+}
+
+// hinted honours a RetryInfo delay, adding up to a fifth as jitter so that
+// clients refused together do not all come back at the same instant.
+func hinted(d time.Duration) time.Duration {
+	return d + jitter(d/5)
+}
+
+// backoff is the wait after the attempt-th failure: BackoffBase doubled
+// per attempt up to BackoffMax, of which a random half is jitter.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.cfg.BackoffBase
+	for i := 1; i < attempt && d < c.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.cfg.BackoffMax)
+	return d/2 + jitter(d/2)
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d + 1)
+}
+
+// sleep waits for d or until ctx ends, returning ctx.Err() in that case.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

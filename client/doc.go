@@ -1,0 +1,49 @@
+// Package client submits jobs to a sluice gateway.
+//
+// A Client holds one gRPC connection and sends the tenant's API key as
+// "authorization: Bearer <key>" on every call. Submit sends one job;
+// SubmitBatch sends any number, split into calls the gateway accepts (at
+// most 500 jobs and a few MiB each), and reports each job's outcome.
+//
+// # Retries
+//
+// Every job gets an idempotency key (generated when the caller gives none)
+// that stays the same across the client's retries, so a retry of a job the
+// gateway already stored answers the first job's id with Duplicate set
+// instead of enqueueing it twice. The client retries only what is safe:
+//
+//   - RESOURCE_EXHAUSTED with a RetryInfo (tenant over its submit rate, or
+//     its lane's backlog at the high-water mark): after the delay the
+//     gateway asked for, plus up to a fifth more as jitter, when that delay
+//     is at most Config.MaxRetryWait (in a batch, n jobs refused for rate
+//     wait n times the delay: each needs its own token);
+//   - UNAVAILABLE (the gateway could not store the job, or could not be
+//     reached): after an exponential backoff with jitter;
+//   - DEADLINE_EXCEEDED of one attempt when Config.AttemptTimeout is set
+//     and the caller's context is still live.
+//
+// Nothing else is retried: INVALID_ARGUMENT, UNAUTHENTICATED and the like
+// come back at once. Retries stop at Config.MaxAttempts, when the caller's
+// context ends, or when the next wait would outlast the context's deadline.
+//
+// The gateway remembers idempotency keys per process, for its idempotency
+// window (10 minutes by default): a retry that reaches another gateway, or
+// one that restarted, is enqueued again. Delivery is at least once anyway,
+// so workers must be idempotent on the job id.
+//
+// # Errors
+//
+// Refusals come back as typed errors that also carry the gRPC status
+// (status.Code works on every error this package returns):
+//
+//   - *QuotaError: the tenant is over its submit rate; RetryAfter says when
+//     a token is available.
+//   - *BacklogError: the tenant's lane has too many jobs waiting for its
+//     tier; RetryAfter is the time the lane needs to drain back under.
+//   - *InvalidArgumentError: the job broke a request limit; Violations name
+//     the fields.
+//
+// Other failures (UNAUTHENTICATED, UNAVAILABLE after the last attempt, a
+// context error) are returned as the gRPC status error, wrapped with
+// context.
+package client

@@ -1,0 +1,64 @@
+# IAM policy documents for the two roles (outputs gateway_policy_json and
+# drainer_policy_json): attach them to the gateway's and the drainers'
+# roles. Queue ARNs are listed one by one, no wildcards.
+
+locals {
+  shard_arns = [for n in flatten(values(local.shard_names)) : local.queue_arns[n]]
+  dlq_arns   = [for n in values(local.dlq_names) : local.queue_arns[n]]
+  all_arns   = [for n in local.queue_names : local.queue_arns[n]]
+
+  kms_statements = var.kms_key_arn == null ? [] : [{
+    Sid      = "UseQueueEncryptionKey"
+    Effect   = "Allow"
+    Action   = ["kms:GenerateDataKey", "kms:Decrypt"]
+    Resource = [var.kms_key_arn]
+  }]
+
+  # The gateway sends new jobs to shard queues only. It reads queue
+  # attributes (depth) of every queue for least-depth routing and the
+  # lanes' high-water marks, and resolves names it has no URL for.
+  gateway_policy = {
+    Version = "2012-10-17"
+    Statement = concat([
+      {
+        Sid      = "SendToShards"
+        Effect   = "Allow"
+        Action   = ["sqs:SendMessage"]
+        Resource = local.shard_arns
+      },
+      {
+        Sid      = "ReadQueueDepth"
+        Effect   = "Allow"
+        Action   = ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
+        Resource = local.all_arns
+      },
+    ], local.kms_statements)
+  }
+
+  # The drainers receive, delete and extend visibility on every queue (the
+  # DLQ for the admin API's list and replay) and send to every queue: the
+  # spillover and backlog queues (sidelining), back to the queue a job came
+  # from (retry with a delay), the DLQ (dead-lettering) and the shards (DLQ
+  # replay). One statement for all, so the policy grows by one ARN per
+  # queue. StartMessageMoveTask serves redrive of a whole DLQ.
+  drainer_policy = {
+    Version = "2012-10-17"
+    Statement = concat([
+      {
+        Sid    = "ConsumeSidelineRetryDeadLetterReplay"
+        Effect = "Allow"
+        Action = [
+          "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage",
+          "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
+        ]
+        Resource = local.all_arns
+      },
+      {
+        Sid      = "RedriveDeadLetters"
+        Effect   = "Allow"
+        Action   = ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks", "sqs:CancelMessageMoveTask"]
+        Resource = local.dlq_arns
+      },
+    ], local.kms_statements)
+  }
+}
