@@ -86,26 +86,44 @@ func TestBucketsBurstChange(t *testing.T) {
 func TestBucketsSweep(t *testing.T) {
 	t.Parallel()
 	b := NewBuckets()
+	// Times only move forward, as they do for a real gateway.
 	b.Take("refilled", 1, 1, t0)
+	for range 3 {
+		b.Take("busy", 1, 3, t0.Add(time.Hour))
+	}
 	b.Take("empty", 1, 1, t0.Add(time.Hour))
-	if n := b.Sweep(t0.Add(time.Hour)); n != 1 {
-		t.Fatalf("%d buckets remain, want 1", n)
+	if n := b.Sweep(t0.Add(time.Hour)); n != 2 {
+		t.Fatalf("%d buckets remain, want 2", n)
 	}
 	// An evicted bucket comes back full.
 	if undo, _ := b.Take("refilled", 1, 1, t0.Add(time.Hour)); undo == nil {
 		t.Fatal("evicted tenant refused")
 	}
-	// A bucket is kept until it is full again: burst 3 at 1/s, emptied,
-	// refills by t+3s.
-	for range 3 {
-		b.Take("busy", 1, 3, t0)
+	// A bucket is kept until it is full again: busy, burst 3 at 1/s,
+	// emptied at +1h, is full at +1h3s.
+	if n := b.Sweep(t0.Add(time.Hour + 2*time.Second)); n != 1 {
+		t.Fatalf("%d buckets remain 2s after emptying, want 1 (busy)", n)
 	}
-	if n := b.Sweep(t0.Add(2 * time.Second)); n != 3 {
-		t.Fatalf("%d buckets remain 2s after emptying, want 3", n)
+	if n := b.Sweep(t0.Add(time.Hour + 3*time.Second)); n != 0 {
+		t.Fatalf("%d buckets remain once all are full, want 0", n)
 	}
-	b.Sweep(t0.Add(3 * time.Second))
-	if _, wait := b.Take("busy", 1, 3, t0.Add(2*time.Second)); wait != 0 {
-		t.Fatalf("bucket swept before it was full: wait %s", wait)
+}
+
+// TestBucketsTimeOrder: a call whose time is earlier than one the shard
+// already used (requests reach the lock out of order) counts as happening
+// at the later time, not as a burst.
+func TestBucketsTimeOrder(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	if undo, _ := b.Take("a", 1000, 1, t0.Add(10*time.Millisecond)); undo == nil {
+		t.Fatal("first take refused")
+	}
+	// 1 token/ms: at +11ms one is back, whatever order the calls arrive in.
+	if undo, wait := b.Take("a", 1000, 1, t0.Add(11*time.Millisecond)); undo == nil {
+		t.Fatalf("take at +11ms refused (wait %s)", wait)
+	}
+	if _, wait := b.Take("a", 1000, 1, t0.Add(5*time.Millisecond)); wait != time.Millisecond {
+		t.Fatalf("late call: wait %s, want 1ms (the bucket as at +11ms)", wait)
 	}
 }
 

@@ -31,9 +31,10 @@ type Buckets struct {
 }
 
 type bucketShard struct {
-	mu  sync.Mutex
-	tat map[string]bucketState
-	_   [40]byte // keeps neighbouring shards' locks off one cache line
+	mu   sync.Mutex
+	tat  map[string]bucketState
+	last int64   // latest time a Take in this shard used
+	_    [32]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // bucketState is one tenant's bucket: its theoretical arrival time and the
@@ -71,6 +72,13 @@ func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time
 	t := int64(now.Sub(b.epoch))
 	s := b.shard(tenant)
 	s.mu.Lock()
+	// Calls reach the lock in a different order from the times their
+	// requests arrived; a time earlier than one already used would look
+	// like a burst (rate.Limiter likewise counts no time as passed).
+	if t < s.last {
+		t = s.last
+	}
+	s.last = t
 	st, ok := s.tat[tenant]
 	switch {
 	case !ok || st.tat < t:

@@ -42,13 +42,13 @@ type testBundle struct {
 }
 
 // setup serves a gateway on a loopback port over a real embedded backend.
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	return setupWith(t, Config{})
 }
 
 // setupWith is setup with some Config fields set (the required ones are
 // filled in).
-func setupWith(t *testing.T, cfg Config) *testBundle {
+func setupWith(t testing.TB, cfg Config) *testBundle {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	topo := topology.Default()
@@ -60,7 +60,7 @@ func setupWith(t *testing.T, cfg Config) *testBundle {
 	if err := b.EnsureQueues(t.Context(), topo.Specs()); err != nil {
 		t.Fatal(err)
 	}
-	tenants, err := tenant.Parse([]byte("tenants:\n  - {id: acme, tier: premium, api_keys: [acme-key-1]}\n  - {id: tiny, tier: free, api_keys: [tiny-key-1], submit_burst: 3, submit_rate: 0.001}\n"))
+	tenants, err := tenant.Parse([]byte("tenants:\n  - {id: acme, tier: premium, api_keys: [acme-key-1]}\n  - {id: tiny, tier: free, api_keys: [tiny-key-1], submit_burst: 3, submit_rate: 0.001}\n  - {id: bench, tier: premium, api_keys: [bench-key-1], submit_rate: 1e9, submit_burst: 1000000}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
