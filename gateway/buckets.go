@@ -33,7 +33,7 @@ type Buckets struct {
 type bucketShard struct {
 	mu   sync.Mutex
 	tat  map[string]bucketState
-	last int64   // latest time a Take in this shard used
+	last int64    // latest time a Take in this shard used
 	_    [32]byte // keeps neighbouring shards' locks off one cache line
 }
 
