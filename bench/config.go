@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// Tenant is one tenant of a scenario: its key and its limits (zero
+// fields inherit the standard tier's).
+type Tenant struct {
+	ID          string
+	Key         string
+	SubmitRate  float64 // gateway admission, jobs/s
+	SubmitBurst int
+	DrainRate   float64 // drainer per-tenant limit, jobs/s
+	DrainBurst  int
+	MaxInFlight int
+}
+
+// NewTenants returns n tenants named prefix-0000… with random keys and
+// the given limits.
+func NewTenants(prefix string, n int, limits Tenant) []Tenant {
+	ts := make([]Tenant, n)
+	secret := make([]byte, 8)
+	_, _ = rand.Read(secret)
+	for i := range ts {
+		t := limits
+		t.ID = fmt.Sprintf("%s-%06d", prefix, i)
+		t.Key = fmt.Sprintf("sk_bench_%x_%d", secret, i)
+		ts[i] = t
+	}
+	return ts
+}
+
+// Open is a tenant that the gateway admits at any rate the harness can
+// send and the drainers deliver without holding back.
+var Open = Tenant{SubmitRate: 1e7, SubmitBurst: 1e7, DrainRate: 1e7, DrainBurst: 1e7, MaxInFlight: 100000}
+
+// WriteTenants writes a tenant config file (tenant package format, keys
+// stored as their SHA-256) for tenants, all in the standard tier.
+func WriteTenants(path string, tenants []Tenant) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write tenants: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "tenants:")
+	for _, t := range tenants {
+		sum := sha256.Sum256([]byte(t.Key))
+		fmt.Fprintf(w, "  - id: %s\n    tier: standard\n    api_key_sha256: [%s]\n", t.ID, hex.EncodeToString(sum[:]))
+		if t.SubmitRate != 0 {
+			fmt.Fprintf(w, "    submit_rate: %g\n", t.SubmitRate)
+		}
+		if t.DrainRate != 0 {
+			fmt.Fprintf(w, "    drain_rate: %g\n", t.DrainRate)
+		}
+		for _, kv := range []struct {
+			k string
+			v int
+		}{{"submit_burst", t.SubmitBurst}, {"drain_burst", t.DrainBurst}, {"max_in_flight", t.MaxInFlight}} {
+			if kv.v != 0 {
+				fmt.Fprintf(w, "    %s: %d\n", kv.k, kv.v)
+			}
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write tenants: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write tenants: %w", err)
+	}
+	return nil
+}
+
+// Lane returns the one-lane topology ("standard") the scenarios use:
+// sluice's own (shards shard queues, each tenant choosing the least deep
+// of two) or, with fifo, one shard for everyone: no shuffle-sharding.
+// The high-water mark is out of reach, so the gateway never refuses for
+// depth; staleness is the bound beyond which sluice backlogs a job.
+func Lane(prefix string, shards int, fifo bool, staleness topology.Duration) topology.Topology {
+	l := topology.Lane{
+		Name: "standard", Shards: shards, ShardChoices: 2, StalenessBound: staleness,
+		DrainRate: 1e6, HighWaterMark: 1 << 40,
+	}
+	if fifo {
+		l.Shards, l.ShardChoices = 1, 1
+	}
+	return topology.Topology{Prefix: prefix, Lanes: []topology.Lane{l}}.WithDefaults()
+}
+
+// WriteTopology writes t as a --queues file.
+func WriteTopology(path string, t topology.Topology) error {
+	b, err := yaml.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("write topology: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("write topology: %w", err)
+	}
+	return nil
+}

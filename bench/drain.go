@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/queue/embeddedqueue"
+	"github.com/sluice-dev/sluice/queue/sqsqueue"
+	"github.com/sluice-dev/sluice/test/fauxqs"
+)
+
+// DrainOptions configures the drain-efficiency scenario (item 6).
+type DrainOptions struct {
+	Backend string
+	// Jobs preloaded, drained, and received+deleted raw. Defaults to
+	// 20,000 on the embedded backend and 5,000 on SQS, times Scale.
+	Jobs  int
+	Scale int
+	// Concurrency is the drainers'. Defaults to 32.
+	Concurrency int
+	// Consumers of the raw receive+delete measurement, spread over as
+	// many queues as the lane has shards. Defaults to 8.
+	Consumers int
+}
+
+// rawBodyBytes approximates an envelope carrying a PayloadBytes job.
+const rawBodyBytes = PayloadBytes + 120
+
+// Drain measures the drainer's jobs/s to a no-op worker from a preloaded
+// backlog, as a ratio of the backend's raw receive+delete rate measured
+// in the same run on the same store (or server).
+func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command string) error {
+	if o.Jobs == 0 {
+		o.Jobs = 20000
+		if o.Backend == SQS {
+			o.Jobs = 5000
+		}
+		o.Jobs *= max(o.Scale, 1)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 32
+	}
+	if o.Consumers == 0 {
+		o.Consumers = 8
+	}
+	sid, sname := suffix(o.Backend)
+	fig := Figure{ID: "6.drain-efficiency" + sid, Item: 6, Order: 1, Command: command, Goal: "≥ 0.7",
+		Name: "Drain efficiency: drainer jobs/s to a no-op worker ÷ raw receive+delete jobs/s" + sname}
+	if err := drain(ctx, env, rec, o, fig); err != nil {
+		rec.Fail([]Figure{fig}, err)
+		return err
+	}
+	return nil
+}
+
+func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Figure) error {
+	w, err := StartWorker()
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	tenants := NewTenants("drain", 10, Open)
+	cl, err := env.StartCluster(ctx, ClusterConfig{Name: "drain-" + o.Backend, Backend: o.Backend, Tenants: tenants, WorkerAddr: w.Addr, Concurrency: o.Concurrency})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	c, err := Dial(cl.Addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	// Preload through the gateway (drainers off), in batches.
+	const batch = 100
+	var left atomic.Int64
+	left.Store(int64((o.Jobs + batch - 1) / batch))
+	t0 := time.Now()
+	pre := ClosedLoop(ctx, 8, 0, time.Hour, func(ctx context.Context, wk, i int) (int, error) {
+		if left.Add(-1) < 0 {
+			return 0, errDone
+		}
+		return c.SubmitBatch(ctx, tenants[(wk+i)%len(tenants)], batch)
+	})
+	if pre.Errors > 0 {
+		return fmt.Errorf("preload: %d calls failed: %w", pre.Errors, pre.FirstErr)
+	}
+	jobs := pre.Units
+	env.Logf("  preloaded %s jobs in %.1fs", Num(float64(jobs)), time.Since(t0).Seconds())
+
+	// Raw receive+delete on the same backend, in this process.
+	var be queue.Backend
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.Backend == SQS {
+		be, err = sqsqueue.New(ctx, sqsqueue.Config{Endpoint: cl.SQSEndpoint, Region: fauxqs.Region, Logger: quiet})
+	} else {
+		// The store allows one process: the gateway lets go of it first.
+		if err := cl.Gateway().Stop(30 * time.Second); err != nil {
+			return err
+		}
+		be, err = embeddedqueue.Open(filepath.Join(cl.DataDir, "queues.db"), embeddedqueue.Options{Logger: quiet})
+	}
+	if err != nil {
+		return err
+	}
+	raw, rawErr := rawReceiveDelete(ctx, be, cl.Topology.Prefix, cl.Topology.Lanes[0].Shards, o.Consumers, jobs)
+	if err := be.Close(); err != nil && rawErr == nil {
+		rawErr = err
+	}
+	if rawErr != nil {
+		return fmt.Errorf("raw receive+delete: %w", rawErr)
+	}
+	env.Logf("  raw receive+delete: %s jobs/s", Num(raw))
+
+	// The drainers, from the same preloaded backlog.
+	if err := cl.StartDrainers(ctx); err != nil {
+		return err
+	}
+	if !w.WaitCount(ctx, jobs, max(2*time.Minute, time.Duration(jobs)*time.Millisecond)) {
+		return fmt.Errorf("drainers delivered %d of %d jobs in time", w.Count(), jobs)
+	}
+	actions := cl.DrainActions(ctx)
+	ds, repeats := w.Deliveries()
+	first, last := ds[0].Start, ds[0].Start
+	for _, d := range ds {
+		if d.Start.Before(first) {
+			first = d.Start
+		}
+		if d.Start.After(last) {
+			last = d.Start
+		}
+	}
+	drained := Ratio(float64(len(ds)-1), last.Sub(first).Seconds())
+	ratio := drained / raw
+	env.Logf("  drainer: %s jobs/s", Num(drained))
+	fig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s)", ratio, Num(drained), Num(raw))
+	fig.Status = AtLeast(ratio, 0.7)
+	rec.Add(fig)
+	sid, sname := suffix(o.Backend)
+	rec.Detail("drain"+sid, 6, "6. Drain efficiency"+sname, fmt.Sprintf(
+		"%s jobs preloaded through the gateway (SubmitBatch ×%d, drainers off) over %d shard queues. Raw: %d goroutines in the "+
+			"harness, spread over %d queues of as many %d-byte messages on the same %s, each receiving up to 10 (no wait) and "+
+			"deleting them in one call. Drainer: drainers started (concurrency %d) against the preloaded queues, delivering to "+
+			"a no-op gRPC worker; rate from the first delivery to the last. The lane's staleness bound is the default (5m), so the "+
+			"preloaded jobs are delivered, not backlogged.\n\n%s\nDrainer actions (its metrics): %s.\n",
+		Num(float64(jobs)), batch, cl.Topology.Lanes[0].Shards, o.Consumers, cl.Topology.Lanes[0].Shards, rawBodyBytes, backendWhat(o.Backend), o.Concurrency,
+		Table([]string{"measure", "jobs/s"}, [][]string{
+			{"raw receive+delete", Num(raw)},
+			{"drainer → no-op worker", Num(drained)},
+			{"ratio", fmt.Sprintf("%.2f", ratio)},
+			{"repeated deliveries", fmt.Sprint(repeats)},
+		}), actions))
+	return nil
+}
+
+func backendWhat(b string) string {
+	if b == SQS {
+		return "local SQS server"
+	}
+	return "embedded store file"
+}
+
+// rawReceiveDelete fills shards queues with n messages in all and returns
+// the rate at which consumers receive and delete them.
+func rawReceiveDelete(ctx context.Context, be queue.Backend, prefix string, shards, consumers, n int) (float64, error) {
+	names := make([]string, shards)
+	specs := make([]queue.QueueSpec, shards)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-raw-%02d", prefix, i)
+		specs[i] = queue.QueueSpec{Name: names[i], VisibilityTimeout: time.Minute}
+	}
+	if err := be.EnsureQueues(ctx, specs); err != nil {
+		return 0, err
+	}
+	body := make([]byte, rawBodyBytes)
+	for i := range body {
+		body[i] = byte(rand.Uint32())
+	}
+	// Fill: batches of 10 from 16 goroutines.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var fillErr atomic.Value
+	for range 16 {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(queue.MaxBatch)) - queue.MaxBatch
+				if k >= n || fillErr.Load() != nil {
+					return
+				}
+				entries := make([]queue.SendEntry, min(queue.MaxBatch, n-k))
+				for i := range entries {
+					entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
+				}
+				res, err := be.Send(ctx, &queue.SendParams{Queue: names[(k/queue.MaxBatch)%shards], Entries: entries})
+				for _, r := range res {
+					if err == nil {
+						err = r.Err
+					}
+				}
+				if err != nil {
+					fillErr.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := fillErr.Load().(error); err != nil {
+		return 0, err
+	}
+	// Measure.
+	var got atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	for i := range consumers {
+		q := names[i%shards]
+		wg.Go(func() {
+			idle := time.Now()
+			for got.Load() < int64(n) && firstErr.Load() == nil && ctx.Err() == nil {
+				msgs, err := be.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch})
+				if err != nil {
+					firstErr.Store(err)
+					return
+				}
+				if len(msgs) == 0 {
+					// This queue is empty (or a short poll missed); others
+					// may still have messages.
+					if time.Since(idle) > 5*time.Second {
+						return
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				idle = time.Now()
+				handles := make([]string, len(msgs))
+				for i, m := range msgs {
+					handles[i] = m.ReceiptHandle
+				}
+				res, err := be.Delete(ctx, &queue.DeleteParams{Queue: q, ReceiptHandles: handles})
+				for _, e := range res {
+					if err == nil {
+						err = e
+					}
+				}
+				if err != nil {
+					firstErr.Store(err)
+					return
+				}
+				got.Add(int64(len(msgs)))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	if got.Load() < int64(n) {
+		return 0, fmt.Errorf("received %d of %d messages", got.Load(), n)
+	}
+	return float64(got.Load()) / elapsed.Seconds(), nil
+}

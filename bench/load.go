@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+)
+
+// PayloadBytes is the size of each job's payload: a small event, about
+// the 200-byte message of the gRPC ceiling in shared/MEASURED.md.
+const PayloadBytes = 200
+
+// Client submits jobs through the ingest API on one connection.
+type Client struct {
+	conn    *grpc.ClientConn
+	api     ingestv1.IngestServiceClient
+	payload []byte
+}
+
+// Dial connects to an ingest API (the gateway, or the bare server).
+func Dial(addr string) (*Client, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	payload := make([]byte, PayloadBytes)
+	for i := range payload {
+		payload[i] = byte('a' + i%26)
+	}
+	return &Client{conn: conn, api: ingestv1.NewIngestServiceClient(conn), payload: payload}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+func withKey(ctx context.Context, key string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+}
+
+// Submit submits one job as t. It waits for the connection to be ready,
+// so a gateway restarting on the same address delays calls rather than
+// failing them.
+func (c *Client) Submit(ctx context.Context, t Tenant) error {
+	_, err := c.SubmitID(ctx, t)
+	return err
+}
+
+// SubmitID is Submit returning the job's id.
+func (c *Client) SubmitID(ctx context.Context, t Tenant) (string, error) {
+	resp, err := c.api.Submit(withKey(ctx, t.Key), &ingestv1.SubmitRequest{Payload: c.payload}, grpc.WaitForReady(true))
+	return resp.GetJobId(), err
+}
+
+// SubmitBatch submits n jobs in one call as t and returns how many were
+// accepted; err is the first refusal's message, if any.
+func (c *Client) SubmitBatch(ctx context.Context, t Tenant, n int) (int, error) {
+	jobs := make([]*ingestv1.SubmitRequest, n)
+	for i := range jobs {
+		jobs[i] = &ingestv1.SubmitRequest{Payload: c.payload}
+	}
+	resp, err := c.api.SubmitBatch(withKey(ctx, t.Key), &ingestv1.SubmitBatchRequest{Jobs: jobs}, grpc.WaitForReady(true))
+	if err != nil {
+		return 0, err
+	}
+	ok := 0
+	for _, r := range resp.GetResults() {
+		if r.GetError() == nil {
+			ok++
+		} else if err == nil {
+			err = fmt.Errorf("job refused: code %d: %s", r.GetError().GetCode(), r.GetError().GetMessage())
+		}
+	}
+	return ok, err
+}
+
+// LoadResult is what a load run measured.
+type LoadResult struct {
+	OK, Errors int
+	FirstErr   error
+	Elapsed    time.Duration
+	Latencies  []time.Duration // of successful calls
+	Units      int             // jobs accepted (a batch call counts its jobs)
+}
+
+// Rate returns successful calls per second.
+func (r LoadResult) Rate() float64 { return Ratio(float64(r.OK), r.Elapsed.Seconds()) }
+
+// UnitRate returns accepted jobs per second.
+func (r LoadResult) UnitRate() float64 { return Ratio(float64(r.Units), r.Elapsed.Seconds()) }
+
+// Call is one request of a load run; it returns the jobs it got accepted.
+// Returning errDone ends the calling goroutine's loop.
+type Call func(ctx context.Context, worker, i int) (int, error)
+
+// errDone tells ClosedLoop that a goroutine has no more calls to make.
+var errDone = errors.New("no more calls")
+
+type recorder struct {
+	mu  sync.Mutex
+	res LoadResult
+}
+
+func (r *recorder) add(lat time.Duration, units int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.res.Errors++
+		if r.res.FirstErr == nil {
+			r.res.FirstErr = err
+		}
+		return
+	}
+	r.res.OK++
+	r.res.Units += units
+	r.res.Latencies = append(r.res.Latencies, lat)
+}
+
+// ClosedLoop runs conc goroutines calling call back to back for warmup +
+// dur, and records the calls started after the warmup.
+func ClosedLoop(ctx context.Context, conc int, warmup, dur time.Duration, call Call) LoadResult {
+	var rec recorder
+	start := time.Now()
+	from, until := start.Add(warmup), start.Add(warmup+dur)
+	var wg sync.WaitGroup
+	for w := range conc {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				t0 := time.Now()
+				if !t0.Before(until) {
+					return
+				}
+				units, err := call(ctx, w, i)
+				if errors.Is(err, errDone) {
+					return
+				}
+				if !t0.Before(from) {
+					rec.add(time.Since(t0), units, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rec.res.Elapsed = dur
+	return rec.res
+}
+
+// Stream is one open-loop source: Rate calls per second, each sent on
+// schedule whatever the earlier ones are doing.
+type Stream struct {
+	Rate float64
+	Call func(ctx context.Context) error
+}
+
+// PacedResult counts what a paced run sent.
+type PacedResult struct {
+	Sent, Errors int64
+	FirstErr     error
+	Latencies    []time.Duration // of successful calls, from their start
+	Late         int64           // calls started more than 10 ms after their time
+}
+
+// Paced runs the streams open-loop for dur: call k of a stream starts at
+// start + k/Rate (or as soon as it can if the pacer falls behind, which
+// Late counts), at most maxOutstanding calls at once in all.
+func Paced(ctx context.Context, streams []Stream, dur time.Duration, maxOutstanding int) *PacedResult {
+	var (
+		res  PacedResult
+		mu   sync.Mutex
+		sent atomic.Int64
+		late atomic.Int64
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, maxOutstanding)
+	)
+	start := time.Now()
+	end := start.Add(dur)
+	// Calls under way when ctx ends are let finish: only scheduling stops.
+	callCtx := context.WithoutCancel(ctx)
+	for _, s := range streams {
+		if s.Rate <= 0 {
+			continue
+		}
+		period := time.Duration(float64(time.Second) / s.Rate)
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				due := start.Add(time.Duration(k) * period)
+				if !due.Before(end) || ctx.Err() != nil {
+					return
+				}
+				if d := time.Until(due); d > 0 {
+					time.Sleep(d)
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				t0 := time.Now()
+				if t0.Sub(due) > 10*time.Millisecond {
+					late.Add(1)
+				}
+				sent.Add(1)
+				wg.Go(func() {
+					defer func() { <-sem }()
+					err := s.Call(callCtx)
+					lat := time.Since(t0)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						res.Errors++
+						if res.FirstErr == nil {
+							res.FirstErr = err
+						}
+						return
+					}
+					res.Latencies = append(res.Latencies, lat)
+				})
+			}
+		})
+	}
+	wg.Wait()
+	res.Sent, res.Late = sent.Load(), late.Load()
+	return &res
+}

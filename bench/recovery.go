@@ -1,0 +1,324 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// RecoveryOptions configures the recovery scenario (item 3).
+type RecoveryOptions struct {
+	Backend string
+	// Tenants share Rate jobs/s, submitted throughout. Defaults: 10
+	// tenants, 300 jobs/s.
+	Tenants int
+	Rate    float64
+	// Service and Concurrency set the delivery capacity
+	// (Concurrency/Service). Defaults: 20ms and 16 (800 jobs/s).
+	Service     time.Duration
+	Concurrency int
+	// Baseline is the time before the drainers stop; Outage how long they
+	// stay stopped. Defaults: 10s and 20s.
+	Baseline, Outage time.Duration
+	// MaxRecovery bounds the time after the restart. Defaults to 60s.
+	MaxRecovery time.Duration
+	// Window is the width of the dwell windows judged. Defaults to 500ms.
+	Window time.Duration
+	// Plots is the directory plots are written to; RelPlots is the same
+	// relative to the markdown file.
+	Plots, RelPlots string
+}
+
+func (o *RecoveryOptions) defaults() {
+	if o.Tenants == 0 {
+		o.Tenants = 10
+	}
+	if o.Rate == 0 {
+		o.Rate = 300
+	}
+	o.Service = or(o.Service, 20*time.Millisecond)
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	o.Baseline = or(o.Baseline, 10*time.Second)
+	o.Outage = or(o.Outage, 20*time.Second)
+	o.MaxRecovery = or(o.MaxRecovery, 60*time.Second)
+	o.Window = or(o.Window, 500*time.Millisecond)
+}
+
+// recRun is one recovery run.
+type recRun struct {
+	fifo                bool
+	jobs                []Outcome
+	stopAt, restartAt   time.Time // drainers stopped; restart begun
+	readyAt, end        time.Time // drainers delivering again; observation end
+	baseP99, threshold  time.Duration
+	recovered           time.Duration // since restartAt; -1 if not within the run
+	backlog             int           // jobs waiting at the restart
+	backlogDone         time.Duration // since restartAt until every job sent before it was delivered; -1 if not
+	errs                int
+	firstErr            error
+	startSent, lastSent time.Time
+}
+
+func (r recRun) mode() string {
+	if r.fifo {
+		return "FIFO"
+	}
+	return "sluice"
+}
+
+// Recovery stops the drainers under steady traffic until a backlog
+// builds, restarts them, and measures how long until fresh jobs see the
+// baseline dwell again, for sluice and for the plain FIFO.
+func Recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, command string) error {
+	o.defaults()
+	sid, sname := suffix(o.Backend)
+	fig := Figure{ID: "3.recovery" + sid, Item: 3, Order: 1, Command: command, Goal: "≤ 60 s",
+		Name: "Recovery: time until fresh jobs see baseline dwell after drainers return to a backlog" + sname}
+	if err := recovery(ctx, env, rec, o, fig); err != nil {
+		rec.Fail([]Figure{fig}, err)
+		return err
+	}
+	return nil
+}
+
+func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, fig Figure) error {
+	w, err := StartWorker()
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	w.SetService(o.Service)
+	tenants := NewTenants("steady", o.Tenants, Tenant{SubmitRate: 10 * o.Rate, SubmitBurst: int(10 * o.Rate),
+		DrainRate: 10 * o.Rate, DrainBurst: int(10 * o.Rate), MaxInFlight: o.Concurrency})
+	var runs []recRun
+	for _, fifo := range []bool{false, true} {
+		r, err := recoverOnce(ctx, env, w, o, tenants, fifo)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+		env.Logf("  %-6s backlog %d: baseline p99 %s, recovered %s, backlog delivered %s", r.mode(), r.backlog, Ms(r.baseP99), recoveredCell(r.recovered, o.Window, o.MaxRecovery), secs(r.backlogDone, o.MaxRecovery))
+	}
+	s, f := runs[0], runs[1]
+	fig.Measured = fmt.Sprintf("%s with a backlog of %s jobs (FIFO baseline, same run: %s, backlog %s)",
+		recoveredCell(s.recovered, o.Window, o.MaxRecovery), Num(float64(s.backlog)), recoveredCell(f.recovered, o.Window, o.MaxRecovery), Num(float64(f.backlog)))
+	fig.Status = Misses
+	if s.recovered >= 0 && s.recovered <= 60*time.Second {
+		fig.Status = Meets
+	}
+	rec.Add(fig)
+
+	sid, sname := suffix(o.Backend)
+	c := Chart{
+		Title:  fmt.Sprintf("Recovery%s: %g jobs/s throughout, drainers stopped for %s", sname, o.Rate, o.Outage),
+		XLabel: "time job was submitted (s since the drainers' restart)", YLabel: fmt.Sprintf("p99 dwell per %s window (ms, log)", o.Window), LogY: true,
+		Bands: []Band{{From: -o.Outage.Seconds(), To: 0, Label: "drainers stopped"}},
+		Marks: []Mark{{X: 0, Label: "restart"}},
+	}
+	var rows [][]string
+	for i, r := range runs {
+		lo := r.startSent.Sub(r.restartAt)
+		hi := r.lastSent.Sub(r.restartAt) + o.Window
+		x, y := DwellSeries(r.jobs, r.restartAt, r.end, o.Window, lo.Truncate(o.Window)-o.Window, hi)
+		c.Series = append(c.Series, Series{Name: r.mode() + ": all jobs", Color: Palette[i], Dashed: r.fifo, X: x, Y: y})
+		c.HLines = append(c.HLines, Mark{X: float64(r.threshold) / 1e6, Label: r.mode() + ": threshold (2 × baseline p99)"})
+		if r.recovered >= 0 {
+			c.Marks = append(c.Marks, Mark{X: r.recovered.Seconds(), Label: r.mode() + " recovered"})
+		}
+		rows = append(rows, []string{r.mode(), Num(float64(r.backlog)), Ms(r.baseP99), Ms(r.threshold),
+			recoveredCell(r.recovered, o.Window, o.MaxRecovery), secs(r.backlogDone, o.MaxRecovery), Ms(r.readyAt.Sub(r.restartAt)),
+			fmt.Sprintf("%d / %d", Undelivered(r.jobs), len(r.jobs)), errCell(r.errs, r.firstErr)})
+	}
+	name := "recovery" + strings.ReplaceAll(sid, ".", "-") + ".svg"
+	if err := c.WriteFile(filepath.Join(o.Plots, name)); err != nil {
+		return err
+	}
+	body := fmt.Sprintf("%d tenants submit %g jobs/s in all, throughout; the worker takes %s per job and the drainers deliver %d at once "+
+		"(capacity %g jobs/s). After %s the drainers stop for %s (%s), then restart. A job is fresh if submitted after the restart "+
+		"began; fresh jobs are judged in %s windows by submit time, and the system has recovered from the first of %d windows in a "+
+		"row whose p99 dwell is within 2× the baseline p99 (the %s before the stop; at least +20 ms). "+
+		"Sluice's lane has a staleness bound of %s: older jobs go to the backlog queue, fresh ones first.\n\n%s\n![recovery](%s)\n",
+		o.Tenants, o.Rate, o.Service, o.Concurrency, float64(o.Concurrency)/o.Service.Seconds(), o.Baseline, o.Outage,
+		outageHow(o.Backend), o.Window, sustainWindows, o.Baseline, Staleness,
+		Table([]string{"mode", "backlog at restart", "baseline p99", "threshold", "recovered after", "backlog delivered after", "restart took", "undelivered at end", "submit errors"}, rows),
+		filepath.ToSlash(filepath.Join(o.RelPlots, name)))
+	rec.Detail("recovery"+sid, 3, "3. Recovery"+sname, body)
+	return nil
+}
+
+func outageHow(backend string) string {
+	if backend == SQS {
+		return "the drainer process is stopped with SIGTERM and started again; the gateway runs throughout"
+	}
+	return "the embedded store is held by one process, so the gateway restarts without drainers, and again with them; submits wait on the same address meanwhile"
+}
+
+func secs(d, limit time.Duration) string {
+	if d < 0 {
+		return fmt.Sprintf("not within %s", limit)
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// recovered formats a recovery time, whose resolution is one window.
+func recoveredCell(d, window, limit time.Duration) string {
+	if d == 0 {
+		return fmt.Sprintf("< %s (first window)", window)
+	}
+	return secs(d, limit)
+}
+
+func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, tenants []Tenant, fifo bool) (recRun, error) {
+	r := recRun{fifo: fifo, recovered: -1, backlogDone: -1}
+	w.Reset()
+	cl, err := env.StartCluster(ctx, ClusterConfig{
+		Name: fmt.Sprintf("recovery-%s-fifo-%v", o.Backend, fifo), Backend: o.Backend, FIFO: fifo,
+		Tenants: tenants, WorkerAddr: w.Addr, Concurrency: o.Concurrency, Drain: true, Staleness: Staleness,
+	})
+	if err != nil {
+		return r, err
+	}
+	defer cl.Close()
+	c, err := Dial(cl.Addr)
+	if err != nil {
+		return r, err
+	}
+	defer c.Close()
+	var tr Tracker
+	streams := make([]Stream, len(tenants))
+	for i, t := range tenants {
+		streams[i] = tr.Stream(c, t, o.Rate/float64(len(tenants)))
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	loadDone := make(chan struct{})
+	r.startSent = time.Now()
+	go func() {
+		defer close(loadDone)
+		Paced(loadCtx, streams, o.Baseline+o.Outage+o.MaxRecovery+time.Minute, 4096)
+	}()
+	if !sleepCtx(ctx, o.Baseline) {
+		return r, ctx.Err()
+	}
+	r.stopAt = time.Now()
+	if err := cl.StopDrainers(ctx); err != nil {
+		return r, err
+	}
+	if !sleepCtx(ctx, o.Outage-time.Since(r.stopAt)) {
+		return r, ctx.Err()
+	}
+	r.restartAt = time.Now()
+	delivered := w.Count()
+	r.backlog = len(tr.Jobs()) - delivered
+	if err := cl.StartDrainers(ctx); err != nil {
+		return r, err
+	}
+	r.readyAt = time.Now()
+	r.baseP99 = baseline(w, r.startSent.Add(time.Second), r.stopAt)
+	r.threshold = max(2*r.baseP99, r.baseP99+20*time.Millisecond)
+	// Watch until the backlog is delivered and fresh jobs have been at
+	// baseline for a while, or the time is up.
+	for ctx.Err() == nil && time.Since(r.restartAt) < o.MaxRecovery {
+		if !sleepCtx(ctx, time.Second) {
+			break
+		}
+		ds, _ := w.Deliveries()
+		jobs := Join(tr.Jobs(), ds)
+		done, rec := r.judge(jobs, o.Window, time.Now())
+		if done >= 0 && rec >= 0 && time.Since(r.restartAt)-rec > 5*time.Second {
+			break
+		}
+	}
+	stopLoad()
+	<-loadDone
+	r.lastSent = time.Now()
+	// Let the last submits be delivered (they are fresh, so quickly once
+	// recovered), then judge.
+	w.WaitCount(ctx, len(tr.Jobs()), 10*time.Second)
+	r.end = time.Now()
+	ds, _ := w.Deliveries()
+	r.jobs = Join(tr.Jobs(), ds)
+	r.backlogDone, r.recovered = r.judge(r.jobs, o.Window, r.lastSent)
+	r.errs, r.firstErr = tr.Errors()
+	return r, ctx.Err()
+}
+
+// baseline returns the p99 dwell of jobs submitted in [from, to).
+func baseline(w *Worker, from, to time.Time) time.Duration {
+	ds, _ := w.Deliveries()
+	var dw []time.Duration
+	for _, d := range ds {
+		if !d.Enqueued.Before(from) && d.Enqueued.Before(to) {
+			dw = append(dw, d.Dwell())
+		}
+	}
+	return Percentile(dw, 99)
+}
+
+// judge returns, relative to the restart, when every job submitted
+// before it had been delivered, and from when fresh jobs (submitted
+// after it, up to until) stayed within the threshold; -1 for not yet.
+func (r recRun) judge(jobs []Outcome, win time.Duration, until time.Time) (backlogDone, recovered time.Duration) {
+	backlogDone = 0
+	for _, j := range jobs {
+		if !j.At.Before(r.restartAt) {
+			continue
+		}
+		if !j.Delivered {
+			backlogDone = -1
+			break
+		}
+		backlogDone = max(backlogDone, j.Start.Sub(r.restartAt))
+	}
+	at := make([]time.Time, len(jobs))
+	vals := make([]time.Duration, len(jobs))
+	for i, j := range jobs {
+		at[i], vals[i] = j.At, j.Dwell
+	}
+	// Only whole windows that ended at least a threshold before until
+	// count: later jobs may not have had their chance yet.
+	hi := until.Sub(r.restartAt) - r.threshold
+	hi = hi.Truncate(win)
+	if hi <= 0 {
+		return backlogDone, -1
+	}
+	ws := Windows(at, vals, r.restartAt, win, 0, hi)
+	// Recovered from the first window that starts a run of sustainWindows
+	// consecutive windows within the threshold: one late spike on a shared
+	// machine does not undo a recovery, and a dip does not make one.
+	run := 0
+	for i, wd := range ws {
+		if wd.P99 > r.threshold || (i > 0 && wd.Start != ws[i-1].Start+win) {
+			run = 0
+		}
+		if wd.P99 <= r.threshold {
+			run++
+		}
+		if run == sustainWindows {
+			return backlogDone, ws[i-sustainWindows+1].Start
+		}
+	}
+	return backlogDone, -1
+}
+
+// sustainWindows is how many consecutive windows within the threshold
+// make a recovery.
+const sustainWindows = 4
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
