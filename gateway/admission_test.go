@@ -127,6 +127,24 @@ func TestBucketsTimeOrder(t *testing.T) {
 	}
 }
 
+// TestBucketsBeforeEpoch: times earlier than the moment the buckets were
+// made (a caller's clock reading taken just before, or a test's fixed time)
+// are counted as they are, not clamped to the epoch.
+func TestBucketsBeforeEpoch(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	past := time.Now().Add(-time.Hour)
+	if undo, _ := b.Take("a", 1, 1, past); undo == nil {
+		t.Fatal("first take refused")
+	}
+	if _, wait := b.Take("a", 1, 1, past.Add(500*time.Millisecond)); wait != 500*time.Millisecond {
+		t.Fatalf("wait = %s, want 500ms", wait)
+	}
+	if undo, _ := b.Take("a", 1, 1, past.Add(time.Second)); undo == nil {
+		t.Fatal("refilled token refused")
+	}
+}
+
 // TestBucketsMatchRateLimiter drives a bucket and a rate.Limiter through the
 // same sequence of takes, including rate changes, and wants the same
 // answers.

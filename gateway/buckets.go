@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,7 @@ type Buckets struct {
 type bucketShard struct {
 	mu   sync.Mutex
 	tat  map[string]bucketState
-	last int64    // latest time a Take in this shard used
+	last int64    // latest time a Take in this shard used; starts at math.MinInt64
 	_    [32]byte // keeps neighbouring shards' locks off one cache line
 }
 
@@ -48,6 +49,7 @@ func NewBuckets() *Buckets {
 	b := &Buckets{seed: maphash.MakeSeed(), epoch: time.Now()}
 	for i := range b.shards {
 		b.shards[i].tat = map[string]bucketState{}
+		b.shards[i].last = math.MinInt64 // times before the epoch are valid too
 	}
 	return b
 }
