@@ -28,8 +28,8 @@
 //
 //	Defer*: Requeue instead when ReceiveCount ≥ MaxReceives (the last receive
 //	before the backend would redrive the message to the dead-letter queue).
-//	Delay = min(MaxDelay, d + Jitter·d), d = max(DeferDelay·2^(ReceiveCount−1),
-//	TenantWait if over rate), each term capped at MaxDelay (900 s).
+//	Delay = min(MaxDelay, d + Jitter·d), d = max(min(DeferDelay·2^(ReceiveCount−1),
+//	DeferCap), TenantWait if over rate), TenantWait capped at MaxDelay (900 s).
 //
 // Boundaries: a job is expired exactly at ExpiresAt; a job is stale only
 // past StalenessBound (exactly at the bound it is fresh); a job with

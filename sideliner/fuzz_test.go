@@ -102,6 +102,15 @@ func FuzzDecide(f *testing.F) {
 			if (d.Action == Requeue) != (receives >= n.MaxReceives) {
 				t.Fatalf("%v at receive %d of %d", d.Action, receives, n.MaxReceives)
 			}
+			// However many receives, a deferral waits at most twice the cap
+			// (jitter), or twice the tenant's own wait when over rate.
+			longest := n.DeferCap
+			if overRate {
+				longest = max(longest, min(in.TenantWait, MaxDelay))
+			}
+			if d.Delay > min(2*longest, MaxDelay) {
+				t.Fatalf("%v delayed %s, beyond twice %s", d.Action, d.Delay, longest)
+			}
 		}
 		if malformed && (d.Action != DeadLetter || d.Reason != ReasonMalformed) {
 			t.Fatalf("malformed message got %+v", d)

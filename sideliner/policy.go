@@ -22,6 +22,11 @@ const (
 	MaxReceivesDefault = 5
 	// DeferDelayDefault is the first delay of a deferred job.
 	DeferDelayDefault = 5 * time.Second
+	// DeferCapDefault is the longest a deferral's doubling goes: a job of
+	// a tenant that is busy but not far over its rate is looked at again
+	// within about a minute (two with jitter), however many times it was
+	// received.
+	DeferCapDefault = time.Minute
 	// RetryBaseDefault is the first retry's delay.
 	RetryBaseDefault = 2 * time.Second
 	// RetryCapDefault is the longest retry delay (before a RetryAfter hint).
@@ -153,8 +158,14 @@ type Policy struct {
 	// receive is requeued rather than deferred. Defaults to 5.
 	MaxReceives int
 	// DeferDelay is the delay of a job held back on its first receive; it
-	// doubles with each further receive, up to MaxDelay. Defaults to 5s.
+	// doubles with each further receive, up to DeferCap. Defaults to 5s.
 	DeferDelay time.Duration
+	// DeferCap bounds the doubling of DeferDelay. Receive counts grow with
+	// every lost receive answer and every lease a crash drops, so without a
+	// cap a large max receive count could hold a job back for MaxDelay
+	// after its tenant is idle again. A tenant's own wait (over rate) may
+	// exceed it, up to MaxDelay. Defaults to 1m; at least DeferDelay.
+	DeferCap time.Duration
 	// RetryBase is the least retry delay and the first retry's ceiling.
 	// Defaults to 2s.
 	RetryBase time.Duration
@@ -181,6 +192,9 @@ func (p Policy) WithDefaults() Policy {
 	if p.DeferDelay == 0 {
 		p.DeferDelay = DeferDelayDefault
 	}
+	if p.DeferCap == 0 {
+		p.DeferCap = max(DeferCapDefault, p.DeferDelay)
+	}
 	if p.RetryBase == 0 {
 		p.RetryBase = RetryBaseDefault
 	}
@@ -205,6 +219,9 @@ func (p Policy) Validate() error {
 	}
 	if p.DeferDelay < 0 || p.DeferDelay > MaxDelay {
 		errs = append(errs, fmt.Errorf("defer delay must not be negative or above %s", MaxDelay))
+	}
+	if p.DeferCap < p.DeferDelay || p.DeferCap > MaxDelay {
+		errs = append(errs, fmt.Errorf("defer cap must not be below the defer delay or above %s", MaxDelay))
 	}
 	if p.RetryCap < 0 || p.RetryCap > MaxDelay {
 		errs = append(errs, fmt.Errorf("retry cap must not be negative or above %s", MaxDelay))
@@ -232,6 +249,7 @@ func (p Policy) normalized() Policy {
 		p.DeferDelay = DeferDelayDefault
 	}
 	p.DeferDelay = min(p.DeferDelay, MaxDelay)
+	p.DeferCap = min(max(p.DeferCap, p.DeferDelay), MaxDelay)
 	if p.RetryCap < 0 {
 		p.RetryCap = RetryCapDefault
 	}
@@ -344,10 +362,11 @@ func (p Policy) stale(now, enqueuedAt time.Time) bool {
 	return p.StalenessBound > 0 && !enqueuedAt.IsZero() && now.Sub(enqueuedAt) > p.StalenessBound
 }
 
-// deferDelay is DeferDelay doubled for each receive after the first, at
-// least TenantWait when over rate, spread by Jitter, within MaxDelay.
+// deferDelay is DeferDelay doubled for each receive after the first up to
+// DeferCap, at least TenantWait when over rate, spread by Jitter, within
+// MaxDelay.
 func (p Policy) deferDelay(in Input) time.Duration {
-	d := doubled(p.DeferDelay, max(in.ReceiveCount, 1)-1, MaxDelay)
+	d := doubled(p.DeferDelay, max(in.ReceiveCount, 1)-1, p.DeferCap)
 	if in.TenantOverRate {
 		d = max(d, min(in.TenantWait, MaxDelay))
 	}
