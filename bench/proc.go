@@ -9,11 +9,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/procstat"
 )
 
 // Proc is a running sluice binary. Its JSON log (stderr) is copied to a
@@ -138,28 +139,7 @@ func (p *Proc) lastLines() string {
 
 // RSS returns the process's resident set size in bytes (VmRSS).
 func (p *Proc) RSS() (int64, error) {
-	return readRSS(p.Pid())
-}
-
-func readRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read RSS: %w", err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
-				break
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				break
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("read RSS of pid %d: no VmRSS line", pid)
+	return procstat.RSS(p.Pid())
 }
 
 // Stop sends SIGTERM and waits up to grace for the exit, then kills. It
