@@ -70,3 +70,10 @@ bench-micro:
 
 ## ci: what .ci/run runs on a fresh clone
 ci: lint buf-breaking check-generated test
+
+.PHONY: reliability
+## reliability: crash, backend-fault, disk, overload and fuzz runs against the
+## real binaries (under 15 min on 2 cores); rewrites docs/reliability.md.
+## LONG=1 runs the long version (about an hour).
+reliability:
+	$(GO) run ./reliability/cmd/sluice-reliability $(if $(LONG),-long) -out docs/reliability.md

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -133,6 +134,12 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: data directory %s is %w (waited %s for its file lock)",
 			path, filepath.Dir(path), ErrInUse, opts.LockTimeout)
+	}
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) && pathErr.Path == path {
+		// The file error names the path already ("open <path>: read-only
+		// file system"): say it once.
+		return nil, fmt.Errorf("open queue store: %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)

@@ -1,0 +1,262 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/test/fauxqs"
+)
+
+// CrashConfig sizes a crash-accounting run.
+type CrashConfig struct {
+	// Backend is "embedded" (one gateway draining in-process, killed
+	// again and again) or "sqs" (a gateway and two drainer processes on
+	// the SQS-compatible server, one of them killed each time).
+	Backend string
+	// Kills is the number of SIGKILLs.
+	Kills int
+	// MinUp and MaxUp bound how long a process runs between kills
+	// (uniformly random). A share of kills (StartupKills) instead hits a
+	// process while it is still starting, before it serves.
+	MinUp, MaxUp time.Duration
+	StartupKills float64
+	// TermShare is the share of stops that are SIGTERM (graceful: the
+	// process must exit cleanly within its grace) instead of SIGKILL.
+	TermShare float64
+	// Rate is the jobs per second offered; Callers the goroutines.
+	Rate    float64
+	Callers int
+	// Concurrency is each drainer's delivery concurrency.
+	Concurrency int
+	// DrainTimeout bounds the wait for the last deliveries.
+	DrainTimeout time.Duration
+}
+
+// CrashResult is the outcome of a crash run.
+type CrashResult struct {
+	Backend  string         `json:"backend"`
+	Kills    map[string]int `json:"kills"`
+	Crashes  int            `json:"crashes"`
+	Startups int            `json:"startup_kills"` // kills during start-up (recovery)
+	// Terms counts graceful stops (SIGTERM) between the kills.
+	Terms   int           `json:"terms"`
+	Elapsed time.Duration `json:"elapsed"`
+	Drain   time.Duration `json:"drain"` // wait for the last deliveries after the load
+	Load    LoadStats     `json:"load"`
+	Accounting
+	Left Leftovers `json:"left"`
+	// DuplicateBound is the most duplicates the kills can explain: each
+	// kill of a draining process can redeliver the jobs it had delivered
+	// but not yet deleted (its delivery slots) and repeat the moves it had
+	// under way (retries, sidelining: send-then-delete).
+	DuplicateBound int `json:"duplicate_bound"`
+	// Problems lists contract violations and harness failures.
+	Problems []string `json:"problems"`
+}
+
+// movesInFlight is the drainer's least number of concurrent moves
+// (drainer.movesMin).
+const movesInFlight = 64
+
+const crashQueuesYAML = `prefix: %s
+max_receive_count: 10
+lanes:
+  - {name: premium, shards: 4, weight: 6, visibility_timeout: 3s, staleness_bound: 5s, high_water_mark: 1000000}
+  - {name: standard, shards: 4, weight: 3, visibility_timeout: 3s, staleness_bound: 5s, high_water_mark: 1000000}
+  - {name: free, shards: 2, weight: 1, visibility_timeout: 3s, staleness_bound: 5s, high_water_mark: 1000000}
+`
+
+const crashTenantsYAML = `tenants:
+  - {id: acme, tier: premium, api_keys: [rel-acme-key], submit_rate: 100000, submit_burst: 100000, drain_rate: 5000, drain_burst: 5000, max_in_flight: 64}
+  - {id: bolt, tier: standard, api_keys: [rel-bolt-key], submit_rate: 100000, submit_burst: 100000, drain_rate: 5000, drain_burst: 5000, max_in_flight: 64}
+  - {id: cask, tier: standard, api_keys: [rel-cask-key], submit_rate: 100000, submit_burst: 100000, drain_rate: 60, drain_burst: 60, max_in_flight: 8}
+  - {id: dune, tier: free, api_keys: [rel-dune-key], submit_rate: 100000, submit_burst: 100000, drain_rate: 5000, drain_burst: 5000, max_in_flight: 64}
+`
+
+var crashKeys = []string{"rel-acme-key", "rel-bolt-key", "rel-cask-key", "rel-dune-key"}
+
+// crashMix exercises every path to the end of a job: plain delivery, a
+// retry, an immediate dead letter and one after the attempts run out.
+var crashMix = Mix{Flaky: 0.05, Poison: 0.02, Doomed: 0.01}
+
+// drainFlags make retries quick so doomed jobs reach their DLQ within the
+// run.
+var drainFlags = []string{"--max-attempts", "3", "--retry-base", "100ms", "--retry-cap", "500ms"}
+
+// queuePrefix returns a queue-name prefix unique to this process and
+// scenario, so runs sharing an SQS-compatible server never mix.
+func queuePrefix(scenario string) string {
+	return fmt.Sprintf("rel%d%s%d", os.Getpid(), scenario, rand.N(1000))
+}
+
+// RunCrash runs gateway and drainers under load, kills them with SIGKILL
+// at random moments and restarts them, then lets them drain and checks
+// every acknowledged job against the deliveries and the DLQs.
+func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, error) {
+	res := &CrashResult{Backend: cfg.Backend}
+	dir, err := env.scenarioDir("crash-" + cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	cc := clusterConfig{
+		Backend:     cfg.Backend,
+		QueuesYAML:  fmt.Sprintf(crashQueuesYAML, queuePrefix("c")),
+		TenantsYAML: crashTenantsYAML,
+		Concurrency: cfg.Concurrency,
+		ExtraArgs:   drainFlags,
+		WorkerDelay: 20 * time.Millisecond,
+	}
+	if cfg.Backend == "sqs" {
+		if env.SQSEndpoint == "" {
+			return nil, errNoServer
+		}
+		cc.SQSEndpoint, cc.Drainers = env.SQSEndpoint, 2
+	}
+	c, err := newCluster(env, dir, cc)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	if err := c.startAll(ctx); err != nil {
+		return nil, err
+	}
+
+	ledger := &Ledger{}
+	load, err := NewLoad(LoadConfig{Addr: c.ingestAddr, Keys: crashKeys, Callers: cfg.Callers, Rate: cfg.Rate,
+		BatchShare: 0.3, Mix: crashMix, PayloadSize: 200, CallTimeout: 30 * time.Second, WaitForReady: true}, ledger)
+	if err != nil {
+		return nil, err
+	}
+	defer load.Close()
+	start := time.Now()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { load.Run(loadCtx) })
+
+	killErr := c.killLoop(ctx, cfg, res)
+	stopLoad()
+	wg.Wait()
+	res.Load = load.Stats()
+	res.Kills = c.kills()
+	if killErr != nil {
+		return res, killErr
+	}
+	env.logf("crash %s: %d kills, %d jobs submitted; draining", cfg.Backend, res.Crashes, res.Load.Jobs)
+
+	res.Drain, err = c.drain(ctx, ledger, cfg.DrainTimeout)
+	if err != nil {
+		res.Problems = append(res.Problems, err.Error())
+	}
+	if err := c.stopAll(); err != nil {
+		res.Problems = append(res.Problems, err.Error())
+	}
+	res.Elapsed = time.Since(start)
+	if err := c.account(ctx, cfg.Backend, env, ledger, &res.Accounting, &res.Left); err != nil {
+		return res, err
+	}
+	drainKills := 0
+	for name, n := range res.Kills {
+		if cfg.Backend == "embedded" || strings.HasPrefix(name, "drainer") {
+			drainKills += n
+		}
+	}
+	res.DuplicateBound = drainKills * (max(1, cfg.Concurrency) + movesInFlight)
+	res.Problems = append(res.Problems, res.Violations()...)
+	if res.Left.DLQInFlight > 0 {
+		res.Problems = append(res.Problems, fmt.Sprintf("%d dead letters were hidden by a receive when the DLQs were read", res.Left.DLQInFlight))
+	}
+	if res.Duplicates > res.DuplicateBound {
+		res.Problems = append(res.Problems, fmt.Sprintf("%d duplicates, more than the %d that %d kills of draining processes explain", res.Duplicates, res.DuplicateBound, drainKills))
+	}
+	return res, nil
+}
+
+// killLoop kills a random role at random moments and restarts it, until
+// cfg.Kills kills are done.
+func (c *cluster) killLoop(ctx context.Context, cfg CrashConfig, res *CrashResult) error {
+	names := c.names()
+	for res.Crashes < cfg.Kills {
+		name := names[rand.N(len(names))]
+		up := cfg.MinUp + time.Duration(rand.N(int64(cfg.MaxUp-cfg.MinUp)+1))
+		if !sleepCtx(ctx, up) {
+			return ctx.Err()
+		}
+		if rand.Float64() < cfg.TermShare {
+			if err := c.proc(name).Stop(30 * time.Second); err != nil {
+				res.Problems = append(res.Problems, fmt.Sprintf("%s after SIGTERM: %v", name, err))
+			}
+			res.Terms++
+			if err := c.start(ctx, name); err != nil {
+				return fmt.Errorf("restart %s after SIGTERM: %w", name, err)
+			}
+			continue
+		}
+		c.kill(name)
+		res.Crashes++
+		if rand.Float64() < cfg.StartupKills {
+			// Kill it again during start-up, before it serves: while it
+			// opens and recovers its store, or connects to SQS.
+			p, err := Start(c.slots[name].spec)
+			if err != nil {
+				return err
+			}
+			c.mu.Lock()
+			c.slots[name].p = p
+			c.mu.Unlock()
+			sleepCtx(ctx, time.Duration(rand.N(int64(200*time.Millisecond))))
+			c.kill(name)
+			res.Crashes++
+			res.Startups++
+		}
+		if err := c.start(ctx, name); err != nil {
+			return fmt.Errorf("restart %s after kill %d: %w", name, res.Crashes, err)
+		}
+	}
+	return nil
+}
+
+// account reads the final queues of a stopped cluster (the DLQs and what
+// is left in the others) and checks the ledger against them and the
+// worker's deliveries.
+func (c *cluster) account(ctx context.Context, backend string, env *Env, ledger *Ledger, a *Accounting, left *Leftovers) error {
+	var dead []DeadLetter
+	var err error
+	switch backend {
+	case "embedded":
+		b, oerr := OpenEmbedded(c.dir + "/gateway")
+		if oerr != nil {
+			return oerr
+		}
+		dead, *left, err = ReadFinal(ctx, b, c.topo)
+		_ = b.Close()
+	default:
+		b, oerr := OpenSQS(ctx, env.SQSEndpoint, fauxqs.Region, c.topo)
+		if oerr != nil {
+			return oerr
+		}
+		dead, *left, err = ReadFinal(ctx, b, c.topo)
+		_ = b.Close()
+	}
+	if err != nil {
+		return err
+	}
+	delivered, payloads := c.worker.Deliveries()
+	*a = ledger.Check(delivered, payloads, dead, left.Jobs)
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,265 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DiskResult is the outcome of the embedded backend's storage-fault runs.
+type DiskResult struct {
+	// Skipped says why the runs could not be made (mounting a small
+	// filesystem needs root), empty when they ran.
+	Skipped string `json:"skipped,omitempty"`
+
+	// ReadOnlyExit is the gateway's exit status and error line when its
+	// data directory is on a read-only filesystem.
+	ReadOnlyExit  string `json:"read_only_exit"`
+	ReadOnlyClear bool   `json:"read_only_clear"` // the error names the file and the cause
+
+	// Disk full, while running.
+	FSBytes      int64     `json:"fs_bytes"` // size of the small filesystem
+	Load         LoadStats `json:"load"`
+	FullError    string    `json:"full_error"` // a Submit error seen once the disk was full
+	FullClear    bool      `json:"full_clear"`
+	SurvivedFull bool      `json:"survived_full"` // the gateway kept running while full
+	// RestartFull says what a gateway restarted (after SIGKILL) with
+	// drainers on the full disk did.
+	RestartFull   string        `json:"restart_full"`
+	RecoveredLive bool          `json:"recovered_live"` // Submit worked again once space was freed, no restart
+	Recovery      time.Duration `json:"recovery"`       // from freeing space to the first OK
+	Accounting    Accounting    `json:"accounting"`     // after a SIGKILL and a restart with drainers
+	Problems      []string      `json:"problems"`
+}
+
+// RunDisk runs the embedded backend's storage faults on a small tmpfs
+// mounted for the run: a read-only data directory at start, and a disk
+// that fills up under load.
+func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) {
+	res := &DiskResult{FSBytes: fsBytes}
+	if os.Geteuid() != 0 {
+		res.Skipped = "not root: mounting a small tmpfs needs CAP_SYS_ADMIN"
+		return res, nil
+	}
+	dir, err := env.scenarioDir("disk")
+	if err != nil {
+		return nil, err
+	}
+	mnt := filepath.Join(dir, "fs")
+	if err := os.Mkdir(mnt, 0o750); err != nil {
+		return nil, err
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0750", fsBytes)); err != nil {
+		res.Skipped = fmt.Sprintf("mount a %d-byte tmpfs: %v", fsBytes, err)
+		return res, nil
+	}
+	defer func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) }()
+
+	c, err := newCluster(env, dir, clusterConfig{
+		Backend: "embedded", QueuesYAML: fmt.Sprintf(crashQueuesYAML, "disk"), TenantsYAML: crashTenantsYAML,
+		Concurrency: 8, ExtraArgs: drainFlags,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	gw := c.slots["gateway"]
+	dataDir := filepath.Join(mnt, "data")
+	gw.spec.Args = setArg(gw.spec.Args, "--data-dir", dataDir)
+
+	// 1. A data directory on a read-only filesystem: the gateway must
+	// refuse to start, with an error naming the cause.
+	if err := c.start(ctx, "gateway"); err != nil {
+		return nil, fmt.Errorf("first start: %w", err)
+	}
+	if err := c.proc("gateway").Stop(30 * time.Second); err != nil {
+		return nil, fmt.Errorf("stop after the first start: %w", err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		return nil, fmt.Errorf("remount read-only: %w", err)
+	}
+	p, err := Start(gw.spec)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		p.Kill()
+		res.Problems = append(res.Problems, "gateway on a read-only data directory did not exit within 30 s")
+	}
+	last := lastMsg(p)
+	res.ReadOnlyExit = fmt.Sprintf("%v: %s", p.Err(), last)
+	// The file is named once: the error used to repeat it ("open X: open
+	// X: read-only file system").
+	res.ReadOnlyClear = p.Err() != nil && strings.Contains(last, "read-only file system") && strings.Count(last, filepath.Join(dataDir, "queues.db")) == 1
+	if !res.ReadOnlyClear {
+		res.Problems = append(res.Problems, "read-only data directory: want a non-zero exit naming the file once and \"read-only file system\", got "+res.ReadOnlyExit)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, fmt.Sprintf("size=%d", fsBytes)); err != nil {
+		return nil, fmt.Errorf("remount read-write: %w", err)
+	}
+
+	// 2. The disk fills up under load, with nothing draining.
+	base := gw.spec.Args
+	gw.spec.Args = append(slices.Clone(base), "--drain=false")
+	if err := c.start(ctx, "gateway"); err != nil {
+		return nil, err
+	}
+	ledger := &Ledger{}
+	load, err := NewLoad(LoadConfig{Addr: c.ingestAddr, Keys: crashKeys, Callers: 16, BatchShare: 0.5,
+		PayloadSize: 8 << 10, CallTimeout: 30 * time.Second}, ledger)
+	if err != nil {
+		return nil, err
+	}
+	defer load.Close()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { load.Run(loadCtx) })
+	// Wait for the first refusals, then keep the load on a full disk a
+	// while longer.
+	deadline := time.Now().Add(2 * time.Minute)
+	for load.Stats().Count(codes.Unavailable) == 0 && time.Now().Before(deadline) {
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	sleepCtx(ctx, 3*time.Second)
+	stopLoad()
+	wg.Wait()
+	res.Load = load.Stats()
+	if l := c.proc("gateway").Find("enqueue failed"); l != nil {
+		res.FullError, _ = l["error"].(string)
+	}
+	res.FullClear = strings.Contains(res.FullError, "no space left on device") && strings.Contains(res.FullError, "unavailable")
+	if res.Load.Count(codes.Unavailable) == 0 {
+		res.Problems = append(res.Problems, fmt.Sprintf("the %d-byte disk never filled: no UNAVAILABLE answer", fsBytes))
+	} else if !res.FullClear {
+		res.Problems = append(res.Problems, "disk full: want UNAVAILABLE naming \"no space left on device\", got "+res.FullError)
+	}
+	for code, n := range res.Load.Codes {
+		if !allowedUnderFaults[code] {
+			res.Problems = append(res.Problems, fmt.Sprintf("Submit answered %s %d times on a full disk", code, n))
+		}
+	}
+	select {
+	case <-c.proc("gateway").Done():
+		res.Problems = append(res.Problems, "the gateway exited on a full disk: "+c.proc("gateway").Tail(3))
+	default:
+		res.SurvivedFull = true
+	}
+
+	// 3. SIGKILL, and restart with drainers on the still-full disk: it
+	// must either serve (deliveries whose deletes fail come back later) or
+	// exit with a clear error.
+	c.kill("gateway")
+	gw.spec.Args = base
+	full, err := Start(gw.spec)
+	if err != nil {
+		return nil, err
+	}
+	c.slots["gateway"].p = full
+	if _, err := full.WaitLog(ctx, "gateway listening", time.Minute); err != nil {
+		res.RestartFull = "exited: " + lastMsg(full)
+		if !strings.Contains(lastMsg(full), "no space left on device") {
+			res.Problems = append(res.Problems, "restart on a full disk failed without naming the cause: "+err.Error())
+		}
+	} else {
+		sleepCtx(ctx, 5*time.Second)
+		select {
+		case <-full.Done():
+			res.RestartFull = "served, then exited: " + lastMsg(full)
+			res.Problems = append(res.Problems, "the draining gateway exited on a full disk: "+full.Tail(3))
+		default:
+			res.RestartFull = fmt.Sprintf("serving; %d jobs delivered while full", len(mapKeys(c.worker.Deliveries())))
+		}
+	}
+
+	// 4. Space comes back: Submit must work again without a restart.
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, fmt.Sprintf("size=%d", 4*fsBytes)); err != nil {
+		return nil, fmt.Errorf("grow the tmpfs: %w", err)
+	}
+	select {
+	case <-full.Done():
+		if err := c.start(ctx, "gateway"); err != nil {
+			return nil, fmt.Errorf("restart once space is back: %w", err)
+		}
+	default:
+	}
+	t0 := time.Now()
+	for time.Since(t0) < 30*time.Second {
+		seq, payload := ledger.Next(Mix{}, 100)
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		id, err := SubmitOne(callCtx, c.ingestAddr, crashKeys[0], payload)
+		cancel()
+		if err == nil {
+			ledger.Ack(seq, id)
+			res.RecoveredLive, res.Recovery = c.proc("gateway") == full, time.Since(t0)
+			break
+		}
+		ledger.Fail(seq, status.Code(err))
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	if res.Recovery == 0 {
+		res.Problems = append(res.Problems, "Submit still failed 30 s after space was freed")
+	}
+
+	// 5. Every acknowledged job is delivered.
+	if _, err := c.drain(ctx, ledger, 2*time.Minute); err != nil {
+		res.Problems = append(res.Problems, err.Error())
+	}
+	if err := c.stopAll(); err != nil {
+		res.Problems = append(res.Problems, err.Error())
+	}
+	b, err := OpenEmbedded(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	dead, left, err := ReadFinal(ctx, b, c.topo)
+	_ = b.Close()
+	if err != nil {
+		return nil, err
+	}
+	delivered, payloads := c.worker.Deliveries()
+	res.Accounting = ledger.Check(delivered, payloads, dead, left.Jobs)
+	res.Problems = append(res.Problems, res.Accounting.Violations()...)
+	return res, nil
+}
+
+// setArg sets a flag's value in an argument list, appending it if absent.
+func setArg(args []string, flag, value string) []string {
+	for i := range len(args) - 1 {
+		if args[i] == flag {
+			args[i+1] = value
+			return args
+		}
+	}
+	return append(args, flag, value)
+}
+
+// lastMsg returns the message of a process's last log line (a binary's
+// final error is a plain-text line).
+func lastMsg(p *Proc) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.lines) == 0 {
+		return ""
+	}
+	msg, _ := p.lines[len(p.lines)-1]["msg"].(string)
+	return strings.TrimPrefix(msg, notJSON)
+}
+
+func mapKeys(m map[string]int, _ map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
