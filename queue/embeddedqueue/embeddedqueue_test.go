@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -453,6 +454,26 @@ func TestSecondOpenRefused(t *testing.T) {
 		t.Fatalf("open after the first closed: %v", err)
 	}
 	_ = b2.Close()
+}
+
+// TestOpenErrorNamesFileOnce: a store that cannot be opened (here its
+// directory is a file; read-only filesystems are tested by the reliability
+// suite's disk run, which needs root) says what and where, naming the file
+// once.
+func TestOpenErrorNamesFileOnce(t *testing.T) {
+	t.Parallel()
+	notDir := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(notDir, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(notDir, "queues.db")
+	_, err := Open(path, Options{Logger: quiet})
+	if err == nil {
+		t.Fatal("Open under a file: no error")
+	}
+	if !strings.HasPrefix(err.Error(), "open queue store: ") || strings.Count(err.Error(), path) != 1 {
+		t.Fatalf("error %q: want it to start with \"open queue store: \" and name %s once", err, path)
+	}
 }
 
 func TestClosed(t *testing.T) {
