@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -247,7 +248,32 @@ func (c *cluster) account(ctx context.Context, backend string, env *Env, ledger 
 	}
 	delivered, payloads := c.worker.Deliveries()
 	*a = ledger.Check(delivered, payloads, dead, left.Jobs)
+	a.LostLog = c.logLinesAbout(a.LostIDs, 3, 40)
 	return nil
+}
+
+// logLinesAbout returns up to perJob lines of each role's log that name
+// one of the first jobs of ids ("<job id> (<kind>)"), prefixed with the
+// role, so that a loss report shows what the processes did with the job.
+func (c *cluster) logLinesAbout(ids []string, jobs, perJob int) []string {
+	var out []string
+	for _, id := range ids[:min(jobs, len(ids))] {
+		id, _, _ = strings.Cut(id, " ")
+		n := 0
+		for _, role := range c.names() {
+			data, err := os.ReadFile(filepath.Join(c.dir, role+".log"))
+			if err != nil {
+				continue
+			}
+			for line := range strings.SplitSeq(string(data), "\n") {
+				if n < perJob && strings.Contains(line, id) {
+					out = append(out, role+": "+line)
+					n++
+				}
+			}
+		}
+	}
+	return out
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -158,6 +158,9 @@ type Accounting struct {
 	Lost      int      `json:"lost"` // acked, not delivered, in no DLQ and no queue: must be 0
 	// LostIDs lists up to 20 lost job ids, each with its kind.
 	LostIDs []string `json:"lost_ids,omitempty"`
+	// LostLog holds the processes' log lines that name the first lost
+	// jobs, filled in by the run that has the logs.
+	LostLog []string `json:"lost_log,omitempty"`
 
 	Duplicates    int `json:"duplicates"`     // acknowledged deliveries beyond the first per job
 	MaxDeliveries int `json:"max_deliveries"` // most acknowledged deliveries of one job
@@ -177,7 +180,11 @@ type Accounting struct {
 func (a Accounting) Violations() []string {
 	var v []string
 	if a.Lost > 0 {
-		v = append(v, fmt.Sprintf("%d acknowledged jobs lost (e.g. %s)", a.Lost, strings.Join(a.LostIDs, ", ")))
+		msg := fmt.Sprintf("%d acknowledged jobs lost (e.g. %s)", a.Lost, strings.Join(a.LostIDs, ", "))
+		if len(a.LostLog) > 0 {
+			msg += "; their log lines:\n" + strings.Join(a.LostLog, "\n")
+		}
+		v = append(v, msg)
 	}
 	if a.Queued > 0 {
 		v = append(v, fmt.Sprintf("%d acknowledged jobs were still queued when the run ended (not lost, but the drain stopped early; e.g. %s)", a.Queued, strings.Join(a.QueuedIDs, ", ")))

@@ -32,13 +32,12 @@ type Leftovers struct {
 }
 
 // ReadFinal reads, with every sluice process stopped, the jobs in the
-// dead-letter queues and those left in the other queues (received with a
-// long visibility timeout, so each copy is seen once).
+// dead-letter queues and those left in the other queues (see readQueue).
 func ReadFinal(ctx context.Context, b queue.Backend, topo topology.Topology) ([]DeadLetter, Leftovers, error) {
 	var dead []DeadLetter
 	var left Leftovers
 	for _, q := range topo.Queues() {
-		jobs, inFlight, err := readQueue(ctx, b, q.Spec.Name)
+		jobs, inFlight, err := readQueue(ctx, b, q.Spec.Name, readVisibility)
 		if err != nil {
 			return nil, left, err
 		}
@@ -53,33 +52,57 @@ func ReadFinal(ctx context.Context, b queue.Backend, topo topology.Topology) ([]
 	return dead, left, nil
 }
 
-// readQueue receives every visible or delayed message of a queue and
-// returns their jobs, and how many messages were hidden by an earlier
-// receive (those cannot be read).
-func readQueue(ctx context.Context, b queue.Backend, name string) ([]DeadLetter, int64, error) {
-	before, err := b.Stats(ctx, &queue.StatsParams{Queues: []string{name}})
+// readVisibility is how long a message the harness has read stays hidden.
+// It is short on purpose: an SQS client can lose the answer to a
+// ReceiveMessage the server acted on (the SDK reads a 200 whose body it
+// then fails to read, "use of closed network connection", and retries; see
+// aws/aws-sdk-go-v2#1825), and the messages of that answer are hidden for
+// the whole visibility timeout. With an hour, as the harness first used,
+// they stayed hidden past the end of the read and their jobs looked lost.
+const readVisibility = 20 * time.Second
+
+// readQueue receives every message of a queue, hiding each for visibility
+// as it reads, and returns their jobs, once each, and how many messages were hidden by an earlier receive when it
+// began (those cannot be read).
+//
+// It reads until the queue has nothing visible or delayed and every
+// message in flight is one it read (or was in flight before): if more are
+// in flight, an answer was lost on the way, and it keeps reading until
+// those messages come back, deduplicating by message id.
+func readQueue(ctx context.Context, b queue.Backend, name string, visibility time.Duration) ([]DeadLetter, int64, error) {
+	stats := func() (queue.Stats, error) {
+		st, err := b.Stats(ctx, &queue.StatsParams{Queues: []string{name}})
+		if err != nil {
+			return queue.Stats{}, fmt.Errorf("read %s: %w", name, err)
+		}
+		return st[0], nil
+	}
+	before, err := stats()
 	if err != nil {
-		return nil, 0, fmt.Errorf("read %s: %w", name, err)
+		return nil, 0, err
 	}
 	var jobs []DeadLetter
-	deadline := time.Now().Add(2 * time.Minute)
+	seen := map[string]bool{}
+	deadline := time.Now().Add(2*time.Minute + visibility)
 	for empties := 0; ; {
 		if empties >= 3 {
-			// Empty receives alone do not prove the queue empty (a server
-			// may answer a long poll early): its counts must agree.
-			st, err := b.Stats(ctx, &queue.StatsParams{Queues: []string{name}})
+			// Empty receives alone do not prove the queue read (a server
+			// may answer a long poll early, an answer may be lost): its
+			// counts must agree.
+			st, err := stats()
 			if err != nil {
-				return nil, 0, fmt.Errorf("read %s: %w", name, err)
+				return nil, 0, err
 			}
-			if st[0].Visible+st[0].Delayed == 0 {
-				return jobs, before[0].InFlight, nil
+			if st.Visible+st.Delayed == 0 && st.InFlight <= int64(len(seen))+before.InFlight {
+				return jobs, before.InFlight, nil
 			}
 			if time.Now().After(deadline) {
-				return nil, 0, fmt.Errorf("read %s: %d messages still visible or delayed after 2 minutes of receives", name, st[0].Visible+st[0].Delayed)
+				return nil, 0, fmt.Errorf("read %s: after %s, %d messages visible or delayed and %d in flight, of which the harness read %d",
+					name, 2*time.Minute+visibility, st.Visible+st.Delayed, st.InFlight, len(seen))
 			}
 			empties = 0
 		}
-		msgs, err := b.Receive(ctx, &queue.ReceiveParams{Queue: name, Max: queue.MaxBatch, Wait: 200 * time.Millisecond, VisibilityTimeout: time.Hour})
+		msgs, err := b.Receive(ctx, &queue.ReceiveParams{Queue: name, Max: queue.MaxBatch, Wait: 200 * time.Millisecond, VisibilityTimeout: visibility})
 		if err != nil {
 			return nil, 0, fmt.Errorf("read %s: %w", name, err)
 		}
@@ -89,6 +112,10 @@ func readQueue(ctx context.Context, b queue.Backend, name string) ([]DeadLetter,
 		}
 		empties = 0
 		for _, m := range msgs {
+			if seen[m.MessageID] {
+				continue // read before, visible again
+			}
+			seen[m.MessageID] = true
 			var env envelopev1.Envelope
 			if err := proto.Unmarshal(m.Body, &env); err != nil || env.GetJobId() == "" {
 				jobs = append(jobs, DeadLetter{JobID: "malformed:" + m.MessageID, Payload: string(m.Body)})
