@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice/test/fauxqs"
@@ -85,6 +84,13 @@ var crashKeys = []string{"rel-acme-key", "rel-bolt-key", "rel-cask-key", "rel-du
 // retry, an immediate dead letter and one after the attempts run out.
 var crashMix = Mix{Flaky: 0.05, Poison: 0.02, Doomed: 0.01}
 
+// crashLoad is the load of the crash and fault runs: all four tenants
+// (the drain-limited one too), a share of batches, and the crash mix.
+func crashLoad(addr string, callers int, rate float64) LoadConfig {
+	return LoadConfig{Addr: addr, Keys: crashKeys, Callers: callers, Rate: rate,
+		BatchShare: 0.3, Mix: crashMix, PayloadSize: 200, CallTimeout: 30 * time.Second}
+}
+
 // drainFlags make retries quick so doomed jobs reach their DLQ within the
 // run.
 var drainFlags = []string{"--max-attempts", "3", "--retry-base", "100ms", "--retry-cap", "500ms"}
@@ -128,20 +134,18 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 	}
 
 	ledger := &Ledger{}
-	load, err := NewLoad(LoadConfig{Addr: c.ingestAddr, Keys: crashKeys, Callers: cfg.Callers, Rate: cfg.Rate,
-		BatchShare: 0.3, Mix: crashMix, PayloadSize: 200, CallTimeout: 30 * time.Second, WaitForReady: true}, ledger)
+	lc := crashLoad(c.ingestAddr, cfg.Callers, cfg.Rate)
+	lc.WaitForReady = true
+	load, err := NewLoad(lc, ledger)
 	if err != nil {
 		return nil, err
 	}
 	defer load.Close()
 	start := time.Now()
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { load.Run(loadCtx) })
+	stopLoad := load.Start(ctx)
 
 	killErr := c.killLoop(ctx, cfg, res)
 	stopLoad()
-	wg.Wait()
 	res.Load = load.Stats()
 	res.Kills = c.kills()
 	if killErr != nil {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -122,9 +121,7 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 		return nil, err
 	}
 	defer load.Close()
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { load.Run(loadCtx) })
+	stopLoad := load.Start(ctx)
 	// Wait for the first refusals, then keep the load on a full disk a
 	// while longer.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -133,7 +130,6 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	}
 	sleepCtx(ctx, 3*time.Second)
 	stopLoad()
-	wg.Wait()
 	res.Load = load.Stats()
 	if l := c.proc("gateway").Find("enqueue failed"); l != nil {
 		res.FullError, _ = l["error"].(string)

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -116,19 +115,18 @@ func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, er
 	}
 
 	ledger := &Ledger{}
-	// All four tenants, the drain-limited one (cask) too: its sidelined
-	// jobs are deferred, and the faults inflate their receive counts (see
-	// Findings: the deferral is capped).
-	load, err := NewLoad(LoadConfig{Addr: c.ingestAddr, Keys: crashKeys, Callers: cfg.Callers, Rate: cfg.Rate,
-		BatchShare: 0.3, Mix: crashMix, PayloadSize: 200, CallTimeout: 30 * time.Second, KeepLatency: true}, ledger)
+	// The drain-limited tenant (cask) too: its sidelined jobs are
+	// deferred, and the faults inflate their receive counts (see Findings:
+	// the deferral is capped).
+	lc := crashLoad(c.ingestAddr, cfg.Callers, cfg.Rate)
+	lc.KeepLatency = true
+	load, err := NewLoad(lc, ledger)
 	if err != nil {
 		return nil, err
 	}
 	defer load.Close()
 	start := time.Now()
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { load.Run(loadCtx) })
+	stopLoad := load.Start(ctx)
 
 	for _, ph := range faultPhases() {
 		before, _ := proxy.Ops()
@@ -146,7 +144,6 @@ func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, er
 	// Load goes on a little without faults, then stops.
 	sleepCtx(ctx, cfg.Phase)
 	stopLoad()
-	wg.Wait()
 	res.Load = load.Stats()
 	res.P99, res.Max = res.Load.Percentile(99), res.Load.Percentile(100)
 	res.Load.Latencies = nil

@@ -123,6 +123,21 @@ func (l *Load) Stats() LoadStats {
 	return s
 }
 
+// Start runs the load in the background until stop is called; stop
+// waits for the callers to return.
+func (l *Load) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Run calls until ctx ends and returns when every caller has finished
 // its last call (each call is bounded by CallTimeout).
 func (l *Load) Run(ctx context.Context) {

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,13 +49,42 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 
 // FreePort returns a loopback address with a port that was free a moment
 // ago. Processes that restart keep their address, so clients reconnect.
+//
+// The port is picked below the kernel's ephemeral range: a port the kernel
+// handed out (":0") is one it may soon give to an outgoing connection's
+// local end, and under the harness's load (thousands of connections to
+// the SQS-compatible server) that took a restarting gateway's address.
 func FreePort() (string, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
+	lo := ephemeralLow()
+	var lastErr error
+	for range 100 {
+		port := freePortFloor + rand.N(lo-freePortFloor)
+		lis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		addr := lis.Addr().String()
+		return addr, lis.Close()
 	}
-	addr := lis.Addr().String()
-	return addr, lis.Close()
+	return "", fmt.Errorf("find a free port below %d: %w", lo, lastErr)
+}
+
+// freePortFloor is the lowest port FreePort picks.
+const freePortFloor = 10000
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (32768 by default on Linux).
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > freePortFloor+1000 {
+				return lo
+			}
+		}
+	}
+	return 32768
 }
 
 // ProcSpec says how to start a process.
