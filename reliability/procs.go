@@ -54,21 +54,37 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 // handed out (":0") is one it may soon give to an outgoing connection's
 // local end, and under the harness's load (thousands of connections to
 // the SQS-compatible server) that took a restarting gateway's address.
+//
+// A port is never handed out twice by one process: a port that is free
+// because its process was just killed and is about to restart on it must
+// not go to another cluster.
 func FreePort() (string, error) {
 	lo := ephemeralLow()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var lastErr error
 	for range 100 {
 		port := freePortFloor + rand.N(lo-freePortFloor)
+		if handedOut.ports[port] {
+			continue
+		}
 		lis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			lastErr = err
 			continue
 		}
+		handedOut.ports[port] = true
 		addr := lis.Addr().String()
 		return addr, lis.Close()
 	}
 	return "", fmt.Errorf("find a free port below %d: %w", lo, lastErr)
 }
+
+// handedOut holds the ports FreePort has returned.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // freePortFloor is the lowest port FreePort picks.
 const freePortFloor = 10000
