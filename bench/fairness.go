@@ -238,6 +238,15 @@ func (r fairRun) busy(slots int) float64 {
 
 func (r fairRun) p(q float64) time.Duration { return Percentile(Dwells(r.quiet), q) }
 
+// quietCell formats the quiet tenants' q-th percentile dwell; "—" if the
+// case has none.
+func (r fairRun) quietCell(q float64) string {
+	if len(r.quiet) == 0 {
+		return "—"
+	}
+	return Ms(r.p(q))
+}
+
 // results of a set: runs[fifo][i] is case i.
 type fairResults struct {
 	set  fairSet
@@ -255,7 +264,7 @@ func (s fairSet) run(ctx context.Context, env *Env, w *Worker, o FairnessOptions
 			}
 			res.runs[fifo] = append(res.runs[fifo], r)
 			env.Logf("  %-6s %-26s quiet p50 %s p99 %s (%d jobs, %d undelivered); noisy %.0f/s delivered; utilization %.2f; busy %.0f %%; %s",
-				r.mode(), c.label, Ms(r.p(50)), Ms(r.p(99)), len(r.quiet), Undelivered(r.quiet), r.noisyRate(),
+				r.mode(), c.label, r.quietCell(50), r.quietCell(99), len(r.quiet), Undelivered(r.quiet), r.noisyRate(),
 				r.utilization(s.capacity(o)), 100*r.busy(s.slots()), r.actions)
 		}
 	}
@@ -389,7 +398,7 @@ func (fr fairResults) table(o FairnessOptions) string {
 				shares = strings.Join(parts, " : ")
 			}
 			rows = append(rows, []string{
-				r.mode(), l, Ms(r.p(50)), Ms(r.p(99)), ratio,
+				r.mode(), l, r.quietCell(50), r.quietCell(99), ratio,
 				fmt.Sprintf("%d / %d", Undelivered(r.quiet), len(r.quiet)),
 				fmt.Sprintf("%.2f", r.utilization(fr.set.capacity(o))), fmt.Sprintf("%.0f %%", 100*r.busy(fr.set.slots())),
 				noisyCell(r), shares, r.actions, errCell(r.errs, r.firstErr),
