@@ -31,6 +31,8 @@ type AdminServer struct {
 	log      *slog.Logger
 	replays  *replayer
 	tenants  *tenant.Live // for GetTenantLimits; nil until ServeTenants
+	// fairness answers GetFairness; nil until ServeFairness.
+	fairness func(top int) *adminv1.GetFairnessResponse
 }
 
 // NewAdminServer returns the admin API over backend's queues. Close it to

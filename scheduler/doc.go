@@ -33,7 +33,7 @@
 //	| # | level     | who qualifies                                                       |
 //	|---|-----------|---------------------------------------------------------------------|
 //	| 1 | minimum   | a tenant below its guaranteed MinShare of the slots                 |
-//	| 2 | sideline  | spillover/backlog work, while it holds fewer slots than SidelineShare |
+//	| 2 | sideline  | spillover/backlog work, while it had under SidelineShare of recent grants |
 //	| 3 | in share  | fresh work of a tenant within its fair rate (FairRate, FairBurst)   |
 //	| 4 | spare     | fresh work of a tenant over its fair rate, and spillover work       |
 //	| 5 | backlog   | backlog work (stale jobs), after live work is caught up             |

@@ -106,12 +106,14 @@ type Config struct {
 	// Slots is the number of jobs run at once. Required (≥ 1); SetSlots
 	// changes it later.
 	Slots int
-	// SidelineShare is the fraction of the slots guaranteed to spillover
+	// SidelineShare is the fraction of the grants guaranteed to spillover
 	// and backlog work while it waits, in (0, 1). Defaults to 0.1.
 	SidelineShare float64
-	// ReadAhead is the most jobs one tenant may have held (pushed, not yet
-	// granted). Push refuses more, and the caller spills them. Defaults to
-	// max(Slots, 20), so one tenant alone can keep every slot busy.
+	// ReadAhead is the most fresh jobs one tenant may have held (pushed,
+	// not yet granted). Push refuses more, and the caller spills them.
+	// Defaults to max(Slots, 20), so one tenant alone can keep every slot
+	// busy. Spillover and backlog jobs are not counted: the caller bounds
+	// how many of those it reads.
 	ReadAhead int
 	// Limits returns a tenant's limits. Required. It is called when a
 	// tenant becomes active and on Refresh.
@@ -132,11 +134,13 @@ type Scheduler[T any] struct {
 	tenants map[string]*tenant[T]
 	active  []*tenant[T] // tenants holding jobs, in activation order
 
-	running     int
-	sideRunning int
-	held        int
-	heldClass   [numClasses]int
-	vclock      float64 // virtual start time of the job last granted
+	running   int
+	held      int
+	heldClass [numClasses]int
+	vclock    float64 // virtual start time of the job last granted
+	// Recent grants, all and of spillover or backlog work: the sideline
+	// share is guaranteed while sideline grants are below it.
+	allGrants, sideGrants decayed
 
 	groups map[string]*groupStats
 	last   time.Time // when stats were last advanced
@@ -209,15 +213,16 @@ func (s *Scheduler[T]) Held() int { return s.held }
 // HeldIn returns the number of jobs of class c held.
 func (s *Scheduler[T]) HeldIn(c Class) int { return s.heldClass[c] }
 
-// CanHold reports whether Push would accept a job of tenant now.
+// CanHold reports whether Push would accept a fresh job of tenant now.
 func (s *Scheduler[T]) CanHold(tenant string) bool {
 	t := s.tenants[tenant]
-	return t == nil || t.held < s.cfg.ReadAhead
+	return t == nil || t.queues[Fresh].len() < s.cfg.ReadAhead
 }
 
 // Push holds item, a job of tenant in group (its lane), as class c. It
-// returns false, holding nothing, when the tenant's read-ahead budget is
-// full: the caller then leaves the job on a queue (spills it).
+// returns false, holding nothing, when c is Fresh and the tenant's
+// read-ahead budget is full: the caller then leaves the job on a queue
+// (spills it).
 func (s *Scheduler[T]) Push(now time.Time, tenantID, group string, c Class, item T) bool {
 	s.advance(now)
 	t := s.tenants[tenantID]
@@ -225,7 +230,7 @@ func (s *Scheduler[T]) Push(now time.Time, tenantID, group string, c Class, item
 		t = &tenant[T]{id: tenantID, activeAt: -1}
 		s.tenants[tenantID] = t
 	}
-	if t.held >= s.cfg.ReadAhead {
+	if c == Fresh && t.queues[Fresh].len() >= s.cfg.ReadAhead {
 		return false
 	}
 	if t.held == 0 && t.inFlight == 0 {
@@ -283,7 +288,7 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 	if s.running >= s.cfg.Slots || s.held == 0 {
 		return nil, 0
 	}
-	sideOpen := s.sideRunning < share(s.cfg.SidelineShare, s.cfg.Slots) && s.heldClass[Spillover]+s.heldClass[Backlog] > 0
+	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideGrants.v <= s.cfg.SidelineShare*s.allGrants.v
 	var best *tenant[T]
 	bestLevel, bestClass := levelNone, Fresh
 	for _, t := range s.active {
@@ -390,8 +395,9 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	t.granted++
 	t.lastUsed = now
 	s.running++
+	s.allGrants.add(1)
 	if c != Fresh {
-		s.sideRunning++
+		s.sideGrants.add(1)
 	}
 	return &Ticket[T]{Item: item, Tenant: t.id, Group: t.group, Class: c, Level: level, charge: charge, t: t}
 }
@@ -428,9 +434,6 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 	t.inFlight--
 	t.lastUsed = now
 	s.running--
-	if tk.Class != Fresh {
-		s.sideRunning--
-	}
 }
 
 // Each calls fn for every held job.

@@ -147,8 +147,11 @@ func TestReadAheadBudget(t *testing.T) {
 	if !s.CanHold("b") || !s.Push(t0, "b", "lane", Fresh, "y") {
 		t.Fatal("another tenant's push refused")
 	}
-	if s.Held() != 5 || s.HeldIn(Fresh) != 5 {
-		t.Fatalf("held %d (%d fresh), want 5", s.Held(), s.HeldIn(Fresh))
+	if !s.Push(t0, "a", "lane", Spillover, "z") {
+		t.Fatal("a spillover push refused: only fresh jobs count against the budget")
+	}
+	if s.Held() != 6 || s.HeldIn(Fresh) != 5 {
+		t.Fatalf("held %d (%d fresh), want 6 (5)", s.Held(), s.HeldIn(Fresh))
 	}
 }
 

@@ -47,7 +47,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch args[0] {
 	case "run":
 		return run(ctx, args[1:], stderr)
-	case "stats", "limits":
+	case "stats", "limits", "top":
 		return runCLI(ctx, args[0], args[1:], stdout, stderr)
 	case "dlq":
 		if len(args) > 1 {
