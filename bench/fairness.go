@@ -129,10 +129,14 @@ func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, f
 	for _, n := range o.Noisy {
 		maxNoisy = max(maxNoisy, n)
 	}
-	quiet := NewTenants("quiet", o.Quiet, Tenant{SubmitRate: 10 * o.QuietRate, SubmitBurst: int(10 * o.QuietRate),
-		DrainRate: 5 * o.QuietRate, DrainBurst: int(5 * o.QuietRate), MaxInFlight: o.Concurrency})
-	noisy := NewTenants("noisy", maxNoisy, Tenant{SubmitRate: 10 * o.Burst * o.NoisyRate, SubmitBurst: int(10 * o.Burst * o.NoisyRate),
-		DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), MaxInFlight: o.Concurrency})
+	quiet := NewTenants("quiet", o.Quiet, Tenant{
+		SubmitRate: 10 * o.QuietRate, SubmitBurst: int(10 * o.QuietRate),
+		DrainRate: 5 * o.QuietRate, DrainBurst: int(5 * o.QuietRate), MaxInFlight: o.Concurrency,
+	})
+	noisy := NewTenants("noisy", maxNoisy, Tenant{
+		SubmitRate: 10 * o.Burst * o.NoisyRate, SubmitBurst: int(10 * o.Burst * o.NoisyRate),
+		DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), MaxInFlight: o.Concurrency,
+	})
 	all := append(append([]Tenant{}, quiet...), noisy...)
 
 	// Each mode runs without noise before and after its noisy variants;

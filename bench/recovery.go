@@ -76,8 +76,10 @@ func (r recRun) mode() string {
 func Recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, command string) error {
 	o.defaults()
 	sid, sname := suffix(o.Backend)
-	fig := Figure{ID: "3.recovery" + sid, Item: 3, Order: 1, Command: command, Goal: "≤ 60 s",
-		Name: "Recovery: time until fresh jobs see baseline dwell after drainers return to a backlog" + sname}
+	fig := Figure{
+		ID: "3.recovery" + sid, Item: 3, Order: 1, Command: command, Goal: "≤ 60 s",
+		Name: "Recovery: time until fresh jobs see baseline dwell after drainers return to a backlog" + sname,
+	}
 	if err := recovery(ctx, env, rec, o, fig); err != nil {
 		rec.Fail([]Figure{fig}, err)
 		return err
@@ -92,8 +94,10 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 	}
 	defer w.Stop()
 	w.SetService(o.Service)
-	tenants := NewTenants("steady", o.Tenants, Tenant{SubmitRate: 10 * o.Rate, SubmitBurst: int(10 * o.Rate),
-		DrainRate: 10 * o.Rate, DrainBurst: int(10 * o.Rate), MaxInFlight: o.Concurrency})
+	tenants := NewTenants("steady", o.Tenants, Tenant{
+		SubmitRate: 10 * o.Rate, SubmitBurst: int(10 * o.Rate),
+		DrainRate: 10 * o.Rate, DrainBurst: int(10 * o.Rate), MaxInFlight: o.Concurrency,
+	})
 	var runs []recRun
 	for _, fifo := range []bool{false, true} {
 		r, err := recoverOnce(ctx, env, w, o, tenants, fifo)
@@ -129,9 +133,11 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 		if r.recovered >= 0 {
 			c.Marks = append(c.Marks, Mark{X: r.recovered.Seconds(), Label: r.mode() + " recovered"})
 		}
-		rows = append(rows, []string{r.mode(), Num(float64(r.backlog)), Ms(r.baseP99), Ms(r.threshold),
+		rows = append(rows, []string{
+			r.mode(), Num(float64(r.backlog)), Ms(r.baseP99), Ms(r.threshold),
 			recoveredCell(r.recovered, o.Window, o.MaxRecovery), secs(r.backlogDone, o.MaxRecovery), Ms(r.readyAt.Sub(r.restartAt)),
-			fmt.Sprintf("%d / %d", Undelivered(r.jobs), len(r.jobs)), errCell(r.errs, r.firstErr)})
+			fmt.Sprintf("%d / %d", Undelivered(r.jobs), len(r.jobs)), errCell(r.errs, r.firstErr),
+		})
 	}
 	name := "recovery" + strings.ReplaceAll(sid, ".", "-") + ".svg"
 	if err := c.WriteFile(filepath.Join(o.Plots, name)); err != nil {
