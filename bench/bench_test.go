@@ -258,8 +258,12 @@ func TestStatus(t *testing.T) {
 	tests := []struct {
 		got, want string
 	}{
-		{AtLeast(0.5, 0.5), Meets}, {AtLeast(0.49, 0.5), Misses}, {AtLeast(math.NaN(), 1), NotMeasured},
-		{AtMost(5, 5), Meets}, {AtMost(5.1, 5), Misses}, {AtMost(math.NaN(), 1), NotMeasured},
+		{AtLeast(0.5, 0.5), Meets},
+		{AtLeast(0.49, 0.5), Misses},
+		{AtLeast(math.NaN(), 1), NotMeasured},
+		{AtMost(5, 5), Meets},
+		{AtMost(5.1, 5), Misses},
+		{AtMost(math.NaN(), 1), NotMeasured},
 	}
 	for i, tt := range tests {
 		if tt.got != tt.want {

@@ -156,7 +156,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer closeHandler()
+	defer func() { _ = closeHandler() }()
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
 		Tenants: tenants, Policy: policy, SidelineShare: share, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,

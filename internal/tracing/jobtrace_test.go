@@ -160,8 +160,10 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	gw, err := gateway.New(gateway.Config{Backend: backend, Topology: topo, Tenants: func() *tenant.Config { return tenants },
-		Depth: depths, Logger: quiet, TracerProvider: tp})
+	gw, err := gateway.New(gateway.Config{
+		Backend: backend, Topology: topo, Tenants: func() *tenant.Config { return tenants },
+		Depth: depths, Logger: quiet, TracerProvider: tp,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +270,10 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	for _, s := range tree {
 		names = append(names, s.Name())
 	}
-	wantNames := []string{"client.submit", "sluice.admit", "sluice.enqueue", "sluice.move", "sluice.deliver", "sluice.move",
-		"sluice.deliver", "sluice.move", "sluice.replay", "sluice.deliver"}
+	wantNames := []string{
+		"client.submit", "sluice.admit", "sluice.enqueue", "sluice.move", "sluice.deliver", "sluice.move",
+		"sluice.deliver", "sluice.move", "sluice.replay", "sluice.deliver",
+	}
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("spans of the job's trace, by start time:\n%s\nwant %v", describe(mine), wantNames)
 	}
@@ -365,7 +369,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

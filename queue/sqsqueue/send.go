@@ -74,7 +74,7 @@ func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.S
 	// Nothing stored and one cause for all: report it as the call's error.
 	var first error
 	for i, r := range call.results {
-		if !call.whole[i] || r.Err == nil || (first != nil && r.Err != first) {
+		if !call.whole[i] || r.Err == nil || (first != nil && r.Err != first) { //nolint:errorlint // the very error the whole call failed with
 			return call.results, nil
 		}
 		first = r.Err
