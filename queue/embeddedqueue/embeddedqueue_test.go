@@ -15,26 +15,49 @@ import (
 	"github.com/sluice-dev/sluice/queue/queuetest"
 )
 
+// modes are the durability modes every backend-level test runs in.
+var modes = []struct {
+	name string
+	opts Options
+}{
+	{"fsync=always", Options{}},
+	{"fsync=interval", Options{SyncInterval: 5 * time.Millisecond}},
+}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	queuetest.Exercise(t.Context(), t, func(t *testing.T) queue.Backend {
-		b, err := Open(filepath.Join(t.TempDir(), "queues.db"), Options{Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	})
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			queuetest.Exercise(t.Context(), t, func(t *testing.T) queue.Backend {
+				opts := m.opts
+				opts.Logger = testLogger(t)
+				b, err := Open(filepath.Join(t.TempDir(), "queues.db"), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			})
+		})
+	}
 }
 
 func TestDurability(t *testing.T) {
 	t.Parallel()
-	queuetest.ExerciseDurability(t.Context(), t, func(t *testing.T, dir string) queue.Backend {
-		b, err := Open(filepath.Join(dir, "queues.db"), Options{Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	})
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			queuetest.ExerciseDurability(t.Context(), t, func(t *testing.T, dir string) queue.Backend {
+				opts := m.opts
+				opts.Logger = testLogger(t)
+				b, err := Open(filepath.Join(dir, "queues.db"), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			})
+		})
+	}
 }
 
 // TestGroupCommit sends from 64 goroutines at once and checks that the

@@ -56,15 +56,14 @@ func (b *Backend) EnsureQueues(ctx context.Context, specs []queue.QueueSpec) err
 			if err != nil {
 				return err
 			}
-			if err := root.Put([]byte(s.Name), v); err != nil {
+			if err := w.put(root, queuesBucket, []byte(s.Name), v); err != nil {
 				return err
 			}
 			for _, name := range [][]byte{msgBucket(s.Name), stateBucket(s.Name)} {
-				if _, err := w.tx.CreateBucketIfNotExists(name); err != nil {
+				if err := w.createBucket(name); err != nil {
 					return err
 				}
 			}
-			w.dirty = true
 			if q != nil {
 				q.spec = s
 			} else {
