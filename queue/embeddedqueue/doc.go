@@ -69,6 +69,9 @@
 // (visible-at, sent-at, receive count, receipt generation), so leases never
 // rewrite bodies. Both are filled to 95 % rather than bbolt's 50 %, since
 // sequence numbers only grow. Queue specs live in bucket "queues".
+// Idempotency keys (queue.KeyStore) given with a send are stored in the
+// send's transaction, in bucket "keys" with an expiry index in
+// "keys-expiry" that the retention sweep walks (keys.go).
 //
 // Open scans only the state records into an in-memory index, about
 // 140 bytes per message and no bodies (BenchmarkIndexMemory): per queue, a

@@ -202,10 +202,18 @@ func (b *Backend) init(logPath string) error {
 			if _, err := tx.CreateBucket(queuesBucket); err != nil {
 				return err
 			}
-			return meta.Put(formatKey, []byte(format))
+			if err := meta.Put(formatKey, []byte(format)); err != nil {
+				return err
+			}
 		}
 		if got := string(meta.Get(formatKey)); got != format {
 			return fmt.Errorf("store format %q, this build reads %q", got, format)
+		}
+		// Added to format 1 without a new format: older builds ignore them.
+		for _, name := range [][]byte{keysBucket, keyExpiryBucket} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -189,6 +189,11 @@ func (b *Backend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendRe
 			if err := w.add(q, recs[i], m); err != nil {
 				return err
 			}
+			if e.Key != nil {
+				if err := w.putKey(e.Key); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -438,16 +443,21 @@ func (b *Backend) Stats(_ context.Context, p *queue.StatsParams) ([]queue.Stats,
 }
 
 // Sweep deletes every message older than its queue's retention, counted
-// from its first send, in operations of at most a few thousand messages,
-// and returns how many it deleted. It runs every Options.SweepInterval.
+// from its first send, and every expired idempotency key, in operations
+// of at most a few thousand each, and returns how many messages it
+// deleted. It runs every Options.SweepInterval.
 func (b *Backend) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		perQueue := map[string]int{}
-		n := 0
+		n, keys := 0, 0
 		err := b.do(ctx, 0, func(w *writeTx) error {
 			clear(perQueue)
 			n = 0
+			var err error
+			if keys, err = w.sweepKeys(sweepChunk); err != nil {
+				return err
+			}
 			for name, q := range b.queues {
 				cutoff := w.now - int64(q.spec.Retention)
 				for n < sweepChunk {
@@ -472,7 +482,7 @@ func (b *Backend) Sweep(ctx context.Context) (int, error) {
 			b.opts.Logger.InfoContext(ctx, "retention sweep deleted expired messages",
 				slog.String("queue", name), slog.Int("num_messages_deleted", c))
 		}
-		if n < sweepChunk {
+		if n < sweepChunk && keys < sweepChunk {
 			return total, nil
 		}
 	}

@@ -20,6 +20,7 @@ import (
 //	queues                name → JSON storedSpec
 //	m/<queue>             seq (8 bytes, big-endian) → message ID (16 bytes) ‖ body; written once
 //	s/<queue>             seq → visibleAt (8) ‖ sentAt (8) ‖ receives (4) ‖ gen (4)
+//	keys, keys-expiry     idempotency keys (keys.go)
 //
 // The m/ bucket's own sequence holds the highest sequence number used, so
 // numbers are never reused, even after the newest messages were deleted.
