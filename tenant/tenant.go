@@ -425,6 +425,9 @@ func (c *Config) Tenants() []*Tenant {
 	return out
 }
 
+// Len returns the number of tenants.
+func (c *Config) Len() int { return len(c.all) }
+
 // Tier returns a tier's limits.
 func (c *Config) Tier(name string) (Limits, bool) {
 	l, ok := c.tiers[name]
