@@ -3,7 +3,6 @@ package embeddedqueue
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -222,23 +221,7 @@ func TestIntervalFullStore(t *testing.T) {
 	t.Parallel()
 	b, bun := setupWith(t, Options{SyncInterval: 5 * time.Millisecond}, knobs{maxSize: 4 << 20})
 	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
-	body := bytes.Repeat([]byte("x"), 100<<10)
-	stored := 0
-	var failure error
-	for range 200 {
-		entries := make([]queue.SendEntry, queue.MaxBatch)
-		for i := range entries {
-			entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
-		}
-		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
-			failure = err
-			break
-		}
-		stored += queue.MaxBatch
-	}
-	if !errors.Is(failure, queue.ErrUnavailable) {
-		t.Fatalf("send into a full store: %v, want ErrUnavailable", failure)
-	}
+	stored, failure := fillStore(t, b, 200)
 	t.Logf("answered %d sends before: %v", stored, failure)
 	if s := stats(t, b, "q"); s.Visible != int64(stored) {
 		t.Fatalf("%d visible after the failed commit, want %d", s.Visible, stored)
