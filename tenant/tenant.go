@@ -264,10 +264,11 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates a tenant config. Unknown fields are errors.
 //
 // A file laid out the usual way (a block list under a top-level
-// "tenants:" key) is decoded a few hundred tenants at a time, so parsing
-// a large file allocates little more than the config it builds (see
-// parseChunked); any other layout, and any file the chunks do not decode
-// cleanly, is decoded whole, which gives the same config or the error.
+// "tenants:" key) is decoded a few hundred tenants at a time, the plainest
+// entries by hand, so parsing a large file allocates little more than the
+// config it builds (see parseChunked and fastEntries); any other layout,
+// and any file the chunks do not decode cleanly, is decoded whole, which
+// gives the same config or the error.
 func Parse(data []byte) (*Config, error) {
 	if c, err, ok := parseChunked(data); ok {
 		return c, err
@@ -335,9 +336,8 @@ func (b *builder) intern(s string) string {
 // for every entry, so pointers into it stay valid.
 func (b *builder) add(e *tenantEntry) {
 	c := b.c
-	at := fmt.Sprintf("line %d: tenant %q", e.line, e.ID)
 	fail := func(format string, args ...any) {
-		b.errs = append(b.errs, fmt.Errorf("%s: %s", at, fmt.Sprintf(format, args...)))
+		b.errs = append(b.errs, fmt.Errorf("line %d: tenant %q: %s", e.line, e.ID, fmt.Sprintf(format, args...)))
 	}
 	if !idRE.MatchString(e.ID) {
 		fail("id must be 1-64 letters, digits, '.', '_' or '-'")
