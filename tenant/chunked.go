@@ -1,7 +1,13 @@
 package tenant
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"slices"
 	"strconv"
@@ -9,48 +15,88 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// chunkTenants is how many tenant entries parseChunked decodes at once.
+// chunkTenants is how many tenant entries parseChunks decodes at once.
 const chunkTenants = 256
 
-// parseChunked reads a file whose tenants are a block list under a
-// top-level "tenants:" line without decoding the whole document, which
-// for 100,000 tenants would build a node tree of several hundred
-// megabytes. It decodes the rest of the file (the tenant lines blanked,
-// so line numbers hold) for the tiers, then the list a few hundred
-// entries at a time, each chunk a block sequence of its own. ok is false
-// when the file is not laid out that way, or a chunk does not decode
-// cleanly; the caller then decodes the file whole, which gives the same
-// result or the authoritative error. Only a layout where every chunk
-// means on its own what it means in the file is accepted: no anchors or
-// aliases in the list, no directives or document markers, indentation
-// of spaces only.
-func parseChunked(data []byte) (cfg *Config, err error, ok bool) {
-	sp, ok := splitTenants(data)
-	if !ok {
-		return nil, nil, false
+// parseFrom parses the tenant config r holds and returns it with the hex
+// SHA-256 of r's bytes. If that digest is unchanged it stops there and
+// returns a nil config and no error.
+//
+// A file whose tenants are a block list under a top-level "tenants:" line
+// is read twice and never held whole: once to cut it (splitTenants), and
+// once a chunk of entries at a time (parseChunks). Any other layout, or a
+// chunk that does not decode cleanly, or a file that changed between the
+// two reads, is read whole and decoded at once, which gives the same
+// config or the authoritative error.
+func parseFrom(r io.ReadSeeker, unchanged string) (*Config, string, error) {
+	sp, sum, ok, err := splitTenants(r)
+	if err != nil {
+		return nil, "", err
 	}
+	if ok {
+		if sum == unchanged {
+			return nil, sum, nil
+		}
+		if cfg, err, ok := parseChunks(r, sp); ok {
+			return cfg, sum, err
+		}
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, "", fmt.Errorf("read tenant config: %w", err)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, "", fmt.Errorf("read tenant config: %w", err)
+	}
+	if sum = digest(data); sum == unchanged {
+		return nil, sum, nil
+	}
+	cfg, err := parseWhole(data)
+	return cfg, sum, err
+}
+
+// parseChunks decodes a file that splitTenants cut without decoding the
+// whole document, which for 100,000 tenants would build a node tree of
+// several hundred megabytes. It decodes the rest of the file (the tenant
+// lines blanked, so line numbers hold) for the tiers, then reads the list
+// a few hundred entries at a time, each chunk a block sequence of its
+// own, decoded by hand when plain enough (fastEntries), else by yaml. ok
+// is false when a chunk does not decode cleanly or the list's bytes
+// differ from what splitTenants read. Only a layout where every chunk
+// means on its own what it means in the file is accepted: no anchors or
+// aliases in the list, no directives or document markers, indentation of
+// spaces only.
+func parseChunks(r io.ReadSeeker, sp split) (cfg *Config, err error, ok bool) {
 	var f file
 	dec := yaml.NewDecoder(bytes.NewReader(sp.skeleton))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil || len(f.Tenants) != 0 {
 		return nil, nil, false
 	}
-	b := newBuilder(f.Tiers, len(sp.items))
-	var entries []tenantEntry
-	for start := 0; start < len(sp.items); start += chunkTenants {
-		end := min(start+chunkTenants, len(sp.items))
-		first := sp.items[start]
-		if start == 0 {
-			first = sp.head // with the comments before the first entry
+	if _, err := r.Seek(int64(sp.head.off), io.SeekStart); err != nil {
+		return nil, nil, false
+	}
+	b := newBuilder(f.Tiers, sp.count)
+	var (
+		entries []tenantEntry
+		buf     []byte
+		crc     uint32
+	)
+	for i, first := range sp.chunks {
+		want, last := chunkTenants, sp.end
+		if i+1 < len(sp.chunks) {
+			last = sp.chunks[i+1].off
+		} else {
+			want = sp.count - i*chunkTenants
 		}
-		last := sp.end
-		if end < len(sp.items) {
-			last = sp.items[end].off
+		buf = slices.Grow(buf[:0], last-first.off)[:last-first.off]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, nil, false
 		}
-		chunk := data[first.off:last]
-		entries, ok = fastEntries(chunk, first.line, sp.indent, entries[:0])
-		if !ok || len(entries) != end-start {
-			if entries, ok = yamlEntries(chunk, first.line, entries[:0]); !ok || len(entries) != end-start {
+		crc = crc32.Update(crc, castagnoli, buf)
+		entries, ok = fastEntries(buf, first.line, sp.indent, entries[:0])
+		if !ok || len(entries) != want {
+			if entries, ok = yamlEntries(buf, first.line, entries[:0]); !ok || len(entries) != want {
 				return nil, nil, false
 			}
 		}
@@ -58,9 +104,14 @@ func parseChunked(data []byte) (cfg *Config, err error, ok bool) {
 			b.add(&entries[i])
 		}
 	}
+	if crc != sp.crc {
+		return nil, nil, false // the file changed under us
+	}
 	cfg, err = b.done()
 	return cfg, err, true
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // yamlEntries decodes chunk, whose first line is line base, with yaml.
 func yamlEntries(chunk []byte, base int, out []tenantEntry) ([]tenantEntry, bool) {
@@ -79,42 +130,58 @@ func yamlEntries(chunk []byte, base int, out []tenantEntry) ([]tenantEntry, bool
 	return out, true
 }
 
-// split is a file cut for parseChunked: the skeleton (the file with the
+// split is a file cut for parseChunks: the skeleton (the file with the
 // list's lines blanked, so "tenants:" reads as empty), where the list's
-// lines start (head) and end, and where each tenant entry starts.
+// lines start and end, where each chunk of entries starts (the first at
+// the list's start, with any comments before the first entry), how many
+// entries there are, and a CRC of the list's bytes.
 type split struct {
 	skeleton []byte
 	head     item
-	items    []item
+	chunks   []item
+	count    int
 	end      int
 	indent   int // the entries' indentation
+	crc      uint32
 }
 
 type item struct {
-	off  int // byte offset of the entry's "-" line
+	off  int // byte offset of the line
 	line int // its 1-based line number
 }
 
-// splitTenants cuts data for parseChunked, or reports that its layout is
-// not one the chunks can read.
-func splitTenants(data []byte) (split, bool) {
+// maxLine bounds the line splitTenants reads; a file with a longer one
+// is decoded whole.
+const maxLine = 1 << 20
+
+// splitTenants reads r once, returning its digest and, if its layout is
+// one parseChunks can read, its cut (ok).
+func splitTenants(r io.Reader) (sp split, sum string, ok bool, err error) {
 	var (
-		sp        split
-		listLine  = -1 // the "tenants:" line's index
-		indent    = -1 // the entries' indentation
-		inList    bool
-		listLines int // lines in the list, blanked in the skeleton
-		lineNo    int
-		off       int
+		listLine = -1 // the "tenants:" line's number
+		indent   = -1
+		inList   bool
+		lineNo   int
+		off      int
+		h        = sha256.New()
 	)
-	for off < len(data) {
-		lineNo++
-		nl := bytes.IndexByte(data[off:], '\n')
-		end := len(data)
-		if nl >= 0 {
-			end = off + nl + 1
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			return i + 1, data[:i+1], nil
 		}
-		line := data[off:end]
+		if atEOF && len(data) > 0 {
+			return len(data), data, nil
+		}
+		return 0, nil, nil
+	})
+	for sc.Scan() {
+		line := sc.Bytes()
+		_, _ = h.Write(line)
+		lineNo++
+		start := off
+		off += len(line)
 		body := bytes.TrimRight(line, "\r\n")
 		n := 0
 		for n < len(body) && body[n] == ' ' {
@@ -123,55 +190,65 @@ func splitTenants(data []byte) (split, bool) {
 		rest := body[n:]
 		switch {
 		case len(rest) > 0 && rest[0] == '\t':
-			return split{}, false // tabs in indentation
+			return split{}, "", false, nil // tabs in indentation
 		case n == 0 && (bytes.HasPrefix(rest, []byte("---")) || bytes.HasPrefix(rest, []byte("...")) || bytes.HasPrefix(rest, []byte("%"))):
-			return split{}, false // directives or several documents
+			return split{}, "", false, nil // directives or several documents
 		}
 		blank := len(rest) == 0 || rest[0] == '#'
 		if inList && !blank {
 			dash := len(rest) > 0 && rest[0] == '-' && (len(rest) == 1 || rest[1] == ' ')
 			if indent < 0 {
 				if !dash {
-					return split{}, false // not a block list
+					return split{}, "", false, nil // not a block list
 				}
 				indent = n
 			}
 			switch {
 			case n == 0 && !dash:
 				inList = false // the next top-level key
-				sp.end = off
+				sp.end = start
 			case n < indent || (n == indent && !dash):
-				return split{}, false // neither an entry nor a top-level key
+				return split{}, "", false, nil // neither an entry nor a top-level key
 			case bytes.ContainsAny(rest, "&*"):
-				return split{}, false // anchors or aliases (or keys that look like them)
+				return split{}, "", false, nil // anchors or aliases (or keys that look like them)
 			case n == indent:
-				sp.items = append(sp.items, item{off: off, line: lineNo})
+				if sp.count%chunkTenants == 0 && sp.count > 0 {
+					sp.chunks = append(sp.chunks, item{off: start, line: lineNo})
+				}
+				sp.count++
 			}
 		}
-		if inList {
-			listLines++
-		} else if n == 0 && isTenantsLine(rest) {
+		switch {
+		case inList:
+			sp.skeleton = append(sp.skeleton, '\n')
+			sp.crc = crc32.Update(sp.crc, castagnoli, line)
+		case n == 0 && isTenantsLine(rest):
 			if listLine >= 0 {
-				return split{}, false // the key twice
+				return split{}, "", false, nil // the key twice
 			}
 			listLine, inList = lineNo, true
-			sp.head = item{off: end, line: lineNo + 1}
+			sp.head = item{off: off, line: lineNo + 1}
+			sp.chunks = append(sp.chunks, sp.head)
+			sp.skeleton = append(sp.skeleton, line...)
+		default:
+			sp.skeleton = append(sp.skeleton, line...)
 		}
-		off = end
 	}
-	if listLine < 0 || len(sp.items) == 0 {
-		return split{}, false
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return split{}, "", false, nil
+		}
+		return split{}, "", false, fmt.Errorf("read tenant config: %w", err)
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	if listLine < 0 || sp.count == 0 {
+		return split{}, sum, false, nil
 	}
 	if inList {
-		sp.end = len(data)
+		sp.end = off
 	}
 	sp.indent = indent
-	skeleton := make([]byte, 0, sp.head.off+len(data)-sp.end+listLines)
-	skeleton = append(skeleton, data[:sp.head.off]...)
-	skeleton = append(skeleton, bytes.Repeat([]byte{'\n'}, listLines)...)
-	skeleton = append(skeleton, data[sp.end:]...)
-	sp.skeleton = skeleton
-	return sp, true
+	return sp, sum, true, nil
 }
 
 // isTenantsLine reports whether a top-level line opens the tenants list:

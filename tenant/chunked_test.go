@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -62,7 +63,15 @@ func sameConfig(a, b *Config) string {
 // with the whole decode, and reports whether it took it.
 func checkChunked(t *testing.T, data []byte) bool {
 	t.Helper()
-	cc, cerr, ok := parseChunked(data)
+	r := bytes.NewReader(data)
+	sp, sum, ok, err := splitTenants(r)
+	if err != nil || !ok {
+		return false
+	}
+	if sum != digest(data) {
+		t.Fatalf("digest %s, want %s", sum, digest(data))
+	}
+	cc, cerr, ok := parseChunks(r, sp)
 	if !ok {
 		return false
 	}
@@ -88,7 +97,14 @@ func TestParseChunked(t *testing.T) {
 			if took := checkChunked(t, []byte(tt.yaml)); took != tt.chunked {
 				t.Errorf("chunked parser took the file: %t, want %t", took, tt.chunked)
 			}
-			_, err := Parse([]byte(tt.yaml))
+			data := []byte(tt.yaml)
+			if cfg, sum, err := parseFrom(bytes.NewReader(data), digest(data)); cfg != nil || err != nil || sum != digest(data) {
+				t.Fatalf("unchanged file: config %v, digest %s, error %v; want nothing parsed", cfg, sum, err)
+			}
+			if _, sum, _ := parseFrom(bytes.NewReader(data), ""); sum != digest(data) {
+				t.Fatalf("digest %s, want %s", sum, digest(data))
+			}
+			_, err := Parse(data)
 			switch {
 			case tt.wantError == "" && err != nil:
 				t.Fatal(err)

@@ -38,6 +38,8 @@ type Version struct {
 	LoadedAt time.Time
 	// LoadTime is how long reading, parsing and checking the file took.
 	LoadTime time.Duration
+
+	big bool // from a file of bigFile bytes or more
 }
 
 // ErrNotReloadable is returned by Reload for a config with no file.
@@ -47,12 +49,14 @@ var ErrNotReloadable = errors.New("the tenant config has no file to reload (star
 // used (the binaries check that each tenant's lane exists).
 func NewLive(path string, check func(*Config) error) (*Live, error) {
 	l := &Live{path: path, check: check}
-	v, err := l.load()
+	v, err := l.load("")
 	if err != nil {
 		return nil, err
 	}
 	l.cur.Store(v)
-	debug.FreeOSMemory() // the parse's garbage, for a large file many times the config
+	if v.big {
+		debug.FreeOSMemory() // the parse's garbage
+	}
 	return l, nil
 }
 
@@ -78,33 +82,16 @@ func (l *Live) Reload() (changed bool, err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	start := time.Now()
-	data, err := os.ReadFile(l.path)
-	if err != nil {
-		return false, fmt.Errorf("read tenant config: %w", err)
-	}
-	if digest(data) == l.cur.Load().Digest {
-		return false, nil
-	}
-	v, err := l.parse(data, start)
-	if err != nil {
+	v, err := l.load(l.cur.Load().Digest)
+	if err != nil || v == nil {
 		return false, err
 	}
 	l.cur.Store(v)
-	if len(data) >= bigFile {
+	if v.big {
 		// The old config is garbage now, with the parse's.
 		debug.FreeOSMemory()
 	}
 	return true, nil
-}
-
-func (l *Live) load() (*Version, error) {
-	start := time.Now()
-	data, err := os.ReadFile(l.path)
-	if err != nil {
-		return nil, fmt.Errorf("read tenant config: %w", err)
-	}
-	return l.parse(data, start)
 }
 
 // bigFile is the size from which a file's parse runs with a lower GC
@@ -114,19 +101,26 @@ const bigFile = 1 << 20
 // parseGCPercent is the GC target while a big file is parsed.
 const parseGCPercent = 10
 
-// parse builds a version from the file's bytes, read since start.
+// load reads, parses and checks the file, or returns nil if its digest
+// is unchanged.
 //
-// Parsing a big file makes garbage many times the size of the config it
-// builds (4 KB per tenant against 200 B). With the default GC target the
-// heap may grow to twice what is live, old config included, before a
-// collection, so a reload would double the process's memory; a lower
-// target while the parse runs keeps the peak near the steady size, for a
-// few percent more CPU during a rare event.
-func (l *Live) parse(data []byte, start time.Time) (*Version, error) {
-	if len(data) >= bigFile {
+// Parsing a big file makes garbage several times the size of the config
+// it builds. With the default GC target the heap may grow to twice what
+// is live, old config included, before a collection, so a reload would
+// double the process's memory; a lower target while the parse runs keeps
+// the peak near the steady size, for a little more CPU during a rare
+// event.
+func (l *Live) load(unchanged string) (*Version, error) {
+	start := time.Now()
+	big := false
+	if st, err := os.Stat(l.path); err == nil && st.Size() >= bigFile {
+		big = true
 		defer debug.SetGCPercent(debug.SetGCPercent(parseGCPercent))
 	}
-	cfg, err := Parse(data)
+	cfg, sum, err := loadFile(l.path, unchanged)
+	if err == nil && cfg == nil {
+		return nil, nil
+	}
 	if err == nil && l.check != nil {
 		err = l.check(cfg)
 	}
@@ -134,7 +128,7 @@ func (l *Live) parse(data []byte, start time.Time) (*Version, error) {
 		return nil, fmt.Errorf("tenant config %s: %w", l.path, err)
 	}
 	now := time.Now()
-	return &Version{Config: cfg, Path: l.path, Digest: digest(data), LoadedAt: now, LoadTime: now.Sub(start)}, nil
+	return &Version{Config: cfg, Path: l.path, Digest: sum, LoadedAt: now, LoadTime: now.Sub(start), big: big}, nil
 }
 
 func digest(data []byte) string {

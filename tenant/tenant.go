@@ -250,15 +250,22 @@ func ValidID(id string) bool { return idRE.MatchString(id) }
 // Load reads and validates a tenant config file. Errors name the file and
 // the line of the offending entry.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read tenant config: %w", err)
-	}
-	c, err := Parse(data)
+	c, _, err := loadFile(path, "")
 	if err != nil {
 		return nil, fmt.Errorf("tenant config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// loadFile parses the file at path (see parseFrom), returning a nil
+// config if its digest is unchanged.
+func loadFile(path, unchanged string) (*Config, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("read tenant config: %w", err)
+	}
+	defer f.Close()
+	return parseFrom(f, unchanged)
 }
 
 // Parse decodes and validates a tenant config. Unknown fields are errors.
@@ -266,14 +273,13 @@ func Load(path string) (*Config, error) {
 // A file laid out the usual way (a block list under a top-level
 // "tenants:" key) is decoded a few hundred tenants at a time, the plainest
 // entries by hand, so parsing a large file allocates little more than the
-// config it builds (see parseChunked and fastEntries); any other layout,
-// and any file the chunks do not decode cleanly, is decoded whole, which
-// gives the same config or the error.
+// config it builds (see parseFrom and fastEntries); any other layout, and
+// any file the chunks do not decode cleanly, is decoded whole, which gives
+// the same config or the error. Load and reloads read a file in pieces
+// and never hold it whole.
 func Parse(data []byte) (*Config, error) {
-	if c, err, ok := parseChunked(data); ok {
-		return c, err
-	}
-	return parseWhole(data)
+	c, _, err := parseFrom(bytes.NewReader(data), "")
+	return c, err
 }
 
 // parseWhole decodes the whole document at once.
