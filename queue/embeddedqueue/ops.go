@@ -142,9 +142,10 @@ func checkBatch(n int) error {
 	return nil
 }
 
-// Send stores messages and returns once they are fsynced. An entry whose
-// body is too large fails alone; a bad delay or a duplicate entry ID fails
-// the call.
+// Send stores messages, and the idempotency keys of entries that carry
+// one, and returns once they are fsynced, or in interval mode written to
+// the redo log. An entry whose body is too large fails alone; a bad delay
+// or a duplicate entry ID fails the call.
 func (b *Backend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
 	if err := checkBatch(len(p.Entries)); err != nil {
 		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
