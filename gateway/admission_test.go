@@ -237,7 +237,7 @@ func TestHWMVerdict(t *testing.T) {
 func TestIdempotency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newIdempotency(time.Minute)
+	s := newIdempotency(time.Minute, nil)
 	owner1, owner2 := new(int), new(int)
 
 	e, id, err := s.begin(ctx, "t", "k", owner1, t0)
@@ -267,7 +267,7 @@ func TestIdempotency(t *testing.T) {
 
 func TestIdempotencyFailedFirstFreesKey(t *testing.T) {
 	t.Parallel()
-	s := newIdempotency(time.Minute)
+	s := newIdempotency(time.Minute, nil)
 	e, _, _ := s.begin(context.Background(), "t", "k", 1, t0)
 	s.finish(e, "", t0)
 	if e2, id, _ := s.begin(context.Background(), "t", "k", 2, t0); e2 == nil || id != "" {
@@ -277,7 +277,7 @@ func TestIdempotencyFailedFirstFreesKey(t *testing.T) {
 
 func TestIdempotencyWaitHonoursContext(t *testing.T) {
 	t.Parallel()
-	s := newIdempotency(time.Minute)
+	s := newIdempotency(time.Minute, nil)
 	_, _, _ = s.begin(context.Background(), "t", "k", 1, t0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -2,8 +2,13 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/queue"
 )
 
 // idempotency remembers, per tenant and key, the job id of the first
@@ -11,11 +16,16 @@ import (
 // serialised: the second waits for the first and then answers its id, or,
 // if the first failed, goes ahead itself.
 //
-// The memory is per gateway process: a retry that reaches another gateway
-// or arrives after a restart is enqueued again, which is why workers must
+// On a backend that is a queue.KeyStore (the embedded one) the key is also
+// stored in the commit that stores the job (see stored), and a key this
+// process does not know is looked up there, so a retry after a crash or
+// restart of the gateway gets the first job's id. Otherwise (SQS) the
+// memory is per gateway process: a retry that reaches another gateway or
+// arrives after a restart is enqueued again, which is why workers must
 // also be idempotent on job id (at-least-once delivery).
 type idempotency struct {
 	window time.Duration
+	store  queue.KeyStore // nil: memory only
 	mu     sync.Mutex
 	m      map[idemKey]*idemEntry
 }
@@ -23,14 +33,18 @@ type idempotency struct {
 type idemKey struct{ tenant, key string }
 
 type idemEntry struct {
+	key     idemKey
 	done    chan struct{} // closed when the first submit finished
 	jobID   string        // set before done is closed, if it succeeded
 	expires time.Time
 	owner   any // the batch that created the entry, to spot repeats inside one batch
 }
 
-func newIdempotency(window time.Duration) *idempotency {
-	return &idempotency{window: window, m: map[idemKey]*idemEntry{}}
+// newIdempotency remembers keys for window, and stores them with the jobs
+// if backend is a queue.KeyStore.
+func newIdempotency(window time.Duration, backend queue.Backend) *idempotency {
+	store, _ := backend.(queue.KeyStore)
+	return &idempotency{window: window, store: store, m: map[idemKey]*idemEntry{}}
 }
 
 // begin claims key for owner. It returns (nil, id) when an earlier job
@@ -44,10 +58,10 @@ func (s *idempotency) begin(ctx context.Context, tenant, key string, owner any, 
 		e := s.m[k]
 		switch {
 		case e == nil || (isClosed(e.done) && (e.jobID == "" || now.After(e.expires))):
-			e = &idemEntry{done: make(chan struct{}), owner: owner}
+			e = &idemEntry{key: k, done: make(chan struct{}), owner: owner}
 			s.m[k] = e
 			s.mu.Unlock()
-			return e, "", nil
+			return s.lookup(ctx, e, now)
 		case isClosed(e.done):
 			s.mu.Unlock()
 			return nil, e.jobID, nil
@@ -62,6 +76,48 @@ func (s *idempotency) begin(ctx context.Context, tenant, key string, owner any, 
 			return nil, "", ctx.Err()
 		}
 	}
+}
+
+// lookup asks the backend about a key this process does not hold, for
+// the new entry e that the caller has claimed.
+func (s *idempotency) lookup(ctx context.Context, e *idemEntry, now time.Time) (*idemEntry, string, error) {
+	if s.store == nil {
+		return e, "", nil
+	}
+	stored, err := s.store.LookupKey(ctx, &queue.LookupKeyParams{Key: storeKey(e.key)})
+	switch {
+	case err != nil:
+		s.finish(e, "", now)
+		return nil, "", err
+	case stored == nil:
+		return e, "", nil
+	}
+	s.mu.Lock()
+	e.jobID, e.expires = stored.Value, stored.Expires
+	s.mu.Unlock()
+	close(e.done)
+	return nil, stored.Value, nil
+}
+
+// storeKey scopes a key by tenant for the backend; tenant ids have no NUL.
+func storeKey(k idemKey) string { return k.tenant + "\x00" + k.key }
+
+// stored is the key to store with the job that claimed e as jobID, or nil
+// when there is no claim or the backend does not store keys.
+func (s *idempotency) stored(e *idemEntry, jobID string, now time.Time) *queue.StoredKey {
+	if e == nil || s.store == nil {
+		return nil
+	}
+	return &queue.StoredKey{Key: storeKey(e.key), Value: jobID, Expires: now.Add(s.window)}
+}
+
+// beginError is the status of a submit whose key could not be claimed:
+// its call ended, or the backend could not look the key up.
+func beginError(err error) *status.Status {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err)
+	}
+	return unavailable(err)
 }
 
 // finish records the outcome of the submit that claimed e; an empty jobID

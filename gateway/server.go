@@ -101,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow),
+	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow, cfg.Backend),
 		tracer: tracing.Tracer(cfg.TracerProvider)}
 	for _, l := range cfg.Topology.Lanes {
 		lq := &laneQueues{lane: l}
@@ -242,7 +242,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 		e, firstID, err := b.s.idem.begin(b.ctx, b.tenant.ID, key, b, b.now)
 		switch {
 		case err != nil:
-			r.err = status.FromContextError(err)
+			r.err = beginError(err)
 			return
 		case firstID != "":
 			r.jobID, r.duplicate = firstID, true
@@ -392,7 +392,7 @@ func (r *result) finalOutcome() string {
 func (b *batch) send(q string, rs []*result) {
 	entries := make([]queue.SendEntry, len(rs))
 	for i, r := range rs {
-		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID}
+		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID, Key: b.s.idem.stored(r.idem, r.jobID, b.now)}
 	}
 	start := time.Now()
 	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})

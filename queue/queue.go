@@ -113,6 +113,25 @@ type SendEntry struct {
 	// to keep one tenant's backlog from delaying the others' messages;
 	// the embedded backend ignores it.
 	GroupID string
+	// Key, if set, is stored in the same commit as the message by a
+	// backend that implements KeyStore; other backends ignore it.
+	Key *StoredKey
+}
+
+// StoredKey is an idempotency key stored with a message.
+type StoredKey struct {
+	// Key names the key among all the backend stores; the caller scopes
+	// it (the gateway by tenant).
+	Key string
+	// Value is what KeyStore.LookupKey returns for the key: the job id.
+	Value string
+	// Expires is when the key is forgotten.
+	Expires time.Time
+}
+
+// LookupKeyParams are the arguments of KeyStore.LookupKey.
+type LookupKeyParams struct {
+	Key string
 }
 
 // SendParams are the arguments of Backend.Send.
@@ -221,6 +240,16 @@ type Backend interface {
 	Stats(ctx context.Context, params *StatsParams) ([]Stats, error)
 	// Close releases the backend. Calls after Close return ErrClosed.
 	Close() error
+}
+
+// KeyStore is implemented by backends that store an idempotency key in
+// the same commit as its message (SendEntry.Key), so the key survives a
+// restart exactly when the message does: the embedded backend. SQS has no
+// such commit; there the gateway remembers keys in its memory only.
+type KeyStore interface {
+	// LookupKey returns the key as stored by a send that was answered, or
+	// nil if there is none or it has expired.
+	LookupKey(ctx context.Context, params *LookupKeyParams) (*StoredKey, error)
 }
 
 // Redriver is implemented by backends with a native whole-queue redrive

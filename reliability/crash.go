@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,10 @@ type CrashConfig struct {
 	// again and again) or "sqs" (a gateway and two drainer processes on
 	// the SQS-compatible server, one of them killed each time).
 	Backend string
+	// Fsync is the embedded backend's --fsync (empty: the default,
+	// always), say "interval:10ms": then an OK means the job is written
+	// to the OS, which a SIGKILL must not lose either.
+	Fsync string
 	// Kills is the number of SIGKILLs.
 	Kills int
 	// MinUp and MaxUp bound how long a process runs between kills
@@ -108,6 +113,12 @@ func queuePrefix(scenario string) string {
 // every acknowledged job against the deliveries and the DLQs.
 func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, error) {
 	res := &CrashResult{Backend: cfg.Backend}
+	if cfg.Fsync != "" {
+		if cfg.Backend != "embedded" {
+			return nil, fmt.Errorf("crash run: --fsync %s is for the embedded backend, not %s", cfg.Fsync, cfg.Backend)
+		}
+		res.Backend += ", --fsync=" + cfg.Fsync
+	}
 	dir, err := env.scenarioDir("crash-" + cfg.Backend)
 	if err != nil {
 		return nil, err
@@ -119,6 +130,9 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 		Concurrency: cfg.Concurrency,
 		ExtraArgs:   drainFlags,
 		WorkerDelay: 20 * time.Millisecond,
+	}
+	if cfg.Fsync != "" {
+		cc.ExtraArgs = append(slices.Clone(drainFlags), "--fsync", cfg.Fsync)
 	}
 	if cfg.Backend == "sqs" {
 		if env.SQSEndpoint == "" {

@@ -167,7 +167,7 @@ func (r *Report) Markdown() string {
 	w("## How to run\n\n")
 	w("- `make reliability`: every run below at its default size (under 15 minutes on 2 cores), then rewrites this file. Needs Go, Node.js ≥ 20 and npm (for fauxqs), and root for the disk runs (they mount a small tmpfs; without root they are reported as not run).\n")
 	w("- `make reliability LONG=1`: the long version (hundreds of kills, 40 s fault phases, a 3-minute overload, a minute per fuzz target): about an hour.\n")
-	w("- `go run ./reliability/cmd/sluice-reliability -h`: the same program with its knobs (`-only crash-embedded,faults`, `-fuzztime`, `-keep` to keep the process logs).\n")
+	w("- `go run ./reliability/cmd/sluice-reliability -h`: the same program with its knobs (`-only crash-embedded,crash-embedded-interval,faults`, `-fuzztime`, `-keep` to keep the process logs).\n")
 	w("- `go test ./reliability/`: the short version, part of `make test` and so of CI (a few kills per backend, 1 s per fault phase, 5 s of overload); it fails if anything is lost.\n\n")
 
 	w("## What each run does\n\n")
@@ -175,6 +175,7 @@ func (r *Report) Markdown() string {
 	w("A load client (16 goroutines, Submit and SubmitBatch, 200-byte payloads, four tenants of three tiers) submits while a killer sends SIGKILL to a random process at a random moment ")
 	w("and restarts it; a share of kills hit a process again during its start-up, while it opens and recovers its store, and one stop in ten is a SIGTERM instead (the process must exit cleanly within its grace period). ")
 	w("**Embedded**: one gateway draining in-process (the bbolt store allows one process, so separate drainer processes on the same data directory are not possible: a second process fails with \"data directory is in use\"). ")
+	w("**Embedded, `--fsync=interval:10ms`**: the same with the gateway's durability choice: an OK means the job is written to the OS (the store's redo log) and the store is fsynced every 10 ms. A SIGKILL must lose nothing acknowledged in this mode either; what the mode gives up is only power loss (or a kernel crash), which can lose the jobs acknowledged in the last 10 ms and which a SIGKILL does not test. ")
 	w("**SQS**: a gateway (`--drain=false`) and two `drainer` processes on fauxqs; the victim is any of the three. ")
 	w("Lanes have a 3 s visibility timeout and a 5 s staleness bound, so leases of killed processes come back quickly and sidelining (backlog moves) happens. ")
 	w("The worker refuses some jobs for good (poison → DLQ at once), fails some every time (doomed → DLQ when 3 attempts are spent) and some once (flaky → retried). ")

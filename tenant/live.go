@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,10 @@ type Version struct {
 	// Digest is the hex SHA-256 of the file's bytes.
 	Digest   string
 	LoadedAt time.Time
+	// LoadTime is how long reading, parsing and checking the file took.
+	LoadTime time.Duration
+
+	big bool // from a file of bigFile bytes or more
 }
 
 // ErrNotReloadable is returned by Reload for a config with no file.
@@ -44,11 +49,14 @@ var ErrNotReloadable = errors.New("the tenant config has no file to reload (star
 // used (the binaries check that each tenant's lane exists).
 func NewLive(path string, check func(*Config) error) (*Live, error) {
 	l := &Live{path: path, check: check}
-	v, err := l.load()
+	v, err := l.load("")
 	if err != nil {
 		return nil, err
 	}
 	l.cur.Store(v)
+	if v.big {
+		debug.FreeOSMemory() // the parse's garbage
+	}
 	return l, nil
 }
 
@@ -74,38 +82,53 @@ func (l *Live) Reload() (changed bool, err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	data, err := os.ReadFile(l.path)
-	if err != nil {
-		return false, fmt.Errorf("read tenant config: %w", err)
-	}
-	if digest(data) == l.cur.Load().Digest {
-		return false, nil
-	}
-	v, err := l.parse(data)
-	if err != nil {
+	v, err := l.load(l.cur.Load().Digest)
+	if err != nil || v == nil {
 		return false, err
 	}
 	l.cur.Store(v)
+	if v.big {
+		// The old config is garbage now, with the parse's.
+		debug.FreeOSMemory()
+	}
 	return true, nil
 }
 
-func (l *Live) load() (*Version, error) {
-	data, err := os.ReadFile(l.path)
-	if err != nil {
-		return nil, fmt.Errorf("read tenant config: %w", err)
-	}
-	return l.parse(data)
-}
+// bigFile is the size from which a file's parse runs with a lower GC
+// target and its garbage is returned to the OS at once.
+const bigFile = 1 << 20
 
-func (l *Live) parse(data []byte) (*Version, error) {
-	cfg, err := Parse(data)
+// parseGCPercent is the GC target while a big file is parsed.
+const parseGCPercent = 10
+
+// load reads, parses and checks the file, or returns nil if its digest
+// is unchanged.
+//
+// Parsing a big file makes garbage several times the size of the config
+// it builds. With the default GC target the heap may grow to twice what
+// is live, old config included, before a collection, so a reload would
+// double the process's memory; a lower target while the parse runs keeps
+// the peak near the steady size, for a little more CPU during a rare
+// event.
+func (l *Live) load(unchanged string) (*Version, error) {
+	start := time.Now()
+	big := false
+	if st, err := os.Stat(l.path); err == nil && st.Size() >= bigFile {
+		big = true
+		defer debug.SetGCPercent(debug.SetGCPercent(parseGCPercent))
+	}
+	cfg, sum, err := loadFile(l.path, unchanged)
+	if err == nil && cfg == nil {
+		return nil, nil
+	}
 	if err == nil && l.check != nil {
 		err = l.check(cfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tenant config %s: %w", l.path, err)
 	}
-	return &Version{Config: cfg, Path: l.path, Digest: digest(data), LoadedAt: time.Now()}, nil
+	now := time.Now()
+	return &Version{Config: cfg, Path: l.path, Digest: sum, LoadedAt: now, LoadTime: now.Sub(start), big: big}, nil
 }
 
 func digest(data []byte) string {

@@ -58,6 +58,50 @@ type BackendFlags struct {
 	// than a full batch; negative means the backend's default (see
 	// DrainReceiveLinger).
 	ReceiveLinger time.Duration
+	// SyncInterval is the embedded backend's --fsync: zero for always
+	// (fsync before every OK), else interval:<SyncInterval>.
+	SyncInterval time.Duration
+}
+
+// fsyncFlag is --fsync: "always" or "interval:<duration>".
+type fsyncFlag struct{ d *time.Duration }
+
+func (f fsyncFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return "always"
+	}
+	return "interval:" + f.d.String()
+}
+
+func (f fsyncFlag) Set(s string) error {
+	d, err := ParseFsync(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+// ParseFsync reads an --fsync value: "always" is zero, "interval:<d>" is
+// d, which must be a positive duration of at most a minute.
+func ParseFsync(s string) (time.Duration, error) {
+	if s == "always" {
+		return 0, nil
+	}
+	v, ok := strings.CutPrefix(s, "interval:")
+	if !ok {
+		return 0, fmt.Errorf("want always or interval:<duration>, such as interval:10ms")
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("interval %q is not a duration such as 10ms", v)
+	case d <= 0:
+		return 0, fmt.Errorf("interval %s: want a positive duration, such as 10ms", v)
+	case d > time.Minute:
+		return 0, fmt.Errorf("interval %s: want at most 1m (a power loss can lose this much)", v)
+	}
+	return d, nil
 }
 
 // SQSReceiveLingerDefault is the drainers' receive linger on SQS: long
@@ -110,6 +154,7 @@ func (f *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Region, "aws-region", "", "AWS region for SQS; empty uses AWS_REGION or the shared config")
 	fs.BoolVar(&f.CreateQueues, "create-queues", false, "with --backend sqs, create missing queues (normally Terraform does)")
 	f.ReceiveLinger = -1
+	fs.Var(fsyncFlag{&f.SyncInterval}, "fsync", "embedded backend durability: always (OK after an fsync: survives power loss) or interval:<d> such as interval:10ms (OK once written to the OS: survives a crash of the process; a power loss can lose the last <d> of jobs)")
 	fs.Var(autoDuration{&f.ReceiveLinger}, "receive-linger", "drainers' pause after a receive that got less than a full batch (auto: none on embedded, 50ms on sqs, where each receive is billed)")
 }
 
@@ -123,12 +168,15 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		if err := os.MkdirAll(f.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
 		}
-		eb, err := embeddedqueue.Open(filepath.Join(f.DataDir, "queues.db"), embeddedqueue.Options{Logger: log})
+		eb, err := embeddedqueue.Open(filepath.Join(f.DataDir, "queues.db"), embeddedqueue.Options{Logger: log, SyncInterval: f.SyncInterval})
 		if err != nil {
 			return nil, err
 		}
 		b = eb
 	case "sqs":
+		if f.SyncInterval != 0 {
+			return nil, errors.New("--fsync applies to the embedded backend only; SQS acknowledges a send once it has stored it")
+		}
 		sb, err := sqsqueue.New(ctx, sqsqueue.Config{Endpoint: f.SQSEndpoint, Region: f.Region, QueueURLs: topo.QueueURLs, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("sqs backend: %w", err)

@@ -48,9 +48,13 @@ func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, lo
 			v := live.Version()
 			m.TenantConfigReload(true)
 			log.InfoContext(ctx, "tenant config reloaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
-				slog.Int("tenants", len(v.Config.Tenants())))
+				slog.Int("tenants", v.Config.Len()), slog.Duration("load_time", v.LoadTime))
 			logNotices(ctx, log, v.Config)
 		}
+	}
+	if v := live.Version(); v.Path != "" {
+		log.InfoContext(ctx, "tenant config loaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
+			slog.Int("tenants", v.Config.Len()), slog.Duration("load_time", v.LoadTime))
 	}
 	logNotices(ctx, log, live.Config())
 	hup := make(chan os.Signal, 1)

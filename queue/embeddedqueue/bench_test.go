@@ -9,13 +9,20 @@ import (
 )
 
 // BenchmarkEmbedded runs the shared backend benchmarks on a store in a
-// temporary directory. Figures are in queuetest.Benchmark and doc.go.
+// temporary directory, in each durability mode. Figures are in
+// queuetest.Benchmark and doc.go.
 func BenchmarkEmbedded(b *testing.B) {
-	queuetest.Benchmark(b, func(b *testing.B) queue.Backend {
-		be, err := Open(filepath.Join(b.TempDir(), "queues.db"), Options{Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return be
-	})
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) {
+			queuetest.Benchmark(b, func(b *testing.B) queue.Backend {
+				opts := m.opts
+				opts.Logger = quiet
+				be, err := Open(filepath.Join(b.TempDir(), "queues.db"), opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return be
+			})
+		})
+	}
 }

@@ -15,19 +15,34 @@ import (
 	"github.com/sluice-dev/sluice/queue"
 )
 
-// crashChildEnv makes the test binary run crashChild instead of the tests.
-const crashChildEnv = "EMBEDDEDQUEUE_CRASH_CHILD"
+// crashChildEnv makes the test binary run crashChild instead of the tests;
+// crashIntervalEnv gives the child's Options.SyncInterval.
+const (
+	crashChildEnv    = "EMBEDDEDQUEUE_CRASH_CHILD"
+	crashIntervalEnv = "EMBEDDEDQUEUE_CRASH_INTERVAL"
+)
 
-// TestCrashLosesNothingAcknowledged runs a child process that sends from
-// 16 goroutines and prints each body once its Send has returned, kills it
+// TestCrashLosesNothingAcknowledged runs, in each durability mode, a
+// child process that sends from 16 goroutines and prints each body once its Send has returned, kills it
 // with SIGKILL mid-stream, reopens the store and looks for every printed
 // body. Messages it had received stay leased across the crash and come
 // back when their visibility timeout passes.
 func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	t.Parallel()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			crashAndCount(t, m.opts.SyncInterval)
+		})
+	}
+}
+
+// crashAndCount runs the crash child with sync interval (zero: fsync
+// every commit) and checks every acknowledged send after a reopen.
+func crashAndCount(t *testing.T, interval time.Duration) {
 	path := filepath.Join(t.TempDir(), "queues.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashIntervalEnv+"="+interval.String())
 	cmd.Stderr = t.Output()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -85,7 +100,11 @@ func crashChild(path string) {
 		fmt.Fprintln(os.Stderr, "crash child:", err)
 		os.Exit(2)
 	}
-	b, err := Open(path, Options{Logger: quiet})
+	interval, err := time.ParseDuration(os.Getenv(crashIntervalEnv))
+	if err != nil {
+		fail(err)
+	}
+	b, err := Open(path, Options{Logger: quiet, SyncInterval: interval})
 	if err != nil {
 		fail(err)
 	}

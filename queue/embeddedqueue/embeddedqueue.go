@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,14 @@ type Options struct {
 	// LockTimeout is how long Open waits for the file lock another
 	// process holds before it fails with ErrInUse. Defaults to one second.
 	LockTimeout time.Duration
+	// SyncInterval chooses when a change is made durable. Zero, the
+	// default, fsyncs every commit before its callers are answered: an
+	// answered call survives a power loss. A positive interval answers a
+	// call once its changes are written to the redo log in the operating
+	// system (they survive a crash of the process) and fsyncs once per
+	// interval: a power loss can lose the calls answered in the last
+	// interval, plus the sync under way.
+	SyncInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -71,6 +80,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("max group commit %d, want at least 1", o.MaxGroupCommit)
 	case o.LockTimeout < 0:
 		return fmt.Errorf("lock timeout %s is negative", o.LockTimeout)
+	case o.SyncInterval < 0:
+		return fmt.Errorf("sync interval %s is negative", o.SyncInterval)
 	}
 	return nil
 }
@@ -101,6 +112,20 @@ type Backend struct {
 	commits  atomic.Int64
 	grouped  atomic.Int64
 	groupBuf []*op // the writer's
+
+	// Interval mode (Options.SyncInterval > 0); the writer's. tx is the
+	// open transaction, pending says it holds logged changes not yet
+	// committed, epoch is the store's log epoch. After a failed commit
+	// the backend is degraded: each group commits at once, as in the
+	// default mode, until one succeeds. broken is set when the
+	// transaction could not be rebuilt from the log; every call fails.
+	log      *redoLog
+	tx       *bolt.Tx
+	pending  bool
+	epoch    uint64
+	degraded bool
+	broken   error
+	logBuf   []byte
 }
 
 var _ queue.Backend = (*Backend)(nil)
@@ -153,7 +178,7 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 		writerDone: make(chan struct{}),
 		sweepDone:  make(chan struct{}),
 	}
-	if err := b.init(); err != nil {
+	if err := b.init(path + ".wal"); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
 	}
 	go b.writer()
@@ -161,8 +186,9 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 	return b, nil
 }
 
-// init checks or stamps the file format and builds the index.
-func (b *Backend) init() error {
+// init checks or stamps the file format, replays the redo log and builds
+// the index.
+func (b *Backend) init(logPath string) error {
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
 		if meta == nil {
@@ -176,14 +202,25 @@ func (b *Backend) init() error {
 			if _, err := tx.CreateBucket(queuesBucket); err != nil {
 				return err
 			}
-			return meta.Put(formatKey, []byte(format))
+			if err := meta.Put(formatKey, []byte(format)); err != nil {
+				return err
+			}
 		}
 		if got := string(meta.Get(formatKey)); got != format {
 			return fmt.Errorf("store format %q, this build reads %q", got, format)
 		}
+		// Added to format 1 without a new format: older builds ignore them.
+		for _, name := range [][]byte{keysBucket, keyExpiryBucket} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := b.recoverLog(logPath); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -191,38 +228,75 @@ func (b *Backend) init() error {
 	return b.loadLocked()
 }
 
+// recoverLog commits what the redo log of an earlier interval-mode run
+// holds beyond the store, then opens the log in interval mode or removes
+// it in the default mode.
+func (b *Backend) recoverLog(path string) error {
+	data, err := readLogFile(path)
+	if err != nil {
+		return err
+	}
+	err = b.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(metaBucket)
+		if v := meta.Get(logEpochKey); len(v) == 8 {
+			b.epoch = binary.BigEndian.Uint64(v)
+		}
+		n, err := replayLog(tx, data, b.epoch)
+		if err != nil || n == 0 {
+			return err
+		}
+		b.opts.Logger.Info("replayed the redo log", slog.Int("num_records", n))
+		b.epoch++
+		return meta.Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch))
+	})
+	if err != nil {
+		return fmt.Errorf("replay redo log: %w", err)
+	}
+	if b.opts.SyncInterval == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove redo log: %w", err)
+		}
+		return nil
+	}
+	b.log, err = openLog(path)
+	return err
+}
+
 // loadLocked rebuilds the in-memory index from disk, scanning only the
 // small state records. Callers hold b.mu or own b.
 func (b *Backend) loadLocked() error {
+	return b.db.View(b.loadFromLocked)
+}
+
+// loadFromLocked rebuilds the index from what tx sees.
+func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 	queues := map[string]*memQueue{}
 	now := b.opts.Clock().UnixNano()
-	err := b.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(queuesBucket).ForEach(func(name, v []byte) error {
-			spec, id, err := decodeSpec(v)
-			if err != nil {
-				return fmt.Errorf("queue %s: %w", name, err)
+	err := tx.Bucket(queuesBucket).ForEach(func(name, v []byte) error {
+		spec, id, err := decodeSpec(v)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", name, err)
+		}
+		q := newMemQueue(spec, id)
+		mb, sb := tx.Bucket(msgBucket(spec.Name)), tx.Bucket(stateBucket(spec.Name))
+		if mb == nil || sb == nil {
+			return fmt.Errorf("queue %s: buckets missing", name)
+		}
+		// Sequence numbers are never reused, not even those of messages
+		// deleted at the tail, so no old receipt can match a new message.
+		q.nextSeq = mb.Sequence() + 1
+		if err := sb.ForEach(func(k, v []byte) error {
+			m, err := decodeState(v)
+			if err != nil || len(k) != 8 {
+				return fmt.Errorf("queue %s: message %x: bad state record", name, k)
 			}
-			q := newMemQueue(spec, id)
-			mb, sb := tx.Bucket(msgBucket(spec.Name)), tx.Bucket(stateBucket(spec.Name))
-			if mb == nil || sb == nil {
-				return fmt.Errorf("queue %s: buckets missing", name)
-			}
-			// Sequence numbers are never reused, not even those of messages
-			// deleted at the tail, so no old receipt can match a new message.
-			q.nextSeq = mb.Sequence() + 1
-			if err := sb.ForEach(func(k, v []byte) error {
-				m, err := decodeState(v)
-				if err != nil || len(k) != 8 {
-					return fmt.Errorf("queue %s: message %x: bad state record", name, k)
-				}
-				q.put(binary.BigEndian.Uint64(k), m, now)
-				return nil
-			}); err != nil {
-				return err
-			}
-			queues[spec.Name] = q
+			q.put(binary.BigEndian.Uint64(k), m, now)
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		queues[spec.Name] = q
+		return nil
 	})
 	if err != nil {
 		return err
@@ -262,10 +336,21 @@ func (b *Backend) do(ctx context.Context, bytes int, apply func(w *writeTx) erro
 // while a commit is syncing share the next one. There is no linger.
 func (b *Backend) writer() {
 	defer close(b.writerDone)
+	var tick <-chan time.Time
+	if b.log != nil {
+		t := time.NewTicker(b.opts.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+		defer b.closeLog()
+	}
 	for {
 		select {
 		case o := <-b.ops:
 			b.commit(b.gather(o))
+		case <-tick:
+			if err := b.flush(); err != nil {
+				b.opts.Logger.Error("interval commit failed; committing every call until one succeeds", slog.Any("error", err))
+			}
 		case <-b.closing:
 			// Close has stopped new hand-overs; finish what was accepted.
 			for {
@@ -314,6 +399,9 @@ func (b *Backend) commit(group []*op) {
 // transaction back and rebuilds the index, which the group's operations
 // had already changed, from what is on disk.
 func (b *Backend) applyGroup(group []*op) error {
+	if b.log != nil {
+		return b.applyLogged(group)
+	}
 	tx, err := b.db.Begin(true)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -15,26 +15,49 @@ import (
 	"github.com/sluice-dev/sluice/queue/queuetest"
 )
 
+// modes are the durability modes every backend-level test runs in.
+var modes = []struct {
+	name string
+	opts Options
+}{
+	{"fsync=always", Options{}},
+	{"fsync=interval", Options{SyncInterval: 5 * time.Millisecond}},
+}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	queuetest.Exercise(t.Context(), t, func(t *testing.T) queue.Backend {
-		b, err := Open(filepath.Join(t.TempDir(), "queues.db"), Options{Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	})
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			queuetest.Exercise(t.Context(), t, func(t *testing.T) queue.Backend {
+				opts := m.opts
+				opts.Logger = testLogger(t)
+				b, err := Open(filepath.Join(t.TempDir(), "queues.db"), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			})
+		})
+	}
 }
 
 func TestDurability(t *testing.T) {
 	t.Parallel()
-	queuetest.ExerciseDurability(t.Context(), t, func(t *testing.T, dir string) queue.Backend {
-		b, err := Open(filepath.Join(dir, "queues.db"), Options{Logger: testLogger(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	})
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			queuetest.ExerciseDurability(t.Context(), t, func(t *testing.T, dir string) queue.Backend {
+				opts := m.opts
+				opts.Logger = testLogger(t)
+				b, err := Open(filepath.Join(dir, "queues.db"), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			})
+		})
+	}
 }
 
 // TestGroupCommit sends from 64 goroutines at once and checks that the
@@ -128,6 +151,30 @@ func TestGroupKeepsLogicalErrorsApart(t *testing.T) {
 	}
 }
 
+// fillStore sends batches of 100 KiB messages to q until a send fails,
+// at most tries of them, and returns how many messages were answered and
+// the failure, which must be ErrUnavailable.
+func fillStore(t *testing.T, b *Backend, tries int) (int, error) {
+	t.Helper()
+	body := bytes.Repeat([]byte("x"), 100<<10)
+	stored := 0
+	for range tries {
+		entries := make([]queue.SendEntry, queue.MaxBatch)
+		for i := range entries {
+			entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
+		}
+		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
+			if !errors.Is(err, queue.ErrUnavailable) {
+				t.Fatalf("send into a full store: %v, want ErrUnavailable", err)
+			}
+			return stored, err
+		}
+		stored += queue.MaxBatch
+	}
+	t.Fatalf("%d messages stored without a failure", stored)
+	return stored, nil
+}
+
 // TestStorageErrorFailsGroup fills a size-capped store: the failing send
 // reports ErrUnavailable, and the index, rebuilt from disk, holds exactly
 // the messages whose sends succeeded, before and after a reopen.
@@ -135,23 +182,7 @@ func TestStorageErrorFailsGroup(t *testing.T) {
 	t.Parallel()
 	b, bun := setupWith(t, Options{}, knobs{maxSize: 4 << 20})
 	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
-	body := bytes.Repeat([]byte("x"), 100<<10)
-	stored := 0
-	var failure error
-	for range 100 {
-		entries := make([]queue.SendEntry, queue.MaxBatch)
-		for i := range entries {
-			entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
-		}
-		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
-			failure = err
-			break
-		}
-		stored += queue.MaxBatch
-	}
-	if !errors.Is(failure, queue.ErrUnavailable) {
-		t.Fatalf("send into a full store: %v, want ErrUnavailable", failure)
-	}
+	stored, failure := fillStore(t, b, 100)
 	t.Logf("stored %d messages before: %v", stored, failure)
 	if s := stats(t, b, "q"); s.Visible != int64(stored) {
 		t.Fatalf("%d visible after the failed commit, want %d", s.Visible, stored)

@@ -56,15 +56,14 @@ func (b *Backend) EnsureQueues(ctx context.Context, specs []queue.QueueSpec) err
 			if err != nil {
 				return err
 			}
-			if err := root.Put([]byte(s.Name), v); err != nil {
+			if err := w.put(root, queuesBucket, []byte(s.Name), v); err != nil {
 				return err
 			}
 			for _, name := range [][]byte{msgBucket(s.Name), stateBucket(s.Name)} {
-				if _, err := w.tx.CreateBucketIfNotExists(name); err != nil {
+				if err := w.createBucket(name); err != nil {
 					return err
 				}
 			}
-			w.dirty = true
 			if q != nil {
 				q.spec = s
 			} else {
@@ -143,9 +142,10 @@ func checkBatch(n int) error {
 	return nil
 }
 
-// Send stores messages and returns once they are fsynced. An entry whose
-// body is too large fails alone; a bad delay or a duplicate entry ID fails
-// the call.
+// Send stores messages, and the idempotency keys of entries that carry
+// one, and returns once they are fsynced, or in interval mode written to
+// the redo log. An entry whose body is too large fails alone; a bad delay
+// or a duplicate entry ID fails the call.
 func (b *Backend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
 	if err := checkBatch(len(p.Entries)); err != nil {
 		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
@@ -189,6 +189,11 @@ func (b *Backend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendRe
 			m := msgState{sentAt: w.now, visibleAt: w.now + int64(e.Delay)}
 			if err := w.add(q, recs[i], m); err != nil {
 				return err
+			}
+			if e.Key != nil {
+				if err := w.putKey(e.Key); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -439,16 +444,21 @@ func (b *Backend) Stats(_ context.Context, p *queue.StatsParams) ([]queue.Stats,
 }
 
 // Sweep deletes every message older than its queue's retention, counted
-// from its first send, in operations of at most a few thousand messages,
-// and returns how many it deleted. It runs every Options.SweepInterval.
+// from its first send, and every expired idempotency key, in operations
+// of at most a few thousand each, and returns how many messages it
+// deleted. It runs every Options.SweepInterval.
 func (b *Backend) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		perQueue := map[string]int{}
-		n := 0
+		n, keys := 0, 0
 		err := b.do(ctx, 0, func(w *writeTx) error {
 			clear(perQueue)
 			n = 0
+			var err error
+			if keys, err = w.sweepKeys(sweepChunk); err != nil {
+				return err
+			}
 			for name, q := range b.queues {
 				cutoff := w.now - int64(q.spec.Retention)
 				for n < sweepChunk {
@@ -473,7 +483,7 @@ func (b *Backend) Sweep(ctx context.Context) (int, error) {
 			b.opts.Logger.InfoContext(ctx, "retention sweep deleted expired messages",
 				slog.String("queue", name), slog.Int("num_messages_deleted", c))
 		}
-		if n < sweepChunk {
+		if n < sweepChunk && keys < sweepChunk {
 			return total, nil
 		}
 	}

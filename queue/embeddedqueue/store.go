@@ -20,6 +20,7 @@ import (
 //	queues                name → JSON storedSpec
 //	m/<queue>             seq (8 bytes, big-endian) → message ID (16 bytes) ‖ body; written once
 //	s/<queue>             seq → visibleAt (8) ‖ sentAt (8) ‖ receives (4) ‖ gen (4)
+//	keys, keys-expiry     idempotency keys (keys.go)
 //
 // The m/ bucket's own sequence holds the highest sequence number used, so
 // numbers are never reused, even after the newest messages were deleted.
@@ -179,82 +180,135 @@ func parseReceipt(h string) (receipt, bool) {
 
 // writeTx is the transaction of one commit group, with the group's clock
 // reading. Its helpers keep disk and index in step and note whether
-// anything was written, so a group of empty receives needs no fsync.
+// anything was written, so a group of empty receives needs no fsync. In
+// interval mode (logging set) every change is also added to log, the
+// group's redo log record.
 type writeTx struct {
-	tx    *bolt.Tx
-	now   int64
-	dirty bool
+	tx      *bolt.Tx
+	now     int64
+	dirty   bool
+	logging bool
+	log     []byte
 }
 
-func (w *writeTx) buckets(q string) (*bolt.Bucket, *bolt.Bucket, error) {
-	mb, sb := w.tx.Bucket(msgBucket(q)), w.tx.Bucket(stateBucket(q))
-	if mb == nil || sb == nil {
-		return nil, nil, fmt.Errorf("buckets of queue %s missing", q)
+// put, del, setSequence and createBucket change the store and note the
+// change.
+func (w *writeTx) put(b *bolt.Bucket, name, k, v []byte) error {
+	if err := b.Put(k, v); err != nil {
+		return err
 	}
-	mb.FillPercent, sb.FillPercent = fillPercent, fillPercent
-	return mb, sb, nil
+	w.note(logPut, name, k, v)
+	return nil
+}
+
+func (w *writeTx) del(b *bolt.Bucket, name, k []byte) error {
+	if err := b.Delete(k); err != nil {
+		return err
+	}
+	w.note(logDelete, name, k, nil)
+	return nil
+}
+
+func (w *writeTx) setSequence(b *bolt.Bucket, name []byte, seq uint64) error {
+	if err := b.SetSequence(seq); err != nil {
+		return err
+	}
+	var v []byte
+	if w.logging {
+		v = binary.BigEndian.AppendUint64(nil, seq)
+	}
+	w.note(logSetSequence, name, nil, v)
+	return nil
+}
+
+func (w *writeTx) createBucket(name []byte) error {
+	if _, err := w.tx.CreateBucketIfNotExists(name); err != nil {
+		return err
+	}
+	w.note(logCreateBucket, name, nil, nil)
+	return nil
+}
+
+func (w *writeTx) note(kind byte, bucket, key, value []byte) {
+	w.dirty = true
+	if w.logging {
+		w.log = appendChange(w.log, kind, bucket, key, value)
+	}
+}
+
+// queueBuckets are a queue's two buckets and their names.
+type queueBuckets struct {
+	m, s         *bolt.Bucket
+	mName, sName []byte
+}
+
+func (w *writeTx) buckets(q string) (queueBuckets, error) {
+	qb := queueBuckets{mName: msgBucket(q), sName: stateBucket(q)}
+	qb.m, qb.s = w.tx.Bucket(qb.mName), w.tx.Bucket(qb.sName)
+	if qb.m == nil || qb.s == nil {
+		return qb, fmt.Errorf("buckets of queue %s missing", q)
+	}
+	qb.m.FillPercent, qb.s.FillPercent = fillPercent, fillPercent
+	return qb, nil
 }
 
 // add stores a new message in q and indexes it.
 func (w *writeTx) add(q *memQueue, rec []byte, m msgState) error {
-	mb, sb, err := w.buckets(q.spec.Name)
+	qb, err := w.buckets(q.spec.Name)
 	if err != nil {
 		return err
 	}
 	seq := q.nextSeq
 	k := seqKey(seq)
-	if err := mb.Put(k, rec); err != nil {
+	if err := w.put(qb.m, qb.mName, k, rec); err != nil {
 		return err
 	}
-	if err := mb.SetSequence(seq); err != nil {
+	if err := w.setSequence(qb.m, qb.mName, seq); err != nil {
 		return err
 	}
-	if err := sb.Put(k, encodeState(m)); err != nil {
+	if err := w.put(qb.s, qb.sName, k, encodeState(m)); err != nil {
 		return err
 	}
-	w.dirty = true
 	q.put(seq, m, w.now)
 	return nil
 }
 
 // update stores a message's new state and re-files it.
 func (w *writeTx) update(q *memQueue, seq uint64, m msgState) (msgState, error) {
-	_, sb, err := w.buckets(q.spec.Name)
+	qb, err := w.buckets(q.spec.Name)
 	if err != nil {
 		return msgState{}, err
 	}
-	if err := sb.Put(seqKey(seq), encodeState(m)); err != nil {
+	if err := w.put(qb.s, qb.sName, seqKey(seq), encodeState(m)); err != nil {
 		return msgState{}, err
 	}
-	w.dirty = true
 	return q.put(seq, m, w.now), nil
 }
 
 // remove deletes a message from q.
 func (w *writeTx) remove(q *memQueue, seq uint64) error {
-	mb, sb, err := w.buckets(q.spec.Name)
+	qb, err := w.buckets(q.spec.Name)
 	if err != nil {
 		return err
 	}
 	k := seqKey(seq)
-	if err := mb.Delete(k); err != nil {
+	if err := w.del(qb.m, qb.mName, k); err != nil {
 		return err
 	}
-	if err := sb.Delete(k); err != nil {
+	if err := w.del(qb.s, qb.sName, k); err != nil {
 		return err
 	}
-	w.dirty = true
 	q.remove(seq)
 	return nil
 }
 
 // record returns a copy of message seq's record.
 func (w *writeTx) record(q *memQueue, seq uint64) ([]byte, error) {
-	mb, _, err := w.buckets(q.spec.Name)
+	qb, err := w.buckets(q.spec.Name)
 	if err != nil {
 		return nil, err
 	}
-	v := mb.Get(seqKey(seq))
+	v := qb.m.Get(seqKey(seq))
 	if len(v) < idLen {
 		return nil, fmt.Errorf("message %d of queue %s missing from the store", seq, q.spec.Name)
 	}
