@@ -612,8 +612,9 @@ func (d *Drainer) deliver(j *job, release func()) {
 	log.WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
 		slog.Duration("delay", decision.Delay), slog.Any("error", err))
 	env.Attempts = uint32(attempt)
+	env.LastError = lastErrorText(err)
 	if decision.Action == sideliner.DeadLetter && decision.Reason == sideliner.ReasonPermanentFailure {
-		decision.Reason = sideliner.Reason(string(decision.Reason) + ": " + err.Error())
+		decision.Reason = sideliner.Reason(string(decision.Reason) + ": " + env.LastError)
 	}
 	d.carryOut(spanCtx, j, decision)
 }
