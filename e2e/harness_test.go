@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-race", "-o", dir+"/", "../cmd/gateway", "../cmd/drainer")
+	build := exec.Command("go", "build", "-race", "-o", dir+"/", "../cmd/gateway", "../cmd/drainer", "../cmd/sluicectl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)

@@ -1,5 +1,6 @@
 // Command drainer runs sluice's drainers and their admin API without the
-// gateway, and is the operator CLI over that API. With --backend sqs it is
+// gateway. Its former operator commands (stats, limits, dlq …) are
+// aliases for sluicectl's. With --backend sqs it is
 // the drain fleet: run as many as the load needs. On the embedded backend
 // it drains a data directory that no gateway holds (the store allows one
 // process).
@@ -47,19 +48,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch args[0] {
 	case "run":
 		return run(ctx, args[1:], stderr)
-	case "stats", "limits":
-		return runCLI(ctx, args[0], args[1:], stdout, stderr)
-	case "dlq":
-		if len(args) > 1 {
-			switch args[1] {
-			case "list", "replay", "status", "cancel", "redrive":
-				return runCLI(ctx, "dlq "+args[1], args[2:], stdout, stderr)
-			}
-		}
-		fmt.Fprint(stderr, cliUsage)
-		return errors.New("dlq needs a subcommand: list, replay, status, cancel or redrive")
-	case "help", "-h", "--help":
-		fmt.Fprint(stderr, cliUsage)
+	case "stats", "limits", "dlq":
+		return alias(ctx, args, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, cliUsage)
 		return nil
 	}
 	fmt.Fprint(stderr, cliUsage)
