@@ -71,11 +71,17 @@ type proc struct {
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
+	cmd.Stdout = io.Discard
+	return startCmd(t, bin, cmd)
+}
+
+// startCmd is start for a command already set up (its stdout taken).
+func startCmd(t *testing.T, bin string, cmd *exec.Cmd) *proc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

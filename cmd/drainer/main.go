@@ -78,6 +78,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	observe.Register(fs, "127.0.0.1:9091")
 	var tlsFlags node.TLSFlags
 	tlsFlags.Register(fs)
+	var consoleFlags node.ConsoleFlags
+	consoleFlags.Register(fs)
 	var policy sideliner.Policy
 	var share int
 	node.PolicyFlags(fs, &policy, &share)
@@ -149,10 +151,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeHandler()
+	consoleHook, err := consoleFlags.ConsoleHook(key, len(tlsCfg.Admin) > 0, log, nil)
+	if err != nil {
+		return err
+	}
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
 		Tenants: tenants, Policy: policy, SidelineShare: share, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
-		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode,
+		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -219,6 +220,10 @@ type DrainConfig struct {
 	AdminTLSMode  string
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// Console, when set, serves the web console (ConsoleFlags.ConsoleHook):
+	// given the admin listener and gRPC server, it returns the listener
+	// left for gRPC and a stop function.
+	Console func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error)
 }
 
 // RunDrain runs drainers and the admin API until ctx ends, then stops
@@ -252,6 +257,14 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	admin.ServeTenants(cfg.Tenants)
 	defer admin.Close()
 	adminv1.RegisterAdminServiceServer(srv.GRPC, admin)
+	if cfg.Console != nil {
+		grpcLis, stopConsole, err := cfg.Console(ctx, lis, srv.GRPC)
+		if err != nil {
+			return errors.Join(err, lis.Close())
+		}
+		defer stopConsole()
+		lis = grpcLis
+	}
 	if err := d.Start(ctx); err != nil {
 		return errors.Join(err, lis.Close())
 	}
