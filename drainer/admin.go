@@ -185,6 +185,9 @@ func deadLetterOf(m *dlqMessage, preview int) *adminv1.DeadLetter {
 	if env := m.env; env != nil {
 		d.JobId, d.Tenant, d.EnqueuedAt, d.Attempts, d.Attributes = env.GetJobId(), env.GetTenant(), env.GetEnqueuedAt(), env.GetAttempts(), env.GetAttributes()
 		payload = env.GetPayload()
+		d.LastError = env.GetLastError()
+	} else if m.bad != nil {
+		d.LastError = m.bad.Error()
 	}
 	d.PayloadBytes = int64(len(payload))
 	d.PayloadPreview = payload[:min(len(payload), preview)]
@@ -271,7 +274,7 @@ func (a *AdminServer) RedriveDLQ(ctx context.Context, req *adminv1.RedriveDLQReq
 	}
 	redriver, ok := a.backend.(queue.Redriver)
 	if !ok {
-		return nil, status.Error(codes.FailedPrecondition, "this backend has no native whole-queue redrive; use ReplayDLQ (drainer dlq replay --all-tenants)")
+		return nil, status.Error(codes.FailedPrecondition, "this backend has no native whole-queue redrive; use ReplayDLQ (sluicectl dlq replay --all-tenants)")
 	}
 	dlq := a.topology.DLQ(req.GetLane())
 	task, err := redriver.StartRedrive(ctx, dlq, int(req.GetMaxPerSecond()))

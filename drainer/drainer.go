@@ -665,13 +665,14 @@ func (d *Drainer) deliver(j *job, done func()) {
 	log.WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
 		slog.Duration("delay", decision.Delay), slog.Any("error", err))
 	env.Attempts = uint32(attempt)
+	env.LastError = lastErrorText(err)
 	var pe *PanicError
 	switch {
 	case decision.Action != sideliner.DeadLetter:
 	case errors.As(err, &pe):
 		decision.Reason = sideliner.Reason(pe.Error())
 	case decision.Reason == sideliner.ReasonPermanentFailure:
-		decision.Reason = sideliner.Reason(string(decision.Reason) + ": " + err.Error())
+		decision.Reason = sideliner.Reason(string(decision.Reason) + ": " + env.LastError)
 	}
 	d.carryOut(spanCtx, j, decision)
 }

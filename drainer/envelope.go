@@ -3,6 +3,8 @@ package drainer
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -40,4 +42,23 @@ func decodeEnvelope(body []byte) (*envelopev1.Envelope, error) {
 		}
 	}
 	return &env, nil
+}
+
+// lastErrorMax bounds the error an envelope keeps: a worker's answer can
+// be long, and the envelope travels with every move.
+const lastErrorMax = 1024
+
+// lastErrorText is err's message as an envelope keeps it in last_error:
+// valid UTF-8 (protobuf strings must be, or the envelope could not be
+// encoded and the job could not move) and at most lastErrorMax bytes.
+func lastErrorText(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(s) <= lastErrorMax {
+		return s
+	}
+	cut := lastErrorMax - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -96,7 +96,7 @@ func testMalformedEnvelopes(t *testing.T, tb *testBundle) {
 		for _, dl := range list {
 			if string(dl.GetPayloadPreview()) == string(g.body[:min(len(g.body), 64)]) && dl.GetPayloadBytes() == int64(len(g.body)) {
 				found = true
-				if !strings.HasPrefix(dl.GetReason(), g.reason) || dl.GetTenant() != "" || dl.GetJobId() != "" || dl.GetLane() != "std" {
+				if !strings.HasPrefix(dl.GetReason(), g.reason) || dl.GetLastError() == "" || !strings.HasSuffix(dl.GetReason(), ": "+dl.GetLastError()) || dl.GetTenant() != "" || dl.GetJobId() != "" || dl.GetLane() != "std" {
 					t.Errorf("body %q listed as %v, want reason %q", g.body, dl, g.reason)
 				}
 			}

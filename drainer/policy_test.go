@@ -160,7 +160,8 @@ func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
 	admin := NewAdminServer(tb.backend, tb.topo, quietLog)
 	defer admin.Close()
 	list := listDLQ(t, admin)
-	if len(list) != 1 || list[0].GetJobId() != "poison" || list[0].GetReason() != "attempts_exhausted" || list[0].GetAttempts() != 3 {
+	if len(list) != 1 || list[0].GetJobId() != "poison" || list[0].GetReason() != "attempts_exhausted" || list[0].GetAttempts() != 3 ||
+		list[0].GetLastError() != "worker is broken for this job" {
 		t.Fatalf("DLQ = %v", list)
 	}
 }
@@ -176,7 +177,7 @@ func TestPermanentFailureDeadLettersAtOnce(t *testing.T) {
 	admin := NewAdminServer(tb.backend, tb.topo, quietLog)
 	defer admin.Close()
 	list := listDLQ(t, admin)
-	if len(list) != 1 || list[0].GetReason() != "permanent_failure: permanent: payload is not JSON" {
+	if len(list) != 1 || list[0].GetReason() != "permanent_failure: permanent: payload is not JSON" || list[0].GetLastError() != "permanent: payload is not JSON" {
 		t.Fatalf("DLQ = %v", list)
 	}
 }

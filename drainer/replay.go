@@ -117,8 +117,11 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 	lim := rate.NewLimiter(rate.Limit(pb.GetRatePerSecond()), 1)
 	scan := newDLQScan(p.backend, p.log)
 	var taken int64
+	// A moved job that fails again lands back in the DLQ while the scan
+	// runs: it is a new message, but not one to move again.
+	moved := map[string]bool{}
 	err := scan.each(ctx, queues, order, func(m *dlqMessage) (bool, error) {
-		if !matches(f, m) {
+		if !matches(f, m) || (m.env != nil && moved[m.env.GetJobId()]) {
 			run.update(func(pb *adminv1.Replay) { pb.Scanned++; pb.Skipped++ })
 			return true, nil
 		}
@@ -139,6 +142,7 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 			return true, nil
 		}
 		scan.forget(m.queue, m.msg.ReceiptHandle)
+		moved[m.env.GetJobId()] = true
 		run.update(func(pb *adminv1.Replay) { pb.Moved++ })
 		return true, nil
 	})

@@ -31,10 +31,10 @@ func (w *flakyWorker) Process(ctx context.Context, req *workerv1.ProcessRequest)
 	return w.worker.Process(ctx, req)
 }
 
-// cli runs the drainer binary's operator commands.
+// cli runs sluicectl's operator commands.
 func cli(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "drainer"), args...)
+	cmd := exec.Command(filepath.Join(binDir, "sluicectl"), args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -70,9 +70,10 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 	common := []string{"--admin-addr", admin, "--admin-key", adminKey}
 	var listing struct {
 		Jobs []struct {
-			JobID  string `json:"jobId"`
-			Tenant string `json:"tenant"`
-			Reason string `json:"reason"`
+			JobID     string `json:"jobId"`
+			Tenant    string `json:"tenant"`
+			Reason    string `json:"reason"`
+			LastError string `json:"lastError"`
 		} `json:"jobs"`
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -89,7 +90,8 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if j := listing.Jobs[0]; j.JobID != poison.GetJobId() || j.Tenant != "alpha" || j.Reason != "attempts_exhausted" {
+	if j := listing.Jobs[0]; j.JobID != poison.GetJobId() || j.Tenant != "alpha" || j.Reason != "attempts_exhausted" ||
+		!strings.Contains(j.LastError, "downstream is down") {
 		t.Fatalf("DLQ listing: %+v", listing.Jobs)
 	}
 	table, err := cli(t, append([]string{"dlq", "list"}, common...)...)
@@ -118,7 +120,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 	for _, m := range mistakes {
 		out, err := cli(t, m.args...)
 		if err == nil || !strings.Contains(out, m.want) {
-			t.Errorf("drainer %v: err=%v, output %q; want it to mention %q", m.args[:2], err, out, m.want)
+			t.Errorf("sluicectl %v: err=%v, output %q; want it to mention %q", m.args[:2], err, out, m.want)
 		}
 	}
 

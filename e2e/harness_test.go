@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-race", "-o", dir+"/", "../cmd/gateway", "../cmd/drainer")
+	build := exec.Command("go", "build", "-race", "-o", dir+"/", "../cmd/gateway", "../cmd/drainer", "../cmd/sluicectl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
@@ -71,11 +71,17 @@ type proc struct {
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
+	cmd.Stdout = io.Discard
+	return startCmd(t, bin, cmd)
+}
+
+// startCmd is start for a command already set up (its stdout taken).
+func startCmd(t *testing.T, bin string, cmd *exec.Cmd) *proc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,14 @@ func TestDistributedOnSQS(t *testing.T) {
 		}
 	}
 	w.waitFor(t, ids)
+	// The drainer's web console works on SQS too.
+	console := consoleClient(t, strings.TrimSuffix(drainers[0].waitLog("web console listening")["url"].(string), "/"), strings.TrimSpace(readFile(t, dir+"/d0/admin-key")))
+	if page := console("/"); !strings.Contains(page, `id="lane-premium"`) || !strings.Contains(page, prefix+"-premium-dlq") {
+		t.Errorf("console overview on SQS does not show the lanes and queues:\n%s", page)
+	}
+	if page := console("/dlq"); !strings.Contains(page, "No dead-lettered jobs match") {
+		t.Errorf("console DLQ page on SQS:\n%s", page)
+	}
 	scrape(t, gw, `sluice_backend_calls_total{operation="SendMessageBatch"}`, `sluice_jobs_submitted_total`)
 	scrape(t, drainers[0], `sluice_backend_calls_total{operation="ReceiveMessage"}`, `sluice_queue_visible_messages`, `sluice_drain_actions_total{action="delivered"`)
 

@@ -34,11 +34,15 @@ type Authenticator interface {
 var (
 	errMissingKey = status.Error(codes.Unauthenticated, "missing API key: send metadata \"authorization: Bearer <key>\"")
 	errUnknownKey = status.Error(codes.Unauthenticated, "unknown API key")
+	errManyKeys   = status.Error(codes.Unauthenticated, "more than one authorization header: send exactly one \"authorization: Bearer <key>\"")
 )
 
 func authenticate(ctx context.Context, md metadata.MD, auth func() Authenticator) (context.Context, error) {
 	if _, ok := TenantFrom(ctx); ok { // TapAuth has done it
 		return ctx, nil
+	}
+	if len(md.Get("authorization")) > 1 {
+		return nil, errManyKeys
 	}
 	key, ok := serve.BearerTokenOf(md)
 	if !ok {

@@ -118,13 +118,25 @@ func TestHealthNeedsNoKey(t *testing.T) {
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	for _, md := range [][]string{nil, {"authorization", "Bearer nope-nope"}, {"authorization", "Basic acme-key-1"}, {"authorization", "Bearer"}} {
+	for _, tc := range []struct {
+		md   []string
+		want string // in the message
+	}{
+		{nil, "missing API key"},
+		{[]string{"authorization", "Bearer nope-nope"}, "unknown API key"},
+		{[]string{"authorization", "Basic acme-key-1"}, "missing API key"},
+		{[]string{"authorization", "Bearer"}, "missing API key"},
+		// Two headers, even both valid: which counts would depend on their order.
+		{[]string{"authorization", "Bearer acme-key-1", "authorization", "Bearer acme-key-1"}, "more than one authorization header"},
+		{[]string{"authorization", "Bearer acme-key-1", "authorization", "Bearer nope-nope"}, "more than one authorization header"},
+	} {
 		ctx := t.Context()
-		if md != nil {
-			ctx = metadata.AppendToOutgoingContext(ctx, md...)
+		if tc.md != nil {
+			ctx = metadata.AppendToOutgoingContext(ctx, tc.md...)
 		}
-		if _, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")}); status.Code(err) != codes.Unauthenticated {
-			t.Errorf("metadata %v: %v, want UNAUTHENTICATED", md, err)
+		_, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")})
+		if st := status.Convert(err); st.Code() != codes.Unauthenticated || !strings.Contains(st.Message(), tc.want) {
+			t.Errorf("metadata %v: %v, want UNAUTHENTICATED saying %q", tc.md, err, tc.want)
 		}
 	}
 }

@@ -59,7 +59,7 @@
 //   - sluice_tenant_config_reloads_total: reloads of the tenant config file
 //     (SIGHUP or a change to it) by result: ok (swapped in) or refused (the
 //     file did not parse or validate; the previous config stays). Alarm on
-//     refused > 0; `drainer limits <tenant>` shows which version is in use.
+//     refused > 0; `sluicectl limits <tenant>` shows which version is in use.
 //
 // Histogram buckets: enqueue latency 0.5 ms to 10 s; dwell and age of first
 // attempt 10 ms to 1 day.

@@ -1,5 +1,6 @@
 // Command drainer runs sluice's drainers and their admin API without the
-// gateway, and is the operator CLI over that API. With --backend sqs it is
+// gateway. Its former operator commands (stats, limits, dlq …) are
+// aliases for sluicectl's. With --backend sqs it is
 // the drain fleet: run as many as the load needs. On the embedded backend
 // it drains a data directory that no gateway holds (the store allows one
 // process).
@@ -47,19 +48,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch args[0] {
 	case "run":
 		return run(ctx, args[1:], stderr)
-	case "stats", "limits", "top":
-		return runCLI(ctx, args[0], args[1:], stdout, stderr)
-	case "dlq":
-		if len(args) > 1 {
-			switch args[1] {
-			case "list", "replay", "status", "cancel", "redrive":
-				return runCLI(ctx, "dlq "+args[1], args[2:], stdout, stderr)
-			}
-		}
-		fmt.Fprint(stderr, cliUsage)
-		return errors.New("dlq needs a subcommand: list, replay, status, cancel or redrive")
-	case "help", "-h", "--help":
-		fmt.Fprint(stderr, cliUsage)
+	case "stats", "limits", "dlq", "top":
+		return alias(ctx, args, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, cliUsage)
 		return nil
 	}
 	fmt.Fprint(stderr, cliUsage)
@@ -86,6 +78,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	observe.Register(fs, "127.0.0.1:9091")
 	var tlsFlags node.TLSFlags
 	tlsFlags.Register(fs)
+	var consoleFlags node.ConsoleFlags
+	consoleFlags.Register(fs)
 	var policy sideliner.Policy
 	var share int
 	node.PolicyFlags(fs, &policy, &share)
@@ -157,10 +151,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = closeHandler() }()
+	consoleHook, err := consoleFlags.ConsoleHook(key, len(tlsCfg.Admin) > 0, log, nil)
+	if err != nil {
+		return err
+	}
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
 		Tenants: tenants, Policy: policy, SidelineShare: share, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
-		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode,
+		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
 	})
 }

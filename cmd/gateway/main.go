@@ -62,6 +62,7 @@ type config struct {
 	idemWindow    time.Duration
 	depthInterval time.Duration
 	tls           node.TLSFlags
+	console       node.ConsoleFlags
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -86,6 +87,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	node.PolicyFlags(fs, &c.policy, &c.sidelineShare)
 	c.observe.Register(fs, "127.0.0.1:9090")
 	c.tls.Register(fs)
+	c.console.Register(fs)
 	fs.String("config", "", "YAML file of settings (keys are flag names)")
 	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
 		return c, err
@@ -179,6 +181,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	g.Go(func() error { return srv.Serve(gctx, lis, c.shutdownGrace) })
 	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("backend", c.backend.Kind), slog.Int("lanes", len(topo.Lanes)), slog.String("tls", tlsCfg.IngestMode))
 
+	consoleURL := make(chan string, 1)
+	consoleOn := false
 	if c.drain {
 		adminKey := c.adminKey
 		if adminKey == "" {
@@ -192,17 +196,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer func() { _ = closeHandler() }()
+		consoleHook, err := c.console.ConsoleHook(adminKey, len(tlsCfg.Admin) > 0, log, func(u string) { consoleURL <- u })
+		if err != nil {
+			return err
+		}
+		consoleOn = consoleHook != nil
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
 				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,
 				Policy: c.policy, SidelineShare: c.sidelineShare, ReceiveLinger: c.backend.DrainReceiveLinger(), Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
-				AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode,
+				AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
 			})
 		})
 	}
 	if devKey != "" {
-		printWelcome(stdout, lis.Addr().String(), devKey, describe(c))
+		console := ""
+		if consoleOn {
+			select { // the console listens as the drainers start
+			case console = <-consoleURL:
+			case <-gctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+		printWelcome(stdout, lis.Addr().String(), devKey, describe(c), console, filepath.Join(c.backend.DataDir, "admin-key"))
 	}
 	err = g.Wait()
 	log.Info("gateway stopped")
@@ -245,16 +262,20 @@ func describe(c config) string {
 	return c.backend.Kind + " backend, " + delivery
 }
 
-func printWelcome(w io.Writer, addr, key, mode string) {
+func printWelcome(w io.Writer, addr, key, mode, consoleURL, adminKeyFile string) {
 	fmt.Fprintf(w, `
 sluice is running: ingest API on %[1]s, %[3]s.
 Development tenant "dev", API key: %[2]s
-
+`, addr, key, mode)
+	if consoleURL != "" {
+		fmt.Fprintf(w, "Web console: %s (sign in with the admin key in %s)\n", consoleURL, adminKeyFile)
+	}
+	fmt.Fprintf(w, `
 Submit a job (in another terminal):
   go run ./cmd/sluicectl submit --addr %[1]s --key %[2]s 'hello, sluice'
 
 or with grpcurl:
   grpcurl -plaintext -H 'authorization: Bearer %[2]s' -d '{"payload":"aGVsbG8="}' %[1]s sluice.ingest.v1.IngestService/Submit
 
-`, addr, key, mode)
+`, addr, key)
 }

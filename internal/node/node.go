@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -283,6 +284,10 @@ type DrainConfig struct {
 	AdminTLSMode  string
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// Console, when set, serves the web console (ConsoleFlags.ConsoleHook):
+	// given the admin listener and gRPC server, it returns the listener
+	// left for gRPC and a stop function.
+	Console func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error)
 }
 
 // RunDrain runs drainers and the admin API until ctx ends, then stops
@@ -317,6 +322,14 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	admin.ServeFairness(func(top int) *adminv1.GetFairnessResponse { return FairnessReport(d, top) })
 	defer admin.Close()
 	adminv1.RegisterAdminServiceServer(srv.GRPC, admin)
+	if cfg.Console != nil {
+		grpcLis, stopConsole, err := cfg.Console(ctx, lis, srv.GRPC)
+		if err != nil {
+			return errors.Join(err, lis.Close())
+		}
+		defer stopConsole()
+		lis = grpcLis
+	}
 	if err := d.Start(ctx); err != nil {
 		return errors.Join(err, lis.Close())
 	}

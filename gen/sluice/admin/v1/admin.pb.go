@@ -895,8 +895,11 @@ type DeadLetter struct {
 	PayloadBytes   int64                  `protobuf:"varint,8,opt,name=payload_bytes,json=payloadBytes,proto3" json:"payload_bytes,omitempty"`
 	Attributes     map[string]string      `protobuf:"bytes,9,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Queue          string                 `protobuf:"bytes,10,opt,name=queue,proto3" json:"queue,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The error of the job's last failed delivery attempt (for a malformed
+	// envelope: why it could not be decoded); empty when it never failed.
+	LastError     string `protobuf:"bytes,11,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeadLetter) Reset() {
@@ -995,6 +998,13 @@ func (x *DeadLetter) GetAttributes() map[string]string {
 func (x *DeadLetter) GetQueue() string {
 	if x != nil {
 		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetLastError() string {
+	if x != nil {
+		return x.LastError
 	}
 	return ""
 }
@@ -1918,7 +1928,7 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\rpreview_bytes\x18\x04 \x01(\x05R\fpreviewBytes\"j\n" +
 	"\x0fListDLQResponse\x12/\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x1b.sluice.admin.v1.DeadLetterR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb0\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcf\x03\n" +
 	"\n" +
 	"DeadLetter\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
@@ -1934,7 +1944,9 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"attributes\x18\t \x03(\v2+.sluice.admin.v1.DeadLetter.AttributesEntryR\n" +
 	"attributes\x12\x14\n" +
 	"\x05queue\x18\n" +
-	" \x01(\tR\x05queue\x1a=\n" +
+	" \x01(\tR\x05queue\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\v \x01(\tR\tlastError\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +

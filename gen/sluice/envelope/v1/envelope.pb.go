@@ -49,7 +49,11 @@ type Envelope struct {
 	// Why the job was dead-lettered, when it was.
 	DeadLetterReason string `protobuf:"bytes,12,opt,name=dead_letter_reason,json=deadLetterReason,proto3" json:"dead_letter_reason,omitempty"`
 	// The shard index the gateway chose within the lane.
-	Shard         uint32 `protobuf:"varint,13,opt,name=shard,proto3" json:"shard,omitempty"`
+	Shard uint32 `protobuf:"varint,13,opt,name=shard,proto3" json:"shard,omitempty"`
+	// The error of the last failed delivery attempt (the worker's answer,
+	// cut to 1 KiB), kept across retries so that a dead letter says why
+	// whatever its reason; empty before any failure.
+	LastError     string `protobuf:"bytes,14,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,11 +179,18 @@ func (x *Envelope) GetShard() uint32 {
 	return 0
 }
 
+func (x *Envelope) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 var File_sluice_envelope_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_sluice_envelope_v1_envelope_proto_rawDesc = "" +
 	"\n" +
-	"!sluice/envelope/v1/envelope.proto\x12\x12sluice.envelope.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd1\x05\n" +
+	"!sluice/envelope/v1/envelope.proto\x12\x12sluice.envelope.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x05\n" +
 	"\bEnvelope\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -198,7 +209,9 @@ const file_sluice_envelope_v1_envelope_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12S\n" +
 	"\rtrace_context\x18\v \x03(\v2..sluice.envelope.v1.Envelope.TraceContextEntryR\ftraceContext\x12,\n" +
 	"\x12dead_letter_reason\x18\f \x01(\tR\x10deadLetterReason\x12\x14\n" +
-	"\x05shard\x18\r \x01(\rR\x05shard\x1a=\n" +
+	"\x05shard\x18\r \x01(\rR\x05shard\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x0e \x01(\tR\tlastError\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +

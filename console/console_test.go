@@ -1,0 +1,78 @@
+package console
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+)
+
+// idleAdmin is an admin API client that is never called: key checks
+// happen before any call (grpc.NewClient does not connect until used).
+func idleAdmin(t *testing.T) adminv1.AdminServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///unused", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return adminv1.NewAdminServiceClient(conn)
+}
+
+func TestSafeNext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ give, want string }{
+		{"/dlq?tenant=a", "/dlq?tenant=a"},
+		{"/", "/"},
+		{"", "/"},
+		{"https://evil.example/", "/"},
+		{"//evil.example/", "/"},
+		{"/\\evil.example", "/"},
+		{"/ok\r\nSet-Cookie: x=y", "/"},
+		{"javascript:alert(1)", "/"},
+	} {
+		if got := safeNext(tc.give); got != tc.want {
+			t.Errorf("safeNext(%q) = %q, want %q", tc.give, got, tc.want)
+		}
+	}
+}
+
+func TestKeyRoles(t *testing.T) {
+	t.Parallel()
+	withRO, err := New(Config{Admin: nil, AdminKey: "admin-key"})
+	if err == nil || withRO != nil {
+		t.Fatal("New without an admin client succeeded")
+	}
+	if _, err := New(Config{Admin: idleAdmin(t), AdminKey: "k", ReadOnlyKey: "k"}); err == nil {
+		t.Fatal("a read-only key equal to the admin key was accepted")
+	}
+	c, err := New(Config{Admin: idleAdmin(t), AdminKey: "admin-key", ReadOnlyKey: "ro-key", SessionTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key  string
+		want role
+		ok   bool
+	}{
+		{"admin-key", roleAdmin, true},
+		{"ro-key", roleReadOnly, true},
+		{"sk_dev_tenant", 0, false},
+		{"", 0, false},
+		{"admin-key ", 0, false},
+	} {
+		if got, ok := c.keyRole(tc.key); got != tc.want || ok != tc.ok {
+			t.Errorf("keyRole(%q) = %v, %v; want %v, %v", tc.key, got, ok, tc.want, tc.ok)
+		}
+	}
+	noRO, err := New(Config{Admin: idleAdmin(t), AdminKey: "admin-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := noRO.keyRole(""); ok {
+		t.Error("with no read-only key, the empty key signs in")
+	}
+}

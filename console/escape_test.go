@@ -1,0 +1,79 @@
+package console
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+)
+
+// pageTags are the elements the console's templates write; anything else
+// in a page came from data that escaped escaping.
+var pageTags = map[string]bool{
+	"html": true, "head": true, "meta": true, "title": true, "link": true, "body": true, "header": true, "nav": true, "a": true,
+	"form": true, "span": true, "input": true, "button": true, "main": true, "h1": true, "h2": true, "p": true, "table": true,
+	"thead": true, "tbody": true, "tr": true, "th": true, "td": true, "code": true, "pre": true, "section": true, "label": true,
+	"select": true, "option": true,
+}
+
+// checkInert fails if page has an element the templates do not write, an
+// event-handler attribute, or a javascript: URL.
+func checkInert(t *testing.T, page []byte) {
+	t.Helper()
+	z := html.NewTokenizer(bytes.NewReader(page))
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			return
+		}
+		if tt != html.StartTagToken && tt != html.SelfClosingTagToken {
+			continue
+		}
+		tok := z.Token()
+		if !pageTags[tok.Data] {
+			t.Fatalf("page has a <%s> element the templates never write:\n%s", tok.Data, page)
+		}
+		for _, a := range tok.Attr {
+			if strings.HasPrefix(a.Key, "on") || strings.HasPrefix(strings.TrimSpace(strings.ToLower(a.Val)), "javascript:") {
+				t.Fatalf("page has attribute %s=%q:\n%s", a.Key, a.Val, page)
+			}
+		}
+	}
+}
+
+// FuzzPagesEscapeData renders the dead-letter pages with arbitrary
+// tenant ids, payloads, reasons, errors and attributes: every one must
+// come out as text.
+func FuzzPagesEscapeData(f *testing.F) {
+	f.Add("acme", []byte(`<script>alert(1)</script>`), "permanent_failure", `<img src=x onerror=alert(1)>`, "k", `"><svg onload=alert(1)>`)
+	f.Add(`"><script>alert(1)</script>`, []byte("javascript:alert(1)"), "</td></tr></table><script>", "", "<b>", "</pre><iframe>")
+	f.Add("t", []byte{0xff, 0x00, '<'}, "r", "\x00<\u2028>", "", "")
+	pages, err := parsePages()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, tenant string, payload []byte, reason, lastErr, attrKey, attrVal string) {
+		dl := &adminv1.DeadLetter{JobId: tenant + "-job", Tenant: tenant, Lane: "standard", Queue: "q", Reason: reason, LastError: lastErr,
+			PayloadPreview: payload, PayloadBytes: int64(len(payload)) + 1, EnqueuedAt: timestamppb.Now(), Attributes: map[string]string{attrKey: attrVal}}
+		views := map[string]*view{
+			"dlq": {Title: "Dead letters", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: map[string]any{
+				"F": filterForm{Tenant: tenant, Reason: reason}, "Lanes": []string{"standard", tenant}, "Jobs": []*adminv1.DeadLetter{dl}, "Next": "/dlq?page=" + tenant}},
+			"job": {Title: "Dead letter", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: dl, Error: lastErr},
+			"tenants": {Title: "Tenants", Nav: "tenants", Role: "read-only key", ReadOnly: true, Data: map[string]any{"Tenant": tenant, "Dead": []struct {
+				Tenant string
+				Count  int
+			}{{tenant, 1}}}},
+		}
+		for name, v := range views {
+			var buf bytes.Buffer
+			if err := pages[name].Execute(&buf, v); err != nil {
+				t.Fatalf("render %s: %v", name, err)
+			}
+			checkInert(t, buf.Bytes())
+		}
+	})
+}

@@ -1,0 +1,554 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+)
+
+// apiTimeout bounds each admin call a page makes.
+const apiTimeout = 30 * time.Second
+
+func (c *Console) routes() {
+	m := http.NewServeMux()
+	m.Handle("GET /static/", http.FileServerFS(assets))
+	m.HandleFunc("GET /login", c.loginPage)
+	m.HandleFunc("POST /login", c.login)
+	m.HandleFunc("POST /logout", c.action(c.logout))
+	m.HandleFunc("GET /{$}", c.page(c.overview))
+	m.HandleFunc("GET /tenants", c.page(c.tenants))
+	m.HandleFunc("GET /dlq", c.page(c.dlq))
+	m.HandleFunc("GET /dlq/job", c.page(c.job))
+	m.HandleFunc("POST /replays", c.action(c.replay))
+	m.HandleFunc("GET /replays", c.page(c.replays))
+	m.HandleFunc("GET /replays/{id}", c.page(c.replayPage))
+	m.HandleFunc("POST /replays/{id}/cancel", c.action(c.cancel))
+	c.mux = m
+}
+
+// view is what every page template gets.
+type view struct {
+	Title    string
+	Nav      string // overview, tenants, dlq, replays
+	Role     string
+	ReadOnly bool
+	CSRF     string
+	Refresh  int // seconds; 0: none
+	Error    string
+	Data     any
+}
+
+type pageFunc func(ctx context.Context, s *session, r *http.Request, v *view) (tmpl string)
+
+// page wraps a GET handler: it needs a session, and renders the template
+// the handler names with the view it filled.
+func (c *Console) page(fn pageFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := c.sessionOf(r)
+		if s == nil {
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		v := &view{Role: s.role.String(), ReadOnly: s.role == roleReadOnly, CSRF: s.csrf}
+		ctx, cancel := context.WithTimeout(c.apiContext(r.Context()), apiTimeout)
+		defer cancel()
+		tmpl := fn(ctx, s, r, v)
+		code := http.StatusOK
+		if v.Error != "" {
+			code = http.StatusBadRequest
+		}
+		c.render(w, code, tmpl, v)
+	}
+}
+
+// action wraps a POST handler: it needs a session and the session's CSRF
+// token in the form.
+func (c *Console) action(fn func(ctx context.Context, s *session, w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		s := c.sessionOf(r)
+		if s == nil {
+			c.log.WarnContext(r.Context(), "console: action refused: not signed in", slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
+			http.Error(w, "not signed in: sign in again at /login", http.StatusUnauthorized)
+			return
+		}
+		if !sameToken(r.PostFormValue("csrf"), s.csrf) {
+			c.log.WarnContext(r.Context(), "console: action refused: missing or wrong CSRF token", slog.String("path", r.URL.Path), slog.String("who", s.role.String()), slog.String("remote", r.RemoteAddr))
+			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
+			return
+		}
+		ctx, cancel := context.WithTimeout(c.apiContext(r.Context()), apiTimeout)
+		defer cancel()
+		fn(ctx, s, w, r)
+	}
+}
+
+func (c *Console) render(w http.ResponseWriter, code int, name string, v *view) {
+	var buf bytes.Buffer
+	if err := c.pages[name].Execute(&buf, v); err != nil {
+		c.log.Error("console: render", slog.String("page", name), slog.Any("error", err))
+		http.Error(w, "the page could not be rendered (see the server log)", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// apiError renders an admin API error for a person: the message and any
+// field violations.
+func apiError(err error) string {
+	st := status.Convert(err)
+	var b strings.Builder
+	switch st.Code() {
+	case codes.Unavailable:
+		b.WriteString("the admin API is unavailable: ")
+	case codes.Unauthenticated, codes.PermissionDenied:
+		b.WriteString("the admin API refused the console's credential: ")
+	}
+	b.WriteString(st.Message())
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for i, fv := range br.GetFieldViolations() {
+				if i == 0 { // the message says it already
+					continue
+				}
+				fmt.Fprintf(&b, "; %s: %s", fv.GetField(), fv.GetDescription())
+			}
+		}
+	}
+	return b.String()
+}
+
+// --- sign-in ---
+
+const loginCookie = "sluice_console_login"
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.showLogin(w, r, http.StatusOK, "")
+}
+
+func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	token := randomToken()
+	c.setCookie(w, loginCookie, token, 600)
+	c.render(w, code, "login", &view{Title: "Sign in", CSRF: token, Error: msg, Data: map[string]any{
+		"Next": safeNext(r.FormValue("next")), "ReadOnlyKey": c.cfg.ReadOnlyKey != "",
+	}})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || !sameToken(r.PostFormValue("csrf"), ck.Value) {
+		c.log.WarnContext(r.Context(), "console: sign-in refused: missing or wrong CSRF token", slog.String("remote", r.RemoteAddr))
+		c.showLogin(w, r, http.StatusForbidden, "The sign-in form expired or was not sent from this console: try again.")
+		return
+	}
+	role, ok := c.keyRole(strings.TrimSpace(r.PostFormValue("key")))
+	if !ok {
+		c.log.WarnContext(r.Context(), "console: sign-in refused: not the admin or read-only key", slog.String("remote", r.RemoteAddr))
+		c.showLogin(w, r, http.StatusUnauthorized, "Not the admin key. Sign in with the admin key (the file admin-key in the data directory, or --admin-key) or the read-only key; tenant keys are refused.")
+		return
+	}
+	s := c.newSession(role)
+	c.setCookie(w, loginCookie, "", -1)
+	c.setCookie(w, sessionCookie, s.id, int(c.cfg.SessionTTL/time.Second))
+	c.log.InfoContext(r.Context(), "console: signed in", slog.String("who", role.String()), slog.String("remote", r.RemoteAddr))
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+func (c *Console) logout(ctx context.Context, s *session, w http.ResponseWriter, r *http.Request) {
+	c.endSession(s)
+	c.setCookie(w, sessionCookie, "", -1)
+	c.log.InfoContext(ctx, "console: signed out", slog.String("who", s.role.String()), slog.String("remote", r.RemoteAddr))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-sign-in redirect on this console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/"
+	}
+	return next
+}
+
+// --- pages ---
+
+func (c *Console) overview(ctx context.Context, _ *session, _ *http.Request, v *view) string {
+	v.Title, v.Nav, v.Refresh = "Overview", "overview", max(10, int(c.cfg.SampleInterval/time.Second))
+	resp, err := c.cfg.Admin.GetQueueStats(ctx, &adminv1.GetQueueStatsRequest{})
+	if err != nil {
+		v.Error = apiError(err)
+		return "overview"
+	}
+	lanes := lanesOf(resp.GetQueues())
+	samples := c.hist.snapshot()
+	now := time.Now()
+	// The charts span the last History, or the time since sampling began.
+	span := c.cfg.History
+	if len(samples) > 1 {
+		span = min(span, max(now.Sub(samples[0].at), 2*c.cfg.SampleInterval))
+	}
+	type laneView struct {
+		laneStat
+		Chart template.HTML
+	}
+	var out []laneView
+	for _, l := range lanes {
+		out = append(out, laneView{laneStat: l, Chart: chart(samples, l.Lane, span, now)})
+	}
+	v.Data = map[string]any{"Lanes": out, "Span": shortDuration(span), "Every": c.cfg.SampleInterval.String(), "Samples": len(samples)}
+	return "overview"
+}
+
+func (c *Console) tenants(ctx context.Context, _ *session, r *http.Request, v *view) string {
+	v.Title, v.Nav = "Tenants", "tenants"
+	data := map[string]any{}
+	v.Data = data
+	// The tenants with dead letters, from the first pages of the DLQs.
+	counts := map[string]int{}
+	resp, err := c.cfg.Admin.ListDLQ(ctx, &adminv1.ListDLQRequest{PageSize: 500, PreviewBytes: 1})
+	if err != nil {
+		v.Error = apiError(err)
+		return "tenants"
+	}
+	for _, j := range resp.GetJobs() {
+		counts[j.GetTenant()]++
+	}
+	type tc struct {
+		Tenant string
+		Count  int
+	}
+	var dead []tc
+	for t, n := range counts {
+		dead = append(dead, tc{t, n})
+	}
+	slices.SortFunc(dead, func(a, b tc) int { return cmpDesc(a.Count, b.Count, a.Tenant, b.Tenant) })
+	data["Dead"], data["DeadMore"] = dead, resp.GetNextPageToken() != ""
+	id := strings.TrimSpace(r.FormValue("tenant"))
+	data["Tenant"] = id
+	if id == "" {
+		return "tenants"
+	}
+	lim, err := c.cfg.Admin.GetTenantLimits(ctx, &adminv1.GetTenantLimitsRequest{Tenant: id})
+	if err != nil {
+		v.Error = apiError(err)
+		return "tenants"
+	}
+	data["Limits"] = lim
+	return "tenants"
+}
+
+func cmpDesc(a, b int, ta, tb string) int {
+	if a != b {
+		return b - a
+	}
+	return strings.Compare(ta, tb)
+}
+
+// filterForm is the DLQ filter as the forms send it.
+type filterForm struct {
+	Lane, Tenant, Reason, Since string
+	AllTenants                  bool
+}
+
+func filterFormOf(r *http.Request) filterForm {
+	return filterForm{Lane: strings.TrimSpace(r.FormValue("lane")), Tenant: strings.TrimSpace(r.FormValue("tenant")),
+		Reason: strings.TrimSpace(r.FormValue("reason")), Since: strings.TrimSpace(r.FormValue("since")), AllTenants: r.FormValue("all_tenants") == "1"}
+}
+
+func (f filterForm) build(now time.Time) (*adminv1.DLQFilter, error) {
+	out := &adminv1.DLQFilter{ReasonPrefix: f.Reason, AllTenants: f.AllTenants}
+	if f.Lane != "" {
+		out.Lanes = []string{f.Lane}
+	}
+	for t := range strings.SplitSeq(f.Tenant, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out.Tenants = append(out.Tenants, t)
+		}
+	}
+	if f.Since != "" {
+		d, err := time.ParseDuration(f.Since)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("since %q: give a duration such as 30m or 2h", f.Since)
+		}
+		out.EnqueuedAfter = timestamppb.New(now.Add(-d))
+	}
+	return out, nil
+}
+
+// query is the filter as URL parameters, for links.
+func (f filterForm) query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"lane": f.Lane, "tenant": f.Tenant, "reason": f.Reason, "since": f.Since} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.AllTenants {
+		q.Set("all_tenants", "1")
+	}
+	return q
+}
+
+// previewBytes is how much payload the DLQ list shows.
+const previewBytes = 160
+
+func (c *Console) lanes(ctx context.Context) []string {
+	resp, err := c.cfg.Admin.GetQueueStats(ctx, &adminv1.GetQueueStatsRequest{})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range lanesOf(resp.GetQueues()) {
+		out = append(out, l.Lane)
+	}
+	return out
+}
+
+func (c *Console) dlq(ctx context.Context, _ *session, r *http.Request, v *view) string {
+	v.Title, v.Nav = "Dead letters", "dlq"
+	ff := filterFormOf(r)
+	data := map[string]any{"F": ff, "Lanes": c.lanes(ctx)}
+	v.Data = data
+	f, err := ff.build(time.Now())
+	if err != nil {
+		v.Error = err.Error()
+		return "dlq"
+	}
+	page := r.FormValue("page")
+	resp, err := c.cfg.Admin.ListDLQ(ctx, &adminv1.ListDLQRequest{Filter: f, PageSize: 50, PageToken: page, PreviewBytes: previewBytes})
+	if err != nil {
+		v.Error = apiError(err)
+		return "dlq"
+	}
+	data["Jobs"] = resp.GetJobs()
+	if t := resp.GetNextPageToken(); t != "" {
+		q := ff.query()
+		q.Set("page", t)
+		data["Next"] = "/dlq?" + q.Encode()
+	}
+	return "dlq"
+}
+
+func (c *Console) job(ctx context.Context, _ *session, r *http.Request, v *view) string {
+	v.Title, v.Nav = "Dead letter", "dlq"
+	id := r.FormValue("id")
+	token := ""
+	for {
+		resp, err := c.cfg.Admin.ListDLQ(ctx, &adminv1.ListDLQRequest{PageSize: 500, PageToken: token, PreviewBytes: 4096})
+		if err != nil {
+			v.Error = apiError(err)
+			return "job"
+		}
+		for _, j := range resp.GetJobs() {
+			if j.GetJobId() == id {
+				v.Data = j
+				return "job"
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			v.Error = fmt.Sprintf("job %q is not in a dead-letter queue (replayed already?)", id)
+			return "job"
+		}
+	}
+}
+
+// replay runs a dry run, or with confirm=1 starts the replay. A read-only
+// session may dry-run only.
+func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter, r *http.Request) {
+	ff := filterFormOf(r)
+	dry := r.PostFormValue("confirm") != "1"
+	if !dry && s.role != roleAdmin {
+		c.log.WarnContext(ctx, "console: replay refused: read-only key", slog.String("who", s.role.String()), slog.String("remote", r.RemoteAddr))
+		http.Error(w, "refused: the read-only key cannot replay; sign in with the admin key", http.StatusForbidden)
+		return
+	}
+	v := &view{Title: "Replay", Nav: "dlq", Role: s.role.String(), ReadOnly: s.role == roleReadOnly, CSRF: s.csrf}
+	data := map[string]any{"F": ff, "Lanes": c.lanes(ctx)}
+	v.Data = data
+	f, err := ff.build(time.Now())
+	if err != nil {
+		v.Error = err.Error()
+		c.render(w, http.StatusBadRequest, "dlq", v)
+		return
+	}
+	maxJobs, _ := strconv.ParseInt(r.PostFormValue("max"), 10, 64)
+	rate, _ := strconv.ParseFloat(r.PostFormValue("rate"), 64)
+	req := &adminv1.ReplayDLQRequest{Filter: f, DryRun: dry, MaxJobs: maxJobs, RatePerSecond: rate}
+	resp, err := c.cfg.Admin.ReplayDLQ(ctx, req)
+	if err != nil {
+		v.Error = apiError(err)
+		c.render(w, http.StatusBadRequest, "dlq", v)
+		return
+	}
+	rp := resp.GetReplay()
+	c.log.InfoContext(ctx, "console: replay", slog.String("who", s.role.String()), slog.Bool("dry_run", dry), slog.String("replay_id", rp.GetId()),
+		slog.Any("lanes", f.GetLanes()), slog.Any("tenants", f.GetTenants()), slog.Bool("all_tenants", f.GetAllTenants()),
+		slog.String("reason", f.GetReasonPrefix()), slog.Int64("matched", rp.GetMatched()), slog.String("remote", r.RemoteAddr))
+	if !dry {
+		http.Redirect(w, r, "/replays/"+url.PathEscape(rp.GetId()), http.StatusSeeOther)
+		return
+	}
+	data["Dry"], data["Max"], data["Rate"] = rp, r.PostFormValue("max"), r.PostFormValue("rate")
+	c.render(w, http.StatusOK, "dryrun", v)
+}
+
+func (c *Console) replays(ctx context.Context, _ *session, _ *http.Request, v *view) string {
+	v.Title, v.Nav = "Replays", "replays"
+	resp, err := c.cfg.Admin.ListReplays(ctx, &adminv1.ListReplaysRequest{})
+	if err != nil {
+		v.Error = apiError(err)
+		return "replays"
+	}
+	v.Data = resp.GetReplays()
+	for _, r := range resp.GetReplays() {
+		if r.GetState() == adminv1.Replay_STATE_RUNNING {
+			v.Refresh = 2
+		}
+	}
+	return "replays"
+}
+
+func (c *Console) replayPage(ctx context.Context, _ *session, r *http.Request, v *view) string {
+	v.Title, v.Nav = "Replay", "replays"
+	resp, err := c.cfg.Admin.GetReplay(ctx, &adminv1.GetReplayRequest{ReplayId: r.PathValue("id")})
+	if err != nil {
+		v.Error = apiError(err)
+		return "replay"
+	}
+	v.Data = resp.GetReplay()
+	if resp.GetReplay().GetState() == adminv1.Replay_STATE_RUNNING {
+		v.Refresh = 1
+	}
+	return "replay"
+}
+
+func (c *Console) cancel(ctx context.Context, s *session, w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if s.role != roleAdmin {
+		c.log.WarnContext(ctx, "console: cancel refused: read-only key", slog.String("who", s.role.String()), slog.String("replay_id", id), slog.String("remote", r.RemoteAddr))
+		http.Error(w, "refused: the read-only key cannot cancel a replay; sign in with the admin key", http.StatusForbidden)
+		return
+	}
+	if _, err := c.cfg.Admin.CancelReplay(ctx, &adminv1.CancelReplayRequest{ReplayId: id}); err != nil {
+		http.Error(w, apiError(err), http.StatusBadRequest)
+		return
+	}
+	c.log.InfoContext(ctx, "console: replay cancelled", slog.String("who", s.role.String()), slog.String("replay_id", id), slog.String("remote", r.RemoteAddr))
+	http.Redirect(w, r, "/replays/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// --- template helpers ---
+
+var funcs = template.FuncMap{
+	"age": func(d interface{ AsDuration() time.Duration }) string { return humanDuration(d.AsDuration()) },
+	"dur": humanDuration,
+	"when": func(ts *timestamppb.Timestamp) string {
+		if ts == nil {
+			return "—"
+		}
+		return ts.AsTime().UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"ago": func(ts *timestamppb.Timestamp) string {
+		if ts == nil {
+			return ""
+		}
+		return humanDuration(time.Since(ts.AsTime())) + " ago"
+	},
+	"state": func(r *adminv1.Replay) string {
+		return strings.ToLower(strings.TrimPrefix(r.GetState().String(), "STATE_"))
+	},
+	"running": func(r *adminv1.Replay) bool { return r.GetState() == adminv1.Replay_STATE_RUNNING },
+	"payload": payloadText,
+	"reason":  shortReason,
+	"cut":     cut,
+	"keys":    func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) },
+	"total":   func(r *adminv1.Replay) int64 { return max(r.GetMatched(), r.GetMaxJobs(), 1) },
+	"percent": func(r *adminv1.Replay) int64 {
+		return min(100, (r.GetMoved()+r.GetFailed())*100/max(r.GetMatched(), r.GetMaxJobs(), 1))
+	},
+	"filter": describeFilter,
+	"jobURL": func(id string) string { return "/dlq/job?" + url.Values{"id": {id}}.Encode() },
+	"dlqURL": func(f filterForm) template.URL { return template.URL("/dlq?" + f.query().Encode()) }, //nolint:gosec // encoded query of a fixed path
+	"int64":  func(n int) int64 { return int64(n) },
+	"mul100": func(f float64) float64 { return f * 100 },
+}
+
+func humanDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "—"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// payloadText shows a payload as text when it is UTF-8, else as hex. The
+// template escapes it.
+func payloadText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return fmt.Sprintf("(binary) % x", b)
+}
+
+// shortReason drops a permanent failure's error from its reason when the
+// last error column shows it anyway.
+func shortReason(d *adminv1.DeadLetter) string {
+	r := d.GetReason()
+	if e := d.GetLastError(); e != "" {
+		r = strings.TrimSuffix(r, ": "+e)
+	}
+	return r
+}
+
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func describeFilter(f *adminv1.DLQFilter) string {
+	var parts []string
+	if l := f.GetLanes(); len(l) > 0 {
+		parts = append(parts, "lanes "+strings.Join(l, ", "))
+	}
+	switch {
+	case len(f.GetTenants()) > 0:
+		parts = append(parts, "tenants "+strings.Join(f.GetTenants(), ", "))
+	case f.GetAllTenants():
+		parts = append(parts, "all tenants")
+	}
+	if r := f.GetReasonPrefix(); r != "" {
+		parts = append(parts, "reason "+r+"…")
+	}
+	if a := f.GetEnqueuedAfter(); a != nil {
+		parts = append(parts, "accepted since "+a.AsTime().UTC().Format("15:04Z"))
+	}
+	if len(parts) == 0 {
+		return "everything"
+	}
+	return strings.Join(parts, "; ")
+}

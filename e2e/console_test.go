@@ -1,0 +1,437 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds Debian's headless-capable Chromium.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium): the console's browser tests cannot run here; .ci/run installs it, so they run in CI")
+	return ""
+}
+
+// browser starts a headless Chromium with a fresh profile and no network
+// beyond what the test serves.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1360, 900),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // start the browser now
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab drives one browser context (its own cookies) against the console.
+type tab struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	shot string // directory for screenshots
+}
+
+func (b *tab) do(actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.t.Fatalf("browser: %v", err)
+	}
+}
+
+func run[T any](b *tab, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+func (b *tab) open(path string) { b.t.Helper(); b.do(chromedp.Navigate(b.base + path)) }
+
+func (b *tab) text(sel string) string {
+	b.t.Helper()
+	return run(b, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// waitFor reloads path until the text of sel contains want.
+func (b *tab) waitFor(path, sel, want string) {
+	b.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b.open(path)
+		got := run(b, chromedp.Evaluate[string]("(document.querySelector("+jsString(sel)+")||{}).innerText||''"))
+		if strings.Contains(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: %s shows %q, not %q, after 60s", path, sel, got, want)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func (b *tab) signIn(key string) {
+	b.t.Helper()
+	b.open("/login")
+	b.do(chromedp.SendKeys(chromedp.ID("key"), key))
+	b.submit("signin")
+}
+
+// submit clicks the button with id and waits for the page it leads to.
+func (b *tab) submit(id string) {
+	b.t.Helper()
+	run(b, chromedp.Evaluate[bool](`window.sluiceLeaving = true`))
+	b.do(chromedp.Click(chromedp.ID(id)))
+	deadline := time.Now().Add(30 * time.Second)
+	for !run(b, chromedp.Evaluate[bool](`!window.sluiceLeaving && document.readyState === 'complete'`)) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("clicking #%s led nowhere within 30s", id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// post submits a form built in the page (as a forged or scripted request
+// would be sent; the console's CSP allows no fetch) and returns the
+// answer's status and text.
+func (b *tab) post(path string, form url.Values) (int, string) {
+	b.t.Helper()
+	var fields []string
+	for k, vs := range form {
+		for _, v := range vs {
+			fields = append(fields, "["+jsString(k)+","+jsString(v)+"]")
+		}
+	}
+	js := `(() => { const f = document.createElement('form'); f.method = 'post'; f.action = ` + jsString(path) + `;
+	for (const [k, v] of [` + strings.Join(fields, ",") + `]) { const i = document.createElement('input'); i.type = 'hidden'; i.name = k; i.value = v; f.appendChild(i); }
+	window.sluicePosted = true; document.body.appendChild(f); f.submit(); return true; })()`
+	run(b, chromedp.Evaluate[bool](js))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var res struct {
+			Status int
+			Path   string
+			Body   string
+		}
+		res = run(b, chromedp.Evaluate[struct {
+			Status int
+			Path   string
+			Body   string
+		}](`({Status: window.sluicePosted || document.readyState !== 'complete' ? 0 : (performance.getEntriesByType('navigation')[0] || {}).responseStatus || 0,
+			Path: location.pathname, Body: document.body ? document.body.innerText : ''})`))
+		if res.Path == path && res.Status != 0 {
+			return res.Status, res.Body
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("POST %s: no answer within 30s (at %s)", path, res.Path)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *tab) screenshot(name string) {
+	b.t.Helper()
+	png := run(b, chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(b.shot, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// printedJobs follows a `sluicectl worker --json`'s stdout.
+type printedJobs struct {
+	mu   sync.Mutex
+	jobs []map[string]any
+}
+
+func startPrintingWorker(t *testing.T, args ...string) (*proc, *printedJobs, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "sluicectl"), append([]string{"worker", "--json"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pj := &printedJobs{}
+	p := startCmd(t, "sluicectl worker", cmd)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				pj.mu.Lock()
+				pj.jobs = append(pj.jobs, m)
+				pj.mu.Unlock()
+			}
+		}
+	}()
+	return p, pj, p.addr("worker listening")
+}
+
+func (pj *printedJobs) outcome(id string) []string {
+	pj.mu.Lock()
+	defer pj.mu.Unlock()
+	var out []string
+	for _, j := range pj.jobs {
+		if j["job_id"] == id {
+			out = append(out, j["outcome"].(string))
+		}
+	}
+	return out
+}
+
+// TestConsoleInBrowser drives the web console in headless Chromium
+// against the real gateway: sign-in, a job counted, a poison job in the
+// DLQ with its reason and its <script> payload inert, a replay from the
+// page with a dry run first and the job delivered, a read-only key that
+// cannot replay, and an action without the CSRF token refused. With
+// SLUICE_CONSOLE_SCREENSHOTS=dir it saves a screenshot of each page there
+// (docs/console holds the committed ones).
+func TestConsoleInBrowser(t *testing.T) {
+	ctx := browser(t)
+	shots := os.Getenv("SLUICE_CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	dir := t.TempDir()
+	const adminKey = "e2e-console-admin-key-1"
+	roFile := writeFile(t, dir, "ro-key", "e2e-console-readonly-key-1\n")
+	worker, jobs, workerAddr := startPrintingWorker(t, "--listen", "127.0.0.1:0", "--fail", "poison")
+	gw := start(t, "gateway", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
+		"--admin-key", adminKey, "--console-readonly-key-file", roFile, "--console-sample-interval", "1s",
+		"--worker-addr", workerAddr, "--max-attempts", "2", "--retry-base", "100ms", "--retry-cap", "100ms")
+	addr := gw.addr("gateway listening")
+	consoleURL := strings.TrimSuffix(gw.waitLog("web console listening")["url"].(string), "/")
+	devKey := strings.TrimSpace(readFile(t, filepath.Join(dir, "dev-api-key")))
+	submit := func(payload string, extra ...string) string {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(binDir, "sluicectl"), append([]string{"submit", "--addr", addr, "--key", devKey, payload}, extra...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("submit: %v: %s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	admin := &tab{t: t, ctx: ctx, base: consoleURL, shot: shots}
+
+	// Sign in: a tenant key is refused, the admin key lands on the overview.
+	admin.open("/")
+	if loc := run(admin, chromedp.Location()); !strings.Contains(loc, "/login") {
+		t.Fatalf("not signed in, / shows %s, want the sign-in page", loc)
+	}
+	admin.screenshot("login")
+	admin.signIn(devKey)
+	if got := admin.text("#error"); !strings.Contains(got, "tenant keys are refused") {
+		t.Errorf("sign-in with a tenant key says %q", got)
+	}
+	admin.signIn(adminKey)
+	if got := admin.text("h1"); got != "Overview" {
+		t.Fatalf("signed in with the admin key, the page is %q, want the overview", got)
+	}
+
+	// A submitted job is counted (delayed, so it stays put).
+	submit("later", "--delay", "15m")
+	admin.waitFor("/", "#lane-standard .delayed", "1")
+
+	// A poison job reaches the DLQ with its reason, and its payload is
+	// shown as text: no script runs, no element is injected.
+	poisonPayload := `poison <script>document.title="pwned"</script><img src=x onerror="document.title='pwned'">`
+	poison := submit(poisonPayload, "--attr", `note=<b onmouseover="alert(1)">hi</b>`)
+	admin.waitFor("/dlq", "#dlq", poison)
+	if got := admin.text("#dlq td.reason"); got != "permanent_failure" {
+		t.Errorf("DLQ reason column %q, want permanent_failure", got)
+	}
+	if got := run(admin, chromedp.Evaluate[string]("document.querySelector('#dlq td.lasterror').title")); !strings.Contains(got, `payload matches --fail "poison"`) {
+		t.Errorf("DLQ last error %q", got)
+	}
+	if got := admin.text("#dlq code.payload"); !strings.Contains(got, `<script>document.title="pwned"</script>`) {
+		t.Errorf("payload preview %q: want the payload shown as text", got)
+	}
+	inert := func() {
+		t.Helper()
+		n := run(admin, chromedp.Evaluate[int]("document.querySelectorAll('script, img, b[onmouseover]').length"))
+		title := run(admin, chromedp.Title())
+		if n != 0 || strings.Contains(title, "pwned") {
+			t.Errorf("injected markup is live: %d script/img/b elements, title %q", n, title)
+		}
+	}
+	inert()
+	admin.screenshot("dlq")
+	admin.open("/dlq/job?id=" + url.QueryEscape(poison))
+	if got := admin.text("#payload"); got != poisonPayload {
+		t.Errorf("job page payload %q, want %q", got, poisonPayload)
+	}
+	inert()
+	admin.screenshot("job")
+	admin.open("/tenants?tenant=dev")
+	if got := admin.text("#limits"); !strings.Contains(got, "tier standard") || !strings.Contains(got, "built-in development config") {
+		t.Errorf("tenant limits: %q", got)
+	}
+	admin.screenshot("tenants")
+
+	// An action without the CSRF token, or with a wrong one, is refused.
+	for _, token := range []string{"", "not-the-token"} {
+		form := url.Values{"tenant": {"dev"}, "confirm": {"1"}}
+		if token != "" {
+			form.Set("csrf", token)
+		}
+		admin.open("/dlq")
+		if code, body := admin.post("/replays", form); code != 403 || !strings.Contains(body, "CSRF token is missing or wrong") {
+			t.Errorf("replay with CSRF token %q: %d %q, want 403", token, code, body)
+		}
+	}
+
+	// The read-only key can look and dry-run, not replay.
+	roCtx, cancelRO := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
+	defer cancelRO()
+	if err := chromedp.Do(roCtx); err != nil { // open its tab for the test's whole run
+		t.Fatal(err)
+	}
+	ro := &tab{t: t, ctx: roCtx, base: consoleURL, shot: shots}
+	ro.signIn("e2e-console-readonly-key-1")
+	if got := ro.text(".role"); got != "read-only key" {
+		t.Errorf("signed in with the read-only key, the page says %q", got)
+	}
+	ro.open("/dlq")
+	ro.do(chromedp.SendKeys(chromedp.CSS("form.replay input[name=tenant]"), "dev"))
+	ro.submit("dry-run")
+	if got := ro.text("#dry"); !strings.Contains(got, "1 of 1 dead-lettered jobs would be replayed") || !strings.Contains(got, "read-only key") {
+		t.Errorf("read-only dry run: %q", got)
+	}
+	if n := run(ro, chromedp.Evaluate[int]("document.querySelectorAll('#confirm').length")); n != 0 {
+		t.Error("the read-only key is offered the replay button")
+	}
+	csrf := run(ro, chromedp.Evaluate[string]("document.querySelector('input[name=csrf]').value"))
+	if code, body := ro.post("/replays", url.Values{"csrf": {csrf}, "tenant": {"dev"}, "confirm": {"1"}}); code != 403 || !strings.Contains(body, "read-only key cannot replay") {
+		t.Errorf("read-only replay: %d %q, want 403", code, body)
+	}
+
+	// Fix the worker, replay from the page with a dry run first, and
+	// watch the job delivered.
+	if err := worker.stop(syscall.SIGINT); err != nil {
+		t.Fatalf("stop worker: %v", err)
+	}
+	_, jobs, _ = startPrintingWorker(t, "--listen", workerAddr)
+	admin.open("/dlq")
+	admin.do(chromedp.SendKeys(chromedp.CSS("form.replay input[name=tenant]"), "dev"))
+	admin.submit("dry-run")
+	if got := admin.text("#dry"); !strings.Contains(got, "1 of 1 dead-lettered jobs would be replayed") {
+		t.Fatalf("dry run: %q", got)
+	}
+	admin.screenshot("dry-run")
+	admin.submit("confirm")
+	loc := run(admin, chromedp.Location())
+	path := strings.TrimPrefix(loc, consoleURL)
+	admin.waitFor(path, "#state", "done")
+	if got := admin.text("#moved"); got != "1" {
+		t.Errorf("replay moved %q jobs, want 1", got)
+	}
+	admin.screenshot("replay")
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(strings.Join(jobs.outcome(poison), ","), "ok") {
+		if time.Now().After(deadline) {
+			t.Fatalf("replayed job %s not delivered within 60s", poison)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	admin.waitFor("/", "#lane-standard .dead", "0")
+	admin.open("/replays")
+	admin.screenshot("replays")
+	admin.open("/")
+	admin.screenshot("overview")
+	for _, msg := range []string{"console: signed in", "console: replay", "console: action refused: missing or wrong CSRF token", "console: replay refused: read-only key"} {
+		l := gw.waitLog(msg)
+		if s, _ := json.Marshal(l); strings.Contains(string(s), adminKey) || strings.Contains(string(s), "e2e-console-readonly-key-1") {
+			t.Errorf("log line %s carries a key", s)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// consoleClient signs in to the console at base with key as a browser
+// would (the sign-in form's CSRF token and cookie), with no browser.
+func consoleClient(t *testing.T, base, key string) func(path string) string {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := c.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s\n%s", path, resp.Status, b)
+		}
+		return string(b)
+	}
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(get("/login"))
+	if m == nil {
+		t.Fatal("the sign-in page has no CSRF token")
+	}
+	resp, err := c.PostForm(base+"/login", url.Values{"csrf": {m[1]}, "key": {key}, "next": {"/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" {
+		t.Fatalf("sign in: %s, at %s", resp.Status, resp.Request.URL)
+	}
+	return get
+}

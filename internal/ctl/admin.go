@@ -1,0 +1,595 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
+)
+
+// adminFlags are the connection flags every admin command takes.
+type adminFlags struct {
+	addr, key, dataDir string
+	json               bool
+	timeout            time.Duration
+	tls                tlsflags.Client
+}
+
+func (a *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.addr, "admin-addr", envOr("SLUICE_ADMIN_ADDR", "127.0.0.1:7071"), "admin API address (or SLUICE_ADMIN_ADDR)")
+	fs.StringVar(&a.key, "admin-key", os.Getenv("SLUICE_ADMIN_KEY"), "admin API key (or SLUICE_ADMIN_KEY; default: the file <data-dir>/admin-key)")
+	fs.StringVar(&a.dataDir, "data-dir", "data", "where to find admin-key when --admin-key is not given")
+	fs.BoolVar(&a.json, "json", false, "print the API's answer as JSON instead of a table")
+	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "timeout of each call")
+	a.tls.Register(fs, "", "the admin API")
+}
+
+// admin is a connected admin client.
+type admin struct {
+	*adminFlags
+	out    io.Writer
+	client adminv1.AdminServiceClient
+	ctx    context.Context // carries the credential
+}
+
+// connect resolves the key and dials the admin API; close the returned
+// function when done.
+func (a *adminFlags) connect(ctx context.Context, out io.Writer) (*admin, func(), error) {
+	key := a.key
+	if key == "" {
+		if b, err := os.ReadFile(filepath.Join(a.dataDir, "admin-key")); err == nil {
+			key = strings.TrimSpace(string(b))
+		}
+	}
+	if key == "" {
+		return nil, nil, fmt.Errorf("no admin key: pass --admin-key, set SLUICE_ADMIN_KEY, or run where %s exists (or point --data-dir at the gateway's)", filepath.Join(a.dataDir, "admin-key"))
+	}
+	dial, err := a.tls.DialOption("")
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient(a.addr, dial)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--admin-addr %q: %w", a.addr, err)
+	}
+	c := &admin{adminFlags: a, out: out, client: adminv1.NewAdminServiceClient(conn),
+		ctx: metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)}
+	return c, func() { _ = conn.Close() }, nil
+}
+
+// call returns a context for one call.
+func (c *admin) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, c.timeout)
+}
+
+// adminCommand builds a command's setup from its own flags and body.
+func adminCommand(own func(fs *flag.FlagSet), body func(c *admin, e *env, args []string) error) func(fs *flag.FlagSet) runFunc {
+	return func(fs *flag.FlagSet) runFunc {
+		var a adminFlags
+		a.register(fs)
+		if own != nil {
+			own(fs)
+		}
+		return func(ctx context.Context, e *env, args []string) error {
+			c, done, err := a.connect(ctx, e.stdout)
+			if err != nil {
+				return err
+			}
+			defer done()
+			return body(c, e, args)
+		}
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// explain turns an admin RPC error into a message that says what to fix.
+func (c *admin) explain(err error) error {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		return fmt.Errorf("cannot reach the admin API at %s (is the gateway or drainer running, and is --admin-addr right?): %s", c.addr, st.Message())
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return fmt.Errorf("the admin API refused the credential: %s (use the admin key from <data-dir>/admin-key, not a tenant key)", st.Message())
+	}
+	return describe(st)
+}
+
+// describe renders a status with its details, one per line.
+func describe(st *status.Status) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", st.Code(), st.Message())
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				fmt.Fprintf(&b, "\n  field %s: %s", v.GetField(), v.GetDescription())
+			}
+		case *errdetails.RetryInfo:
+			fmt.Fprintf(&b, "\n  retry after %s", d.GetRetryDelay().AsDuration())
+		case *errdetails.QuotaFailure:
+			for _, v := range d.GetViolations() {
+				fmt.Fprintf(&b, "\n  quota %s: %s", v.GetSubject(), v.GetDescription())
+			}
+		}
+	}
+	return errors.New(b.String())
+}
+
+// printJSON prints m as protobuf JSON, indented the same way every time
+// (protojson varies its spacing on purpose; scripts may compare output).
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}
+
+func setupStats(fs *flag.FlagSet) runFunc {
+	return adminCommand(nil, func(c *admin, _ *env, args []string) error {
+		if err := wantArgs(args, 0, "stats takes no arguments"); err != nil {
+			return err
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		resp, err := c.client.GetQueueStats(ctx, &adminv1.GetQueueStatsRequest{})
+		if err != nil {
+			return c.explain(err)
+		}
+		if c.json {
+			return printJSON(c.out, resp)
+		}
+		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "QUEUE\tLANE\tKIND\tVISIBLE\tIN FLIGHT\tDELAYED\tOLDEST\t")
+		for _, q := range resp.GetQueues() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", q.GetQueue(), q.GetLane(), q.GetKind(), q.GetVisible(), q.GetInFlight(), q.GetDelayed(), q.GetOldestAge().AsDuration().Round(time.Second))
+		}
+		return tw.Flush()
+	})(fs)
+}
+
+func setupLimits(fs *flag.FlagSet) runFunc {
+	return adminCommand(nil, func(c *admin, _ *env, args []string) error {
+		if err := wantArgs(args, 1, "give the tenant whose limits to show, e.g. sluicectl limits acme"); err != nil {
+			return err
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		resp, err := c.client.GetTenantLimits(ctx, &adminv1.GetTenantLimitsRequest{Tenant: args[0]})
+		if err != nil {
+			return c.explain(err)
+		}
+		if c.json {
+			return printJSON(c.out, resp)
+		}
+		l, v := resp.GetLimits(), resp.GetConfig()
+		source := "built-in development config"
+		if v.GetPath() != "" {
+			source = fmt.Sprintf("%s (sha256 %.12s)", v.GetPath(), v.GetSha256())
+		}
+		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "tenant\t%s (tier %s, lane %s)\n", resp.GetTenant(), resp.GetTier(), l.GetLane())
+		fmt.Fprintf(tw, "submit\t%g jobs/s, burst %d, refused above %.0f%% of the lane's high-water mark\n", l.GetSubmitRate(), l.GetSubmitBurst(), l.GetHwmFraction()*100)
+		fmt.Fprintf(tw, "fair rate\t%g jobs/s, burst %d (past it: served after the others, never held back while workers are free)\n", l.GetDrainRate(), l.GetDrainBurst())
+		fmt.Fprintf(tw, "share\tweight %s, guaranteed %.0f%% of the delivery slots\n", weightText(l.GetWeight()), l.GetMinShare()*100)
+		fmt.Fprintf(tw, "ceilings\t%s\n", ceilingsText(l))
+		fmt.Fprintf(tw, "payload\tat most %d bytes\n", l.GetMaxPayloadBytes())
+		fmt.Fprintf(tw, "config\t%s, loaded %s\n", source, v.GetLoadedAt().AsTime().UTC().Format(time.RFC3339))
+		return tw.Flush()
+	})(fs)
+}
+
+// filterFlags are the DLQ filter flags of list, show and replay.
+type filterFlags struct {
+	lanes, tenants, after, before, reason string
+	allTenants                            bool
+}
+
+func (f *filterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.lanes, "lane", "", "comma-separated lanes (default: all)")
+	fs.StringVar(&f.tenants, "tenant", "", "comma-separated tenants")
+	fs.BoolVar(&f.allTenants, "all-tenants", false, "match every tenant (a replay needs --tenant or this)")
+	fs.StringVar(&f.after, "since", "", "jobs accepted at or after this time (RFC 3339, or a duration ago such as 2h)")
+	fs.StringVar(&f.before, "until", "", "jobs accepted before this time (RFC 3339, or a duration ago)")
+	fs.StringVar(&f.reason, "reason", "", "dead-letter reason prefix, e.g. attempts_exhausted")
+}
+
+func (f *filterFlags) build(now time.Time) (*adminv1.DLQFilter, error) {
+	out := &adminv1.DLQFilter{Lanes: splitList(f.lanes), Tenants: splitList(f.tenants), AllTenants: f.allTenants, ReasonPrefix: f.reason}
+	var err error
+	if out.EnqueuedAfter, err = parseWhen("--since", f.after, now); err != nil {
+		return nil, err
+	}
+	if out.EnqueuedBefore, err = parseWhen("--until", f.before, now); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseWhen(flagName, v string, now time.Time) (*timestamppb.Timestamp, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return timestamppb.New(t), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return timestamppb.New(now.Add(-d)), nil
+	}
+	return nil, fmt.Errorf("%s %q: want an RFC 3339 time (2026-11-23T10:00:00Z) or a duration ago (90m)", flagName, v)
+}
+
+func setupDLQList(fs *flag.FlagSet) runFunc {
+	var ff filterFlags
+	var pageSize, preview int
+	var page string
+	return adminCommand(func(fs *flag.FlagSet) {
+		ff.register(fs)
+		fs.IntVar(&pageSize, "limit", 50, "jobs per page (1-500)")
+		fs.StringVar(&page, "page", "", "page token from a previous listing")
+		fs.IntVar(&preview, "preview", 64, "payload bytes to show (0-4096)")
+	}, func(c *admin, _ *env, args []string) error {
+		if err := wantArgs(args, 0, "dlq list takes flags only (to see one job: sluicectl dlq show JOB_ID)"); err != nil {
+			return err
+		}
+		f, err := ff.build(time.Now())
+		if err != nil {
+			return err
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		resp, err := c.client.ListDLQ(ctx, &adminv1.ListDLQRequest{Filter: f, PageSize: int32(pageSize), PageToken: page, PreviewBytes: int32(preview)})
+		if err != nil {
+			return c.explain(err)
+		}
+		if c.json {
+			return printJSON(c.out, resp)
+		}
+		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "JOB ID\tTENANT\tLANE\tREASON\tLAST ERROR\tATTEMPTS\tACCEPTED\tBYTES\tPAYLOAD")
+		for _, j := range resp.GetJobs() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", printable(j.GetJobId()), printable(j.GetTenant()), j.GetLane(),
+				truncate(ShortReason(j), 40), truncate(printable(j.GetLastError()), 60), j.GetAttempts(),
+				j.GetEnqueuedAt().AsTime().UTC().Format(time.RFC3339), j.GetPayloadBytes(), strconv.Quote(string(j.GetPayloadPreview())))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(resp.GetJobs()) == 0 {
+			fmt.Fprintln(c.out, "(no dead-lettered jobs match)")
+		}
+		if t := resp.GetNextPageToken(); t != "" {
+			fmt.Fprintf(c.out, "more: --page %s\n", t)
+		}
+		return nil
+	})(fs)
+}
+
+// ShortReason is a dead letter's reason without the error it may repeat
+// (a permanent failure's reason is "permanent_failure: <error>", and the
+// error is also the last error).
+func ShortReason(d *adminv1.DeadLetter) string {
+	r := d.GetReason()
+	if e := d.GetLastError(); e != "" {
+		r = strings.TrimSuffix(r, ": "+e)
+	}
+	return r
+}
+
+// printable quotes a string that holds control characters, so that
+// nothing read from a queue can drive the terminal.
+func printable(s string) string {
+	for _, r := range s {
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// dlqPageMax and dlqPreviewMax are the admin API's largest page and
+// payload preview.
+const (
+	dlqPageMax    = 500
+	dlqPreviewMax = 4096
+)
+
+// FindDeadLetter pages through the DLQs matching filter for the job with
+// id, with the largest payload preview the API gives.
+func FindDeadLetter(ctx context.Context, client adminv1.AdminServiceClient, filter *adminv1.DLQFilter, id string) (*adminv1.DeadLetter, error) {
+	token := ""
+	for {
+		resp, err := client.ListDLQ(ctx, &adminv1.ListDLQRequest{Filter: filter, PageSize: dlqPageMax, PageToken: token, PreviewBytes: dlqPreviewMax})
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range resp.GetJobs() {
+			if j.GetJobId() == id {
+				return j, nil
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return nil, nil
+		}
+	}
+}
+
+func setupDLQShow(fs *flag.FlagSet) runFunc {
+	var lanes string
+	return adminCommand(func(fs *flag.FlagSet) {
+		fs.StringVar(&lanes, "lane", "", "comma-separated lanes to look in (default: all)")
+	}, func(c *admin, _ *env, args []string) error {
+		if err := wantArgs(args, 1, "give the job id to show (sluicectl dlq list shows them)"); err != nil {
+			return err
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		j, err := FindDeadLetter(ctx, c.client, &adminv1.DLQFilter{Lanes: splitList(lanes)}, args[0])
+		if err != nil {
+			return c.explain(err)
+		}
+		if j == nil {
+			return fmt.Errorf("job %q is not in a dead-letter queue (replayed, or never dead-lettered? sluicectl dlq list shows what is)", args[0])
+		}
+		if c.json {
+			return printJSON(c.out, j)
+		}
+		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "job\t%s\n", printable(j.GetJobId()))
+		fmt.Fprintf(tw, "tenant\t%s\n", printable(j.GetTenant()))
+		fmt.Fprintf(tw, "lane\t%s (queue %s)\n", j.GetLane(), j.GetQueue())
+		fmt.Fprintf(tw, "reason\t%s\n", ShortReason(j))
+		le := j.GetLastError()
+		if le == "" {
+			le = "(none recorded)"
+		}
+		fmt.Fprintf(tw, "last error\t%s\n", printable(le))
+		fmt.Fprintf(tw, "attempts\t%d\n", j.GetAttempts())
+		if at := j.GetEnqueuedAt(); at != nil {
+			fmt.Fprintf(tw, "accepted\t%s\n", at.AsTime().UTC().Format(time.RFC3339Nano))
+		}
+		for _, k := range sortedKeys(j.GetAttributes()) {
+			fmt.Fprintf(tw, "attribute\t%s=%s\n", printable(k), printable(j.GetAttributes()[k]))
+		}
+		shown := ""
+		if n := int64(len(j.GetPayloadPreview())); n < j.GetPayloadBytes() {
+			shown = fmt.Sprintf(", first %d shown", n)
+		}
+		fmt.Fprintf(tw, "payload\t%d bytes%s: %s\n", j.GetPayloadBytes(), shown, strconv.Quote(string(j.GetPayloadPreview())))
+		return tw.Flush()
+	})(fs)
+}
+
+func setupDLQReplay(fs *flag.FlagSet) runFunc {
+	var ff filterFlags
+	var dryRun, noWait bool
+	var maxJobs int64
+	var rate float64
+	return adminCommand(func(fs *flag.FlagSet) {
+		ff.register(fs)
+		fs.BoolVar(&dryRun, "dry-run", false, "report what would move without moving anything")
+		fs.Int64Var(&maxJobs, "max", 0, "stop after this many jobs (0: all)")
+		fs.Float64Var(&rate, "rate", 0, "jobs per second (default 100)")
+		fs.BoolVar(&noWait, "no-wait", false, "start the replay and print its id without following it")
+	}, func(c *admin, e *env, args []string) error {
+		if err := wantArgs(args, 0, "dlq replay takes flags only: --tenant T (or --all-tenants), --dry-run, …"); err != nil {
+			return err
+		}
+		f, err := ff.build(time.Now())
+		if err != nil {
+			return err
+		}
+		return c.replay(&adminv1.ReplayDLQRequest{Filter: f, DryRun: dryRun, MaxJobs: maxJobs, RatePerSecond: rate}, noWait, e.stderr)
+	})(fs)
+}
+
+func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.Writer) error {
+	ctx, cancel := c.call()
+	resp, err := c.client.ReplayDLQ(ctx, req)
+	cancel()
+	if err != nil {
+		return c.explain(err)
+	}
+	r := resp.GetReplay()
+	if req.GetDryRun() || noWait {
+		if c.json {
+			return printJSON(c.out, r)
+		}
+		if req.GetDryRun() {
+			fmt.Fprintf(c.out, "dry run: %d of %d dead-lettered jobs would be replayed\n", r.GetMatched(), r.GetScanned())
+			return nil
+		}
+		fmt.Fprintf(c.out, "replay %s started; follow it with: sluicectl dlq status %s\n", r.GetId(), r.GetId())
+		return nil
+	}
+	// Follow the replay to its end with a progress bar on stderr.
+	for r.GetState() == adminv1.Replay_STATE_RUNNING {
+		drawProgress(progress, r)
+		select {
+		case <-c.ctx.Done():
+			fmt.Fprintln(progress)
+			return fmt.Errorf("stopped following replay %s (it keeps running; cancel it with: sluicectl dlq cancel %s)", r.GetId(), r.GetId())
+		case <-time.After(250 * time.Millisecond):
+		}
+		ctx, cancel := c.call()
+		got, err := c.client.GetReplay(ctx, &adminv1.GetReplayRequest{ReplayId: r.GetId()})
+		cancel()
+		if err != nil {
+			return c.explain(err)
+		}
+		r = got.GetReplay()
+	}
+	drawProgress(progress, r)
+	fmt.Fprintln(progress)
+	if c.json {
+		return printJSON(c.out, r)
+	}
+	return printReplays(c.out, []*adminv1.Replay{r})
+}
+
+// drawProgress redraws one line: a bar of jobs handled out of those
+// matched so far.
+func drawProgress(w io.Writer, r *adminv1.Replay) {
+	done := r.GetMoved() + r.GetFailed()
+	total := max(r.GetMatched(), 1)
+	if r.GetMaxJobs() > 0 {
+		total = max(total, r.GetMaxJobs())
+	}
+	const width = 30
+	filled := int(min(done*width/total, width))
+	fmt.Fprintf(w, "\r[%s%s] %d/%d moved, %d failed, %d scanned", strings.Repeat("#", filled), strings.Repeat(".", width-filled), r.GetMoved(), total, r.GetFailed(), r.GetScanned())
+}
+
+func setupDLQStatus(fs *flag.FlagSet) runFunc {
+	return adminCommand(nil, func(c *admin, _ *env, args []string) error {
+		if len(args) > 1 {
+			return fmt.Errorf("give at most one replay id (got %d)", len(args))
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		if len(args) == 1 {
+			resp, err := c.client.GetReplay(ctx, &adminv1.GetReplayRequest{ReplayId: args[0]})
+			if err != nil {
+				return c.explain(err)
+			}
+			if c.json {
+				return printJSON(c.out, resp.GetReplay())
+			}
+			return printReplays(c.out, []*adminv1.Replay{resp.GetReplay()})
+		}
+		resp, err := c.client.ListReplays(ctx, &adminv1.ListReplaysRequest{})
+		if err != nil {
+			return c.explain(err)
+		}
+		if c.json {
+			return printJSON(c.out, resp)
+		}
+		if len(resp.GetReplays()) == 0 {
+			fmt.Fprintln(c.out, "(no replays on this drainer)")
+			return nil
+		}
+		return printReplays(c.out, resp.GetReplays())
+	})(fs)
+}
+
+func setupDLQCancel(fs *flag.FlagSet) runFunc {
+	return adminCommand(nil, func(c *admin, _ *env, args []string) error {
+		if err := wantArgs(args, 1, "give the replay id to cancel (sluicectl dlq status lists them)"); err != nil {
+			return err
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		resp, err := c.client.CancelReplay(ctx, &adminv1.CancelReplayRequest{ReplayId: args[0]})
+		if err != nil {
+			return c.explain(err)
+		}
+		if c.json {
+			return printJSON(c.out, resp.GetReplay())
+		}
+		return printReplays(c.out, []*adminv1.Replay{resp.GetReplay()})
+	})(fs)
+}
+
+func setupDLQRedrive(fs *flag.FlagSet) runFunc {
+	var lane string
+	var rate int
+	return adminCommand(func(fs *flag.FlagSet) {
+		fs.StringVar(&lane, "lane", "", "lane whose whole DLQ to redrive (required)")
+		fs.IntVar(&rate, "rate", 0, "messages per second, 1-500 (default: as fast as SQS allows)")
+	}, func(c *admin, _ *env, args []string) error {
+		if err := wantArgs(args, 0, "dlq redrive takes flags only: --lane L [--rate N]"); err != nil {
+			return err
+		}
+		if lane == "" {
+			return errors.New("give --lane: the lane whose whole DLQ to redrive")
+		}
+		ctx, cancel := c.call()
+		defer cancel()
+		resp, err := c.client.RedriveDLQ(ctx, &adminv1.RedriveDLQRequest{Lane: lane, MaxPerSecond: int32(rate)})
+		if err != nil {
+			return c.explain(err)
+		}
+		if c.json {
+			return printJSON(c.out, resp)
+		}
+		fmt.Fprintf(c.out, "redrive of %s started: task %s\n", resp.GetDlq(), resp.GetTask())
+		return nil
+	})(fs)
+}
+
+// ReplayState is a replay's state in lower case: running, done, cancelled
+// or failed.
+func ReplayState(r *adminv1.Replay) string {
+	return strings.ToLower(strings.TrimPrefix(r.GetState().String(), "STATE_"))
+}
+
+func printReplays(w io.Writer, rs []*adminv1.Replay) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLAY\tSTATE\tDRY RUN\tSCANNED\tMATCHED\tMOVED\tSKIPPED\tFAILED\tSTARTED")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), ReplayState(r), r.GetDryRun(), r.GetScanned(), r.GetMatched(), r.GetMoved(), r.GetSkipped(), r.GetFailed(),
+			r.GetStartedAt().AsTime().UTC().Format(time.RFC3339))
+		if e := r.GetError(); e != "" {
+			fmt.Fprintf(tw, "\terror: %s\n", e)
+		}
+	}
+	return tw.Flush()
+}

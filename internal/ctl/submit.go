@@ -1,0 +1,102 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
+)
+
+// attrs collects repeated --attr key=value flags.
+type attrs map[string]string
+
+func (a attrs) String() string { return fmt.Sprint(map[string]string(a)) }
+func (a attrs) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want key=value", v)
+	}
+	a[k] = val
+	return nil
+}
+
+func setupSubmit(fs *flag.FlagSet) runFunc {
+	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:7070"), "gateway address (or SLUICE_ADDR)")
+	key := fs.String("key", os.Getenv("SLUICE_API_KEY"), "tenant API key (or SLUICE_API_KEY)")
+	idem := fs.String("idempotency-key", "", "idempotency key: a second submit with it within the window returns the first job's id")
+	ttl := fs.Duration("ttl", 0, "time to live (0: none)")
+	delay := fs.Duration("delay", 0, "delay before delivery")
+	timeout := fs.Duration("timeout", 10*time.Second, "call timeout")
+	jsonOut := fs.Bool("json", false, "print the gateway's answer as JSON")
+	var tlsc tlsflags.Client
+	tlsc.Register(fs, "", "the gateway")
+	a := attrs{}
+	fs.Var(a, "attr", "attribute key=value (repeatable)")
+	return func(ctx context.Context, e *env, args []string) error {
+		if err := wantArgs(args, 1, "give exactly one payload argument (quote it, or - to read stdin)"); err != nil {
+			return err
+		}
+		payload := []byte(args[0])
+		if args[0] == "-" {
+			b, err := io.ReadAll(os.Stdin)
+			if err != nil {
+				return fmt.Errorf("read payload from stdin: %w", err)
+			}
+			payload = b
+		}
+		if *key == "" {
+			return errors.New("no API key: pass --key or set SLUICE_API_KEY (the gateway prints its development key at start, and keeps it in <data-dir>/dev-api-key)")
+		}
+		dial, err := tlsc.DialOption("")
+		if err != nil {
+			return err
+		}
+		conn, err := grpc.NewClient(*addr, dial)
+		if err != nil {
+			return fmt.Errorf("--addr %q: %w", *addr, err)
+		}
+		defer conn.Close()
+		req := &ingestv1.SubmitRequest{Payload: payload, Attributes: a, IdempotencyKey: *idem}
+		if *ttl > 0 {
+			req.Ttl = durationpb.New(*ttl)
+		}
+		if *delay > 0 {
+			req.Delay = durationpb.New(*delay)
+		}
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*key), *timeout)
+		defer cancel()
+		resp, err := ingestv1.NewIngestServiceClient(conn).Submit(ctx, req)
+		if err != nil {
+			st := status.Convert(err)
+			switch st.Code() {
+			case codes.Unavailable:
+				return fmt.Errorf("cannot reach the gateway at %s (is it running, and is --addr right?): %s", *addr, st.Message())
+			case codes.Unauthenticated, codes.PermissionDenied:
+				return fmt.Errorf("the gateway refused the key: %s (use the key the gateway printed at start, or one from the tenant config)", st.Message())
+			}
+			return describe(st)
+		}
+		if *jsonOut {
+			return printJSON(e.stdout, resp)
+		}
+		if resp.GetDuplicate() {
+			fmt.Fprintf(e.stdout, "%s (duplicate of an earlier submit)\n", resp.GetJobId())
+			return nil
+		}
+		fmt.Fprintln(e.stdout, resp.GetJobId())
+		return nil
+	}
+}

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-dev/sluice/console"
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+)
+
+// ConsoleFlags are the web console's settings.
+type ConsoleFlags struct {
+	Enabled         bool
+	Listen          string
+	ReadOnlyKeyFile string
+	SampleInterval  time.Duration
+}
+
+// Register adds --console, --console-listen, --console-readonly-key-file
+// and --console-sample-interval to fs.
+func (f *ConsoleFlags) Register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.Enabled, "console", true, "serve the web console (on --admin-listen, or --console-listen)")
+	fs.StringVar(&f.Listen, "console-listen", "", "address of the web console's own listener; empty serves it on --admin-listen (plaintext only)")
+	fs.StringVar(&f.ReadOnlyKeyFile, "console-readonly-key-file", "", "file holding a key that signs in to the web console read-only (look and dry-run; no replay or cancel)")
+	fs.DurationVar(&f.SampleInterval, "console-sample-interval", console.SampleIntervalDefault, "how often the web console samples queue stats for its charts of the last hour")
+}
+
+// ConsoleHook returns the DrainConfig.Console hook the flags describe
+// (nil when the console is off, or cannot share a TLS admin listener and
+// has no listener of its own: that is logged). announce is called once with the
+// console's URL when it listens.
+func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logger, announce func(url string)) (func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error), error) {
+	if !f.Enabled {
+		return nil, nil
+	}
+	var roKey string
+	if f.ReadOnlyKeyFile != "" {
+		b, err := os.ReadFile(f.ReadOnlyKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--console-readonly-key-file: %w", err)
+		}
+		if roKey = strings.TrimSpace(string(b)); roKey == "" {
+			return nil, fmt.Errorf("--console-readonly-key-file %s is empty", f.ReadOnlyKeyFile)
+		}
+	}
+	if adminTLS && f.Listen == "" {
+		log.Warn("web console off: the admin listener serves TLS, which the console cannot share; give it --console-listen (plain HTTP: keep it on loopback or behind a TLS proxy), or say --console=false")
+		return nil, nil
+	}
+	return func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error) {
+		// The console calls the admin API through its gRPC server, in
+		// process, so every call passes the same authorization.
+		pipe := console.NewPipeListener()
+		go func() { _ = srv.Serve(pipe) }()
+		conn, err := grpc.NewClient("passthrough:///admin-api", grpc.WithContextDialer(pipe.Dial), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("console: %w", err)
+		}
+		c, err := console.New(console.Config{Admin: adminv1.NewAdminServiceClient(conn), AdminKey: adminKey, ReadOnlyKey: roKey,
+			SampleInterval: f.SampleInterval, Logger: log})
+		if err != nil {
+			return nil, nil, errors.Join(err, conn.Close())
+		}
+		grpcLis, httpLis := lis, net.Listener(nil)
+		if f.Listen != "" {
+			if httpLis, err = net.Listen("tcp", f.Listen); err != nil {
+				return nil, nil, errors.Join(fmt.Errorf("--console-listen %s: %w", f.Listen, err), conn.Close())
+			}
+		} else {
+			grpcLis, httpLis = console.Split(lis)
+		}
+		c.Start(ctx)
+		hs := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := hs.Serve(httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				log.WarnContext(ctx, "web console stopped", slog.Any("error", err))
+			}
+		}()
+		url := "http://" + httpLis.Addr().String() + "/"
+		log.InfoContext(ctx, "web console listening", slog.String("url", url), slog.String("addr", httpLis.Addr().String()), slog.Bool("read_only_key", roKey != ""))
+		if announce != nil {
+			announce(url)
+		}
+		stop := func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+			<-done
+			c.Stop()
+			_ = conn.Close()
+			_ = pipe.Close()
+		}
+		return grpcLis, stop, nil
+	}, nil
+}
