@@ -210,7 +210,7 @@ type result struct {
 	queue  string
 	body   []byte
 	delay  time.Duration
-	undo   func()     // gives the token back if the send fails
+	token  Token      // given back if the send fails
 	idem   *idemEntry // finished once the outcome is known
 	copyOf *result    // a repeat of an idempotency key earlier in this batch
 
@@ -253,8 +253,8 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 		}
 		r.idem = e
 	}
-	undo, wait := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
-	if undo == nil {
+	token, wait, ok := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
+	if !ok {
 		r.outcome = metrics.OutcomeThrottledRate
 		r.err = quotaExceeded(b.tenant.ID, "rate", fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
 		b.release(r)
@@ -262,13 +262,13 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 	}
 	backlog := b.laneBacklog()
 	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.lane.lane.DrainRate); refused {
-		undo()
+		token.Return()
 		r.outcome = metrics.OutcomeThrottledBacklog
 		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
 		b.release(r)
 		return
 	}
-	r.undo = undo
+	r.token = token
 	b.prepare(spanCtx, r, req)
 }
 
@@ -411,7 +411,7 @@ func (b *batch) send(q string, rs []*result) {
 		endEnqueue(r, entryErr)
 		if entryErr != nil {
 			r.err = unavailable(entryErr)
-			r.undo()
+			r.token.Return()
 			b.s.cfg.Logger.WarnContext(b.ctx, "enqueue failed", slog.String("tenant", b.tenant.ID), slog.String("queue", q), slog.Any("error", entryErr))
 			continue
 		}
@@ -423,8 +423,8 @@ func (b *batch) send(q string, rs []*result) {
 // refuseTooLarge refuses a job whose envelope exceeds the message limit,
 // giving back its token.
 func (b *batch) refuseTooLarge(r *result, n int) {
-	r.undo()
-	r.undo = nil
+	r.token.Return()
+	r.token = Token{}
 	r.err = badRequest(violations{{Field: "payload", Description: fmt.Sprintf(
 		"with its attributes and envelope the job is %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})
 	r.outcome = metrics.OutcomeInvalid
