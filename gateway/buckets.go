@@ -67,11 +67,14 @@ type bucketState struct {
 const (
 	// maxPromised bounds the tokens a bucket reserves for refused callers.
 	maxPromised = 1024
-	// promiseGraceMin is the least time a promise stays redeemable after
-	// it is due (at least one token interval): room for a caller's
-	// network and scheduling delay, and for the small jitter the client
-	// adds to a hint.
-	promiseGraceMin = 20 * time.Millisecond
+	// promiseGrace is how long a promise stays redeemable after it is
+	// due (or one token interval, if longer): room for the time the
+	// refusal takes to reach the caller (a batch's answer waits for its
+	// accepted jobs' commit), the caller's own delays and the small
+	// jitter the client adds to a hint. A window of time admits at most
+	// this many tokens beyond the burst, and only when promised callers
+	// come back late.
+	promiseGrace = 250 * time.Millisecond
 )
 
 // NewBuckets returns an empty set of buckets.
@@ -169,7 +172,7 @@ func (st *bucketState) take(t, interval int64, burst int32) {
 	}
 	st.interval, st.burst = interval, burst
 	if st.promised > 0 {
-		grace := max(interval, int64(promiseGraceMin))
+		grace := max(interval, int64(promiseGrace))
 		if late := t - grace - st.first; late > 0 {
 			n := min((late+interval-1)/interval, int64(st.promised))
 			st.first += n * interval
