@@ -294,4 +294,3 @@ func FuzzBuckets(f *testing.F) {
 		}
 	})
 }
-
