@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -152,8 +154,8 @@ func (s *Server) Submit(ctx context.Context, req *ingestv1.SubmitRequest) (*inge
 	if !ok {
 		return nil, errMissingKey
 	}
-	b := s.newBatch(ctx, t)
-	b.admit(req, "")
+	b := s.newBatch(ctx, t, 1)
+	b.admit(req, -1)
 	b.enqueue()
 	r := b.results[0]
 	if r.err != nil {
@@ -171,9 +173,9 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 	if v := validateBatch(req); len(v) > 0 {
 		return nil, invalidArgument(v)
 	}
-	b := s.newBatch(ctx, t)
+	b := s.newBatch(ctx, t, len(req.GetJobs()))
 	for i, job := range req.GetJobs() {
-		b.admit(job, fmt.Sprintf("jobs[%d].", i))
+		b.admit(job, i)
 	}
 	b.enqueue()
 	resp := &ingestv1.SubmitBatchResponse{Results: make([]*ingestv1.SubmitBatchResult, len(b.results))}
@@ -198,6 +200,9 @@ type batch struct {
 	lane     *laneQueues
 	now      time.Time
 	results  []*result
+	// backlog is the lane's backlog, read once per call (-1: not yet):
+	// the jobs of one call are admitted against the same depths.
+	backlog int64
 }
 
 type result struct {
@@ -217,19 +222,38 @@ type result struct {
 	enqueueSpan trace.Span // from prepare until the send settles
 }
 
-func (s *Server) newBatch(ctx context.Context, t *tenant.Tenant) *batch {
-	return &batch{s: s, ctx: ctx, traceCtx: tracing.FromIncoming(ctx), tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now()}
+// newBatch starts a call of n jobs.
+func (s *Server) newBatch(ctx context.Context, t *tenant.Tenant, n int) *batch {
+	b := &batch{s: s, ctx: ctx, traceCtx: tracing.FromIncoming(ctx), tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now(), backlog: -1}
+	// One allocation for the results of the call.
+	rs := make([]result, n)
+	b.results = make([]*result, n)
+	for i := range rs {
+		b.results[i] = &rs[i]
+	}
+	b.results = b.results[:0]
+	return b
 }
 
-// admit runs every check of one job and, if it passes, prepares its
-// message. It appends exactly one result.
-func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
-	r := &result{}
-	b.results = append(b.results, r)
+// Span start options, made once: each option is an allocation.
+var (
+	admitSpanOpts   = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	enqueueSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+)
+
+// admit runs every check of the index-th job of the call (-1 for a unary
+// Submit) and, if it passes, prepares its message. It appends exactly one
+// result.
+func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
+	b.results = b.results[:len(b.results)+1]
+	r := b.results[len(b.results)-1]
 	lim := b.tenant.Limits
-	spanCtx, span := b.s.tracer.Start(b.traceCtx, tracing.SpanAdmit, trace.WithSpanKind(trace.SpanKindServer))
+	spanCtx, span := b.s.tracer.Start(b.traceCtx, tracing.SpanAdmit, admitSpanOpts...)
 	defer endAdmit(span, b, r)
-	if v := validateJob(req, lim.MaxPayloadBytes, prefix); len(v) > 0 {
+	if v := validateJob(req, lim.MaxPayloadBytes, ""); len(v) > 0 {
+		if index >= 0 { // name the job's fields within the batch
+			v = validateJob(req, lim.MaxPayloadBytes, "jobs["+strconv.Itoa(index)+"].")
+		}
 		r.err, r.outcome = badRequest(v), metrics.OutcomeInvalid
 		return
 	}
@@ -283,10 +307,14 @@ func (b *batch) claimedBy(e *idemEntry) *result {
 }
 
 func (b *batch) laneBacklog() int64 {
+	if b.backlog >= 0 {
+		return b.backlog
+	}
 	var n int64
 	for _, q := range b.lane.waiting {
 		n += b.s.cfg.Depth.Waiting(q)
 	}
+	b.backlog = n
 	return n
 }
 
@@ -300,7 +328,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 	jobID := ulid.Make().String()
 	// The envelope carries the enqueue span's context (the caller's when
 	// tracing is off), so the drainers' spans continue this trace.
-	spanCtx, span := b.s.tracer.Start(admitCtx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	spanCtx, span := b.s.tracer.Start(admitCtx, tracing.SpanEnqueue, enqueueSpanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.JobAttributes(jobID, b.tenant.ID, l.Name)...)
 		span.SetAttributes(tracing.QueueKey.String(b.lane.shards[shard]))
@@ -338,27 +366,39 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 // enqueue sends every prepared job, grouped by queue in batches of up to
 // queue.MaxBatch, and settles each result.
 func (b *batch) enqueue() {
-	byQueue := map[string][]*result{}
-	var order []string
+	type group struct {
+		queue string
+		rs    []*result
+	}
+	var groups []group // few: a lane's shards
+	var sends int
 	for _, r := range b.results {
 		if r.body == nil {
 			continue
 		}
-		if byQueue[r.queue] == nil {
-			order = append(order, r.queue)
+		k := slices.IndexFunc(groups, func(g group) bool { return g.queue == r.queue })
+		if k < 0 {
+			k = len(groups)
+			groups = append(groups, group{queue: r.queue})
 		}
-		byQueue[r.queue] = append(byQueue[r.queue], r)
-	}
-	var g errgroup.Group
-	g.SetLimit(8)
-	for _, q := range order {
-		rs := byQueue[q]
-		for start := 0; start < len(rs); start += queue.MaxBatch {
-			chunk := rs[start:min(start+queue.MaxBatch, len(rs))]
-			g.Go(func() error { b.send(q, chunk); return nil })
+		if len(groups[k].rs)%queue.MaxBatch == 0 {
+			sends++
 		}
+		groups[k].rs = append(groups[k].rs, r)
 	}
-	_ = g.Wait() // send records failures per result
+	if sends == 1 { // a unary Submit, or a batch bound for one queue: no goroutine
+		b.send(groups[0].queue, groups[0].rs)
+	} else if sends > 1 {
+		var g errgroup.Group
+		g.SetLimit(8)
+		for _, gr := range groups {
+			for start := 0; start < len(gr.rs); start += queue.MaxBatch {
+				chunk := gr.rs[start:min(start+queue.MaxBatch, len(gr.rs))]
+				g.Go(func() error { b.send(gr.queue, chunk); return nil })
+			}
+		}
+		_ = g.Wait() // send records failures per result
+	}
 	now := b.s.cfg.Now()
 	for _, r := range b.results {
 		if r.copyOf != nil {
@@ -392,7 +432,7 @@ func (r *result) finalOutcome() string {
 func (b *batch) send(q string, rs []*result) {
 	entries := make([]queue.SendEntry, len(rs))
 	for i, r := range rs {
-		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay}
+		entries[i] = queue.SendEntry{ID: strconv.Itoa(i), Body: r.body, Delay: r.delay}
 	}
 	start := time.Now()
 	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -158,4 +159,63 @@ func TestCallLevel(t *testing.T) {
 			t.Errorf("callLevel(%v) = %s, want %s", code, got, want)
 		}
 	}
+}
+
+// TestCallLog: a finished call is logged at its level with the method and
+// code, and not at all when that level is off.
+func TestCallLog(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		level slog.Level
+		n     int // request size: over 1 KiB fails RESOURCE_EXHAUSTED (debug)
+		want  string
+	}{
+		{"ok at info: nothing", slog.LevelInfo, 10, ""},
+		{"ok at debug", slog.LevelDebug, 10, `level=DEBUG msg="finished call" protocol=grpc grpc.component=server grpc.service=sluice.test.Size grpc.method=Measure grpc.method_type=unary`},
+		{"refusal at info: nothing", slog.LevelInfo, 2 << 10, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf strings.Builder
+			var mu sync.Mutex
+			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: tt.level}))
+			srv := NewServer(log, nil, nil, grpc.MaxRecvMsgSize(1<<10))
+			srv.GRPC.RegisterService(&sizeDesc, struct{}{})
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ctx, lis, 0) }()
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = measure(t.Context(), conn, tt.n)
+			conn.Close()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			got := buf.String()
+			mu.Unlock()
+			if tt.want == "" && got != "" || !strings.Contains(got, tt.want) || tt.want != "" && !strings.Contains(got, "grpc.code=OK") {
+				t.Fatalf("log:\n%s\nwant a line containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
