@@ -33,7 +33,7 @@ type FrontDoorOptions struct {
 	ProducerSenders int
 	// PoliteClients honour RetryInfo against one tenant limited to
 	// PoliteRate jobs/s (burst a tenth of a second's worth). Default 16
-	// clients and 200 jobs/s.
+	// clients and 100 jobs/s.
 	PoliteClients int
 	PoliteRate    float64
 }
@@ -61,7 +61,7 @@ func (o *FrontDoorOptions) defaults() {
 		o.PoliteClients = 16
 	}
 	if o.PoliteRate == 0 {
-		o.PoliteRate = 200
+		o.PoliteRate = 100
 	}
 }
 

@@ -20,7 +20,7 @@ const bucketShards = 256
 // with, and the tokens promised to refused callers. A bucket is created on
 // first use and evicted once full (an evicted bucket comes back full,
 // exactly as the old one would have been), so memory follows the tenants
-// active in the last few seconds, at about 90 bytes each.
+// active in the last few seconds, at about 110 bytes each.
 //
 // Every Take passes the tenant's current rate and burst, so a reloaded
 // tenant config applies at once to the existing bucket without resetting
@@ -55,12 +55,19 @@ type bucketShard struct {
 
 // bucketState is one tenant's bucket, times in nanoseconds since the
 // epoch: its theoretical arrival time, the token interval and burst it was
-// computed with, and promised tokens due at first, first+interval, ….
+// computed with, and the count of promised tokens. The promises are always
+// the last tokens taken (while any is outstanding no token is free, so no
+// other take comes after them): the last is due at tat − burst×interval,
+// the earlier ones an interval apart before it.
 type bucketState struct {
 	tat, interval int64
-	first         int64 // due time of the earliest promised token
 	promised      int32
 	burst         int32
+}
+
+// firstDue is the due time of the earliest promise; st.promised > 0.
+func (st *bucketState) firstDue() int64 {
+	return st.tat - int64(st.burst)*st.interval - int64(st.promised-1)*st.interval
 }
 
 // Limits on promised tokens per bucket.
@@ -133,9 +140,8 @@ func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time
 	st.take(t, interval, int32(burst))
 	var p int64
 	switch {
-	case st.promised > 0 && st.first <= t:
+	case st.promised > 0 && st.firstDue() <= t:
 		// A due promise: its token was reserved when it was made.
-		st.first += interval
 		st.promised--
 	case st.tat+interval-t <= int64(burst)*interval:
 		st.tat += interval
@@ -154,9 +160,11 @@ func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time
 }
 
 // take brings st to time t with the tenant's current interval and burst:
-// a full bucket restarts at t, changed limits keep the tokens owed (now
-// repaid at the new rate, as rate.Limiter does) and drop the promises,
-// whose times were computed with the old ones, and lapsed promises go.
+// changed limits keep the tokens owed (now repaid at the new rate, as
+// rate.Limiter does) and drop the promises, whose times were computed with
+// the old ones; lapsed promises go; and a bucket without promises that is
+// full restarts at t. (With promises outstanding no token is free: every
+// take before they lapse redeems one or is refused.)
 func (st *bucketState) take(t, interval int64, burst int32) {
 	switch {
 	case st.interval == 0: // new
@@ -173,13 +181,11 @@ func (st *bucketState) take(t, interval int64, burst int32) {
 	st.interval, st.burst = interval, burst
 	if st.promised > 0 {
 		grace := max(interval, int64(promiseGrace))
-		if late := t - grace - st.first; late > 0 {
-			n := min((late+interval-1)/interval, int64(st.promised))
-			st.first += n * interval
-			st.promised -= int32(n)
+		if late := t - grace - st.firstDue(); late > 0 {
+			st.promised -= int32(min((late+interval-1)/interval, int64(st.promised)))
 		}
 	}
-	if st.tat < t {
+	if st.promised == 0 && st.tat < t {
 		st.tat = t // full
 	}
 }
@@ -187,30 +193,25 @@ func (st *bucketState) take(t, interval int64, burst int32) {
 // promise answers a refused caller at t with the due time of the next
 // future token, reserving it if the limits on promises allow.
 func (st *bucketState) promise(t int64) int64 {
-	next := st.tat + st.interval
-	p := next - int64(st.burst)*st.interval // when that token conforms
-	if st.promised == 0 {
-		st.first = p
-	} else {
-		// Promises are successive tokens; a token given back since the
-		// last one makes p overlap it, so p moves after it (later, never
-		// earlier, than its token conforms).
-		p = max(p, st.first+int64(st.promised)*st.interval)
-		st.first = p - int64(st.promised)*st.interval
-	}
+	p := st.tat + st.interval - int64(st.burst)*st.interval // when the next token conforms
 	if st.promised < maxPromised && p-t <= int64(maxRetry) {
-		st.tat = next
+		st.tat += st.interval
 		st.promised++
 	}
 	return p
 }
 
-// giveBack returns one token to tenant's bucket.
+// giveBack returns one token to tenant's bucket. With promises
+// outstanding the token returned is the last one, and the last promise
+// goes with it: its caller finds the token free at its time.
 func (b *Buckets) giveBack(tenant string, interval int64) {
 	s := b.shard(tenant)
 	s.mu.Lock()
 	if st, ok := s.tat[tenant]; ok && st.interval == interval {
 		st.tat -= interval
+		if st.promised > 0 {
+			st.promised--
+		}
 		s.tat[tenant] = st
 	}
 	s.mu.Unlock()

@@ -90,6 +90,33 @@ func TestBucketsPromises(t *testing.T) {
 	}
 }
 
+// TestBucketsReturnWithPromises: a token given back while promises are
+// outstanding frees the last promised token, which its caller then finds
+// free at its time; the rate holds.
+func TestBucketsReturnWithPromises(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	ms := time.Millisecond
+	tok, _, ok := b.Take("a", 100, 1, t0)
+	if !ok {
+		t.Fatal("first take refused")
+	}
+	for i, want := range []time.Duration{10 * ms, 20 * ms} {
+		if _, wait, _ := b.Take("a", 100, 1, t0); wait != want {
+			t.Fatalf("refusal %d: wait %s, want %s", i, wait, want)
+		}
+	}
+	tok.Return()
+	for _, tt := range []struct {
+		at   time.Duration
+		want bool
+	}{{10 * ms, true}, {20 * ms, true}, {20 * ms, false}, {30 * ms, true}} {
+		if _, wait, ok := b.Take("a", 100, 1, t0.Add(tt.at)); ok != tt.want {
+			t.Fatalf("take at +%s: ok=%v (wait %s), want %v", tt.at, ok, wait, tt.want)
+		}
+	}
+}
+
 // TestBucketsPromiseLimits: beyond maxPromised promises, or maxRetry
 // ahead, refused callers are told the time after the last promise and
 // nothing is reserved for them.
