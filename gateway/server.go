@@ -104,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow),
-		tracer: tracing.Tracer(cfg.TracerProvider)}
+		tracer: newTracer(cfg.TracerProvider)}
 	for _, l := range cfg.Topology.Lanes {
 		lq := &laneQueues{lane: l}
 		for i := range l.Shards {
