@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -36,31 +39,40 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
 }
 
-// BenchmarkSubmitBatch: SubmitBatch calls of 100 jobs from 8 callers; one
-// op is one job.
+// BenchmarkSubmitBatch: SubmitBatch calls of 100 jobs from 8 callers,
+// without idempotency keys and with a fresh key per job (as the client
+// sends); one op is one job.
 func BenchmarkSubmitBatch(b *testing.B) {
+	for _, keys := range []bool{false, true} {
+		b.Run(fmt.Sprintf("keys=%v", keys), func(b *testing.B) { benchmarkSubmitBatch(b, keys) })
+	}
+}
+
+func benchmarkSubmitBatch(b *testing.B, keys bool) {
 	const size = 100
 	tb := setup(b)
 	ctx := key(b.Context(), "bench-key-1")
 	payload := make([]byte, 200)
-	req := &ingestv1.SubmitBatchRequest{Jobs: make([]*ingestv1.SubmitRequest, size)}
-	for i := range req.Jobs {
-		req.Jobs[i] = &ingestv1.SubmitRequest{Payload: payload}
-	}
+	var seq atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(4)
 	b.ResetTimer()
 	cpu := processCPU()
 	b.RunParallel(func(pb *testing.PB) {
+		jobs := make([]*ingestv1.SubmitRequest, 0, size)
 		for {
-			n := 0
-			for n < size && pb.Next() {
-				n++
+			jobs = jobs[:0]
+			for len(jobs) < size && pb.Next() {
+				job := &ingestv1.SubmitRequest{Payload: payload}
+				if keys {
+					job.IdempotencyKey = strconv.FormatInt(seq.Add(1), 36)
+				}
+				jobs = append(jobs, job)
 			}
-			if n == 0 {
+			if len(jobs) == 0 {
 				return
 			}
-			if _, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: req.Jobs[:n]}); err != nil {
+			if _, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: jobs}); err != nil {
 				b.Error(err)
 				return
 			}
