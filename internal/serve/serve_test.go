@@ -73,7 +73,13 @@ var sizeDesc = grpc.ServiceDesc{
 
 func startServer(t *testing.T, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	srv := NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, opts...)
+	return startServerLog(t, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+}
+
+// startServerLog is startServer logging to log.
+func startServerLog(t *testing.T, log *slog.Logger, opts ...grpc.ServerOption) *grpc.ClientConn {
+	t.Helper()
+	srv := NewServer(log, nil, nil, opts...)
 	srv.GRPC.RegisterService(&sizeDesc, struct{}{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -180,25 +186,9 @@ func TestCallLog(t *testing.T) {
 			var buf strings.Builder
 			var mu sync.Mutex
 			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: tt.level}))
-			srv := NewServer(log, nil, nil, grpc.MaxRecvMsgSize(1<<10))
-			srv.GRPC.RegisterService(&sizeDesc, struct{}{})
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ctx, lis, 0) }()
-			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := startServerLog(t, log, grpc.MaxRecvMsgSize(1<<10))
+			// The call is logged before its answer is sent.
 			_, _ = measure(t.Context(), conn, tt.n)
-			conn.Close()
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
 			mu.Lock()
 			got := buf.String()
 			mu.Unlock()
