@@ -203,6 +203,24 @@ type batch struct {
 	// backlog is the lane's backlog, read once per call (-1: not yet):
 	// the jobs of one call are admitted against the same depths.
 	backlog int64
+	// outcomes counts the call's jobs per metrics outcome, recorded once
+	// per outcome.
+	outcomes []outcomeCount
+}
+
+type outcomeCount struct {
+	outcome string
+	n       int
+}
+
+func (b *batch) count(outcome string) {
+	for i := range b.outcomes {
+		if b.outcomes[i].outcome == outcome {
+			b.outcomes[i].n++
+			return
+		}
+	}
+	b.outcomes = append(b.outcomes, outcomeCount{outcome, 1})
 }
 
 type result struct {
@@ -410,7 +428,10 @@ func (b *batch) enqueue() {
 			}
 			b.s.idem.finish(r.idem, id, now)
 		}
-		b.s.cfg.Metrics.Submit(b.tenant.ID, b.tenant.Tier, b.tenant.Limits.Lane, r.finalOutcome())
+		b.count(r.finalOutcome())
+	}
+	for _, c := range b.outcomes {
+		b.s.cfg.Metrics.SubmitN(b.tenant.ID, b.tenant.Tier, b.tenant.Limits.Lane, c.outcome, c.n)
 	}
 }
 
