@@ -226,3 +226,57 @@ func TestProducerClose(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 }
+
+// TestProducerRetriesKeepKeys: after a whole call fails UNAVAILABLE the
+// producer backs off and sends the same jobs with the same keys, and a job
+// refused for rate is retried after its hint, with its key.
+func TestProducerRetriesKeepKeys(t *testing.T) {
+	t.Parallel()
+	s := &scripted{batch: func(_ context.Context, n int, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+		switch n {
+		case 0:
+			return nil, errUnavailable
+		case 1:
+			return batchAnswer(req, nil, quotaStatus("rate", 30*time.Millisecond)), nil
+		}
+		return batchAnswer(req), nil
+	}}
+	serveScripted(t, s)
+	p := newProducer(t, dial(t, s.addr, fastRetries), client.ProducerConfig{Linger: 20 * time.Millisecond})
+	ctx := t.Context()
+	a, err := p.Send(ctx, client.Job{Payload: []byte("a"), IdempotencyKey: "key-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Send(ctx, client.Job{Payload: []byte("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, err := a.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := s.recorded()
+	keys := make([]string, len(calls))
+	for i, c := range calls {
+		keys[i] = fmt.Sprint(c.keys)
+	}
+	want := []string{
+		fmt.Sprintf("[key-a %s]", rb.IdempotencyKey),
+		fmt.Sprintf("[key-a %s]", rb.IdempotencyKey),
+		fmt.Sprintf("[%s]", rb.IdempotencyKey),
+	}
+	if fmt.Sprint(keys) != fmt.Sprint(want) {
+		t.Fatalf("calls carried %v, want %v", keys, want)
+	}
+	if ra.Attempts != 2 || rb.Attempts != 3 || ra.JobID != "key-a-id" || rb.JobID != rb.IdempotencyKey+"-id" {
+		t.Fatalf("results %+v and %+v", ra, rb)
+	}
+	if gap := calls[2].at.Sub(calls[1].at); gap < 30*time.Millisecond {
+		t.Fatalf("rate-refused job retried after %s, before its hint of 30ms", gap)
+	}
+}
