@@ -68,9 +68,12 @@ func (c ProducerConfig) withDefaults(cc Config) ProducerConfig {
 // at the time the gateway's RetryInfo names for it, and jobs not sent yet
 // wait until then too, so an over-rate producer slows to the tenant's
 // rate instead of spinning; after UNAVAILABLE or an attempt's timeout the
-// producer backs off as Client.Submit does. A job fails when its attempts
-// (Config.MaxAttempts) are used up, a hint is longer than
-// Config.MaxRetryWait, or it is refused for good (invalid).
+// producer backs off as Client.Submit does. Refusals for rate or backlog
+// are retried however many there are (each waits its hint, and MaxPending
+// holds the senders back meanwhile); other failures within
+// Config.MaxAttempts. A job fails when its attempts are used up, a hint
+// is longer than Config.MaxRetryWait, it is refused for good (invalid), or
+// Close gives up on it.
 type Producer struct {
 	c   *Client
 	cfg ProducerConfig
@@ -360,6 +363,12 @@ func (p *Producer) send(batch []*pjob) {
 		again bool
 	}
 	mismatch := err == nil && len(resp.GetResults()) != len(batch)
+	// After a failure of the whole call its jobs retry together, after
+	// one wait.
+	var callWait time.Duration
+	if err != nil {
+		callWait, _ = p.c.retryWait(p.ctx, err, batch[0].attempts)
+	}
 	outs := make([]outcome, len(batch))
 	for i, j := range batch {
 		o := outcome{j: j}
@@ -377,7 +386,16 @@ func (p *Producer) send(batch []*pjob) {
 			}
 		}
 		if o.err != nil && !mismatch {
-			o.retry, o.again = p.c.retryWait(p.ctx, o.err, j.attempts)
+			attempt := j.attempts
+			var quota *QuotaError
+			var backlog *BacklogError
+			if errors.As(o.err, &quota) || errors.As(o.err, &backlog) {
+				attempt = 1 // refusals with a hint do not use up attempts
+			}
+			o.retry, o.again = p.c.retryWait(p.ctx, o.err, attempt)
+			if err != nil {
+				o.retry = callWait
+			}
 		}
 		outs[i] = o
 	}
