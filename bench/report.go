@@ -24,7 +24,7 @@ const (
 
 // Figure is one measured figure: a row of the table in docs/benchmarks.md.
 type Figure struct {
-	ID       string `json:"id"`   // stable key, e.g. "1.unary-ratio"
+	ID       string `json:"id"`   // stable key, e.g. "front.unary-ratio"
 	Item     int    `json:"item"` // the issue's item, 1 to 7
 	Order    int    `json:"order"`
 	Name     string `json:"name"`
