@@ -32,11 +32,16 @@ func Dial(addr string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
+	return &Client{conn: conn, api: ingestv1.NewIngestServiceClient(conn), payload: benchPayload()}, nil
+}
+
+// benchPayload returns a payload of PayloadBytes letters.
+func benchPayload() []byte {
 	payload := make([]byte, PayloadBytes)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
 	}
-	return &Client{conn: conn, api: ingestv1.NewIngestServiceClient(conn), payload: payload}, nil
+	return payload
 }
 
 // Close closes the connection.

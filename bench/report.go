@@ -24,7 +24,7 @@ const (
 
 // Figure is one measured figure: a row of the table in docs/benchmarks.md.
 type Figure struct {
-	ID       string `json:"id"`   // stable key, e.g. "1.unary-ratio"
+	ID       string `json:"id"`   // stable key, e.g. "front.unary-ratio"
 	Item     int    `json:"item"` // the issue's item, 1 to 7
 	Order    int    `json:"order"`
 	Name     string `json:"name"`
@@ -176,7 +176,8 @@ func (r *Recorder) Add(f Figure) {
 	r.env.Logf("FIGURE %d %s: %s (goal %s: %s)", f.Item, f.Name, f.Measured, cmp.Or(f.Goal, "none"), f.Status)
 }
 
-// Drop removes figures that a scenario's new ones replace.
+// Drop removes figures whose ids a scenario no longer records (replaced
+// by new ids).
 func (r *Recorder) Drop(ids ...string) {
 	for _, id := range ids {
 		delete(r.Results.Figures, id)

@@ -2,8 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -56,12 +56,10 @@ func (e *BatchError) Unwrap() []error { return e.errs }
 // keys, as Submit does; a retryable failure of a whole call retries all of
 // its jobs.
 //
-// Jobs refused for the tenant's submit rate wait the gateway's hint once
-// per refused job, since each needs a token of its own. The gateway admits
-// at most the tenant's burst in one instant, so a batch much larger than
-// the burst takes several rounds, each an attempt for the jobs still
-// refused: send batches no larger than the burst (Config.MaxBatchJobs) or
-// raise Config.MaxAttempts.
+// Jobs refused for the tenant's submit rate are each told the time of a
+// token of their own, and each is retried at its time (jobs whose times
+// have come when a call is made share it), so a batch larger than the
+// tenant's burst is paced at the tenant's rate.
 //
 // The error is nil when every job was accepted, else a *BatchError. Once
 // ctx ends, the jobs not yet sent are not sent; their Err wraps ctx.Err().
@@ -115,36 +113,40 @@ func (c *Client) chunks(reqs []*ingestv1.SubmitRequest) [][]int {
 }
 
 // submitChunk sends the jobs at idx, retrying those refused with a
-// retryable status, and records each outcome in results.
+// retryable status, and records each outcome in results. A refused job is
+// retried at its own time: the gateway tells jobs refused for the tenant's
+// rate the times of successive future tokens, so each call carries the jobs
+// whose time has come.
 func (c *Client) submitChunk(ctx context.Context, idx []int, reqs []*ingestv1.SubmitRequest, results []JobResult) {
+	type waiting struct {
+		i   int
+		due time.Time
+	}
 	pending := idx
-	for attempt := 1; ; attempt++ {
+	var later []waiting // sorted by due
+	for {
 		batch := &ingestv1.SubmitBatchRequest{Jobs: make([]*ingestv1.SubmitRequest, len(pending))}
 		for k, i := range pending {
 			batch.Jobs[k] = reqs[i]
-			results[i].Attempts = attempt
+			results[i].Attempts++
 		}
 		resp, err := c.submitBatchOnce(ctx, batch)
-		var retry []int
-		var wait, rateHint time.Duration
-		rateRefused := 0
+		now := time.Now()
 		settle := func(i int, err error) {
 			results[i].Err = err
-			w, ok := c.retryWait(ctx, err, attempt)
-			if !ok {
-				return
-			}
-			retry = append(retry, i)
-			wait = max(wait, w)
-			if q := (*QuotaError)(nil); errors.As(err, &q) {
-				rateRefused++
-				rateHint = max(rateHint, q.RetryAfter)
+			if w, ok := c.retryWait(ctx, err, results[i].Attempts); ok {
+				later = append(later, waiting{i, now.Add(w)})
 			}
 		}
 		switch {
 		case err != nil:
+			// The whole call failed: its jobs retry together, after one wait.
+			w, _ := c.retryWait(ctx, err, results[pending[0]].Attempts)
 			for _, i := range pending {
-				settle(i, err)
+				results[i].Err = err
+				if _, ok := c.retryWait(ctx, err, results[i].Attempts); ok {
+					later = append(later, waiting{i, now.Add(w)})
+				}
 			}
 		case len(resp.GetResults()) != len(pending):
 			err := status.Errorf(codes.Internal, "gateway answered %d results for %d jobs; their outcome is unknown", len(resp.GetResults()), len(pending))
@@ -161,34 +163,24 @@ func (c *Client) submitChunk(ctx context.Context, idx []int, reqs []*ingestv1.Su
 				results[i].JobID, results[i].Duplicate, results[i].Err = r.GetJobId(), r.GetDuplicate(), nil
 			}
 		}
-		if len(retry) == 0 {
+		if len(later) == 0 {
 			return
 		}
-		wait = c.paceRate(ctx, wait, rateHint, rateRefused)
+		slices.SortStableFunc(later, func(a, b waiting) int { return a.due.Compare(b.due) })
+		wait := time.Until(later[0].due)
 		if werr := sleep(ctx, wait); werr != nil {
-			for _, i := range retry {
-				results[i].Err = fmt.Errorf("sluice: %w while waiting %s to retry after: %w", werr, wait.Round(time.Millisecond), results[i].Err)
+			for _, w := range later {
+				results[w.i].Err = fmt.Errorf("sluice: %w while waiting %s to retry after: %w", werr, time.Until(w.due).Round(time.Millisecond), results[w.i].Err)
 			}
 			return
 		}
-		pending = retry
+		now = time.Now()
+		pending = pending[:0:0]
+		for len(later) > 0 && !later[0].due.After(now) && len(pending) < len(idx) {
+			pending = append(pending, later[0].i)
+			later = later[1:]
+		}
 	}
-}
-
-// paceRate lengthens the wait before retrying n jobs refused for the
-// tenant's rate. The gateway's hint is the time until one token is
-// available, and each job needs its own, so n jobs wait n hints (a little
-// less if the hint covered part of a token), within MaxRetryWait and the
-// context's deadline; otherwise nearly all of them would be refused again.
-func (c *Client) paceRate(ctx context.Context, wait, hint time.Duration, n int) time.Duration {
-	if n < 2 {
-		return wait
-	}
-	paced := min(hinted(hint*time.Duration(n)), c.cfg.MaxRetryWait)
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < paced {
-		return wait
-	}
-	return max(wait, paced)
 }
 
 func (c *Client) submitBatchOnce(ctx context.Context, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {

@@ -311,11 +311,18 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 	return wait, true
 }
 
-// hinted honours a RetryInfo delay, adding up to a fifth as jitter so that
-// clients refused together do not all come back at the same instant.
+// hinted honours a RetryInfo delay, adding a little jitter (up to a fifth,
+// at most hintJitterMax). The gateway itself tells callers refused together
+// distinct times, each a token of its own that it holds for a short grace
+// after it is due; the jitter only spreads callers told the same time
+// (a gateway past its limit on promises).
 func hinted(d time.Duration) time.Duration {
-	return d + jitter(d/5)
+	return d + jitter(min(d/5, hintJitterMax))
 }
+
+// hintJitterMax bounds the jitter added to a RetryInfo delay: well within
+// the gateway's grace for a promised token (250 ms or more).
+const hintJitterMax = 5 * time.Millisecond
 
 // backoff is the wait after the attempt-th failure: BackoffBase doubled
 // per attempt up to BackoffMax, of which a random half is jitter.

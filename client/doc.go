@@ -3,7 +3,11 @@
 // A Client holds one gRPC connection and sends the tenant's API key as
 // "authorization: Bearer <key>" on every call. Submit sends one job;
 // SubmitBatch sends any number, split into calls the gateway accepts (at
-// most 500 jobs and a few MiB each), and reports each job's outcome.
+// most 500 jobs and a few MiB each), and reports each job's outcome. A
+// Producer (Client.NewProducer) sends asynchronously: Send returns a
+// Future at once, and the jobs of many concurrent senders are merged into
+// SubmitBatch calls, so code that submits one job at a time from many
+// goroutines gets the throughput of batches.
 //
 // # Retries
 //
@@ -14,9 +18,12 @@
 //
 //   - RESOURCE_EXHAUSTED with a RetryInfo (tenant over its submit rate, or
 //     its lane's backlog at the high-water mark): after the delay the
-//     gateway asked for, plus up to a fifth more as jitter, when that delay
-//     is at most Config.MaxRetryWait (in a batch, n jobs refused for rate
-//     wait n times the delay: each needs its own token);
+//     gateway asked for, plus a little jitter (at most 5 ms), when that
+//     delay is at most Config.MaxRetryWait. The gateway tells callers
+//     refused together the times of successive tokens, and holds each
+//     token for its caller until a little after its time, so a caller
+//     that comes back when told is admitted; in a batch, each refused job
+//     is retried at its own time;
 //   - UNAVAILABLE (the gateway could not store the job, or could not be
 //     reached): after an exponential backoff with jitter;
 //   - DEADLINE_EXCEEDED of one attempt when Config.AttemptTimeout is set

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -174,4 +176,46 @@ func ExampleInvalidArgumentError() {
 	// Output:
 	// ttl: is 1s, not longer than the delay of 1m0s: the job would expire before it could run
 	// true
+}
+
+// Many goroutines each send one job at a time; the producer merges their
+// jobs into few SubmitBatch calls.
+func ExampleProducer() {
+	addr, stop := exampleGateway()
+	defer stop()
+	c, err := client.New(addr, client.Config{APIKey: "acme-key", Insecure: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.NewProducer(client.ProducerConfig{Linger: 2 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	var accepted atomic.Int64
+	for i := range 100 {
+		wg.Go(func() {
+			f, err := p.Send(ctx, client.Job{Payload: fmt.Appendf(nil, "event %d", i)})
+			if err != nil {
+				log.Print(err) // the producer is closed, or ctx ended waiting for room
+				return
+			}
+			if _, err := f.Wait(ctx); err != nil {
+				log.Printf("event %d: %v", i, err) // a typed refusal, as Submit's
+				return
+			}
+			accepted.Add(1)
+		})
+	}
+	wg.Wait()
+	// Close waits for whatever is still pending.
+	if err := p.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("accepted:", accepted.Load())
+	// Output:
+	// accepted: 100
 }

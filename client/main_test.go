@@ -29,12 +29,14 @@ func TestMain(m *testing.M) {
 // Tenants of the test gateway: acme (premium, ample rate), tiny (one job,
 // then about one per 1000 s) and crowd (standard tier on a lane whose
 // high-water mark is 5 jobs: its threshold of 80% admits 4) and bursty
-// (100 jobs at once, then 1000 a second).
+// (100 jobs at once, then 1000 a second); open is not limited (for the
+// benchmarks).
 const testTenants = `tenants:
   - {id: acme, tier: premium, api_keys: [acme-key]}
   - {id: tiny, tier: free, api_keys: [tiny-key], submit_burst: 1, submit_rate: 0.001}
   - {id: crowd, tier: standard, api_keys: [crowd-key]}
   - {id: bursty, tier: premium, api_keys: [bursty-key], submit_burst: 100, submit_rate: 1000}
+  - {id: open, tier: premium, api_keys: [open-key], submit_burst: 10000000, submit_rate: 10000000}
 `
 
 // startGateway serves the real gateway, over the embedded backend in a

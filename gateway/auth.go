@@ -74,8 +74,8 @@ func TapAuth(auth func() Authenticator) tap.ServerInHandle {
 // tenant config takes effect at once.
 func UnaryAuth(auth func() Authenticator) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if serve.IsPublicMethod(info.FullMethod) {
-			return handler(ctx, req)
+		if _, ok := TenantFrom(ctx); ok || serve.IsPublicMethod(info.FullMethod) {
+			return handler(ctx, req) // TapAuth has authenticated it (metadata not copied)
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
 		ctx, err := authenticate(ctx, md, auth)

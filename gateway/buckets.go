@@ -14,17 +14,35 @@ import (
 // concurrent Submits of different tenants rarely contend.
 const bucketShards = 256
 
-// Buckets holds one token bucket per tenant as two int64s: its theoretical
-// arrival time (TAT) in the generic cell rate algorithm, the instant at
-// which the bucket will be full again, and the token interval. A bucket is created on
+// Buckets holds one token bucket per tenant: its theoretical arrival time
+// (TAT) in the generic cell rate algorithm, the instant at which the
+// bucket will be full again, the token interval and burst it was computed
+// with, and the tokens promised to refused callers. A bucket is created on
 // first use and evicted once full (an evicted bucket comes back full,
 // exactly as the old one would have been), so memory follows the tenants
-// active in the last few seconds, at about 70 bytes each.
+// active in the last few seconds, at about 117 bytes each
+// (BenchmarkAdmissionMemory, keys included).
 //
 // Every Take passes the tenant's current rate and burst, so a reloaded
 // tenant config applies at once to the existing bucket without resetting
 // it or any other tenant's: tokens owed carry over at the new rate, and a
 // new burst applies at once.
+//
+// Refused callers are not all told the same instant. Each refusal reserves
+// the next future token and answers its time, so n callers refused
+// together get n successive token times; a caller that comes back at its
+// time redeems a promised token. Promises are anonymous (any caller at or
+// after a due promise's time may redeem it, so the order of the returns
+// does not matter) and lapse promiseGrace after their time, their tokens
+// lost, which is how a refused caller that never returns costs the tenant
+// at most a token. At most maxPromised tokens, no further than maxRetry
+// ahead, are promised; later refusals are told the time after the last
+// promise without a reservation. Reserved tokens count as taken, so over
+// time the tenant never gets more than its rate: a redemption takes a
+// token that became due by the same rule as any take, and lapsed promises
+// only give up tokens. Within a short window, promised callers that come
+// back late together can be admitted up to promiseGrace's worth of tokens
+// beyond the burst (the bound FuzzBuckets checks).
 type Buckets struct {
 	seed   maphash.Seed
 	epoch  time.Time // TATs are nanoseconds since epoch, on the monotonic clock
@@ -38,11 +56,36 @@ type bucketShard struct {
 	_    [32]byte // keeps neighbouring shards' locks off one cache line
 }
 
-// bucketState is one tenant's bucket: its theoretical arrival time and the
-// token interval it was computed with, both in nanoseconds.
+// bucketState is one tenant's bucket, times in nanoseconds since the
+// epoch: its theoretical arrival time, the token interval and burst it was
+// computed with, and the count of promised tokens. The promises are always
+// the last tokens taken (while any is outstanding no token is free, so no
+// other take comes after them): the last is due at tat − burst×interval,
+// the earlier ones an interval apart before it.
 type bucketState struct {
 	tat, interval int64
+	promised      int32
+	burst         int32
 }
+
+// firstDue is the due time of the earliest promise; st.promised > 0.
+func (st *bucketState) firstDue() int64 {
+	return st.tat - int64(st.burst)*st.interval - int64(st.promised-1)*st.interval
+}
+
+// Limits on promised tokens per bucket.
+const (
+	// maxPromised bounds the tokens a bucket reserves for refused callers.
+	maxPromised = 1024
+	// promiseGrace is how long a promise stays redeemable after it is
+	// due (or one token interval, if longer): room for the time the
+	// refusal takes to reach the caller (a batch's answer waits for its
+	// accepted jobs' commit), the caller's own delays and the small
+	// jitter the client adds to a hint. A window of time admits at most
+	// this many tokens beyond the burst, and only when promised callers
+	// come back late.
+	promiseGrace = 250 * time.Millisecond
+)
 
 // NewBuckets returns an empty set of buckets.
 func NewBuckets() *Buckets {
@@ -58,19 +101,34 @@ func (b *Buckets) shard(tenant string) *bucketShard {
 	return &b.shards[maphash.String(b.seed, tenant)%bucketShards]
 }
 
+// Token is a token taken from a bucket; Return gives it back.
+type Token struct {
+	b        *Buckets
+	tenant   string
+	interval int64
+}
+
+// Return gives the token back (used when a later check refuses the job).
+// The zero Token, of an unlimited tenant, returns nothing.
+func (t Token) Return() {
+	if t.b != nil {
+		t.b.giveBack(t.tenant, t.interval)
+	}
+}
+
 // Take takes one token from tenant's bucket, which refills at limit tokens
-// per second up to burst, at now. When the bucket is empty it takes nothing
-// and returns the wait until a token will be available. A successful take
-// returns an undo func that gives the token back (used when a later check
-// refuses the job).
-func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time) (undo func(), wait time.Duration) {
+// per second up to burst, at now. When no token is free it takes nothing
+// and returns ok false and the wait until the token promised to this
+// caller (see Buckets).
+func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time) (tok Token, wait time.Duration, ok bool) {
 	if limit == rate.Inf {
-		return func() {}, 0
+		return Token{}, 0, true
 	}
 	if limit <= 0 || burst < 1 {
-		return nil, maxRetry
+		return Token{}, maxRetry, false
 	}
-	interval := int64(float64(time.Second) / float64(limit)) // one token's worth of time
+	interval := max(int64(float64(time.Second)/float64(limit)), 1) // one token's worth of time
+	burst = min(burst, math.MaxInt32)
 	t := int64(now.Sub(b.epoch))
 	s := b.shard(tenant)
 	s.mu.Lock()
@@ -81,36 +139,82 @@ func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time
 		t = s.last
 	}
 	s.last = t
-	st, ok := s.tat[tenant]
+	st, found := s.tat[tenant]
+	st.take(t, interval, int32(burst))
+	var p int64
 	switch {
-	case !ok || st.tat < t:
-		st.tat = t // full
-	case st.interval != interval:
-		// The limit changed (a reloaded config): keep the tokens owed, now
-		// repaid at the new rate, as rate.Limiter does.
-		owed := float64(st.tat-t) / float64(st.interval)
-		st.tat = t + int64(owed*float64(interval))
+	case st.promised > 0 && st.firstDue() <= t:
+		// A due promise: its token was reserved when it was made.
+		st.promised--
+	case st.tat+interval-t <= int64(burst)*interval:
+		st.tat += interval
+	default:
+		p = st.promise(t)
 	}
-	st.interval = interval
-	st.tat += interval
-	if excess := st.tat - t - int64(burst)*interval; excess > 0 {
-		s.mu.Unlock()
-		return nil, time.Duration(excess)
-	}
-	if !ok {
+	if !found {
 		tenant = strings.Clone(tenant) // don't pin the caller's memory (an old tenant config)
 	}
 	s.tat[tenant] = st
 	s.mu.Unlock()
-	return func() { b.giveBack(tenant, interval) }, 0
+	if p != 0 {
+		return Token{}, time.Duration(p - t), false
+	}
+	return Token{b: b, tenant: tenant, interval: interval}, 0, true
 }
 
-// giveBack returns one token to tenant's bucket.
+// take brings st to time t with the tenant's current interval and burst:
+// changed limits keep the tokens owed (now repaid at the new rate, as
+// rate.Limiter does) and drop the promises, whose times were computed with
+// the old ones; lapsed promises go; and a bucket without promises that is
+// full restarts at t. (With promises outstanding no token is free: every
+// take before they lapse redeems one or is refused.)
+func (st *bucketState) take(t, interval int64, burst int32) {
+	switch {
+	case st.interval == 0: // new
+		st.tat = t
+	case st.interval != interval:
+		if st.tat > t {
+			owed := float64(st.tat-t) / float64(st.interval)
+			st.tat = t + int64(owed*float64(interval))
+		}
+		st.promised = 0
+	case st.burst != burst:
+		st.promised = 0
+	}
+	st.interval, st.burst = interval, burst
+	if st.promised > 0 {
+		grace := max(interval, int64(promiseGrace))
+		if late := t - grace - st.firstDue(); late > 0 {
+			st.promised -= int32(min((late+interval-1)/interval, int64(st.promised)))
+		}
+	}
+	if st.promised == 0 && st.tat < t {
+		st.tat = t // full
+	}
+}
+
+// promise answers a refused caller at t with the due time of the next
+// future token, reserving it if the limits on promises allow.
+func (st *bucketState) promise(t int64) int64 {
+	p := st.tat + st.interval - int64(st.burst)*st.interval // when the next token conforms
+	if st.promised < maxPromised && p-t <= int64(maxRetry) {
+		st.tat += st.interval
+		st.promised++
+	}
+	return p
+}
+
+// giveBack returns one token to tenant's bucket. With promises
+// outstanding the token returned is the last one, and the last promise
+// goes with it: its caller finds the token free at its time.
 func (b *Buckets) giveBack(tenant string, interval int64) {
 	s := b.shard(tenant)
 	s.mu.Lock()
 	if st, ok := s.tat[tenant]; ok && st.interval == interval {
 		st.tat -= interval
+		if st.promised > 0 {
+			st.promised--
+		}
 		s.tat[tenant] = st
 	}
 	s.mu.Unlock()

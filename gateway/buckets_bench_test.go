@@ -27,8 +27,8 @@ type taker interface {
 type bucketsTaker struct{ b *Buckets }
 
 func (t bucketsTaker) take(tenant string, now time.Time) bool {
-	undo, _ := t.b.Take(tenant, 100, 10, now)
-	return undo != nil
+	_, _, ok := t.b.Take(tenant, 100, 10, now)
+	return ok
 }
 
 // rateLimiterMap is the baseline: one *rate.Limiter per tenant in a

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -102,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow, cfg.Backend),
-		tracer: tracing.Tracer(cfg.TracerProvider)}
+		tracer: newTracer(cfg.TracerProvider)}
 	for _, l := range cfg.Topology.Lanes {
 		lq := &laneQueues{lane: l}
 		for i := range l.Shards {
@@ -152,8 +154,8 @@ func (s *Server) Submit(ctx context.Context, req *ingestv1.SubmitRequest) (*inge
 	if !ok {
 		return nil, errMissingKey
 	}
-	b := s.newBatch(ctx, t)
-	b.admit(req, "")
+	b := s.newBatch(ctx, t, 1)
+	b.admit(req, -1)
 	b.enqueue()
 	r := b.results[0]
 	if r.err != nil {
@@ -171,9 +173,9 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 	if v := validateBatch(req); len(v) > 0 {
 		return nil, invalidArgument(v)
 	}
-	b := s.newBatch(ctx, t)
+	b := s.newBatch(ctx, t, len(req.GetJobs()))
 	for i, job := range req.GetJobs() {
-		b.admit(job, fmt.Sprintf("jobs[%d].", i))
+		b.admit(job, i)
 	}
 	b.enqueue()
 	resp := &ingestv1.SubmitBatchResponse{Results: make([]*ingestv1.SubmitBatchResult, len(b.results))}
@@ -198,6 +200,27 @@ type batch struct {
 	lane     *laneQueues
 	now      time.Time
 	results  []*result
+	// backlog is the lane's backlog, read once per call (-1: not yet):
+	// the jobs of one call are admitted against the same depths.
+	backlog int64
+	// outcomes counts the call's jobs per metrics outcome, recorded once
+	// per outcome.
+	outcomes []outcomeCount
+}
+
+type outcomeCount struct {
+	outcome string
+	n       int
+}
+
+func (b *batch) count(outcome string) {
+	for i := range b.outcomes {
+		if b.outcomes[i].outcome == outcome {
+			b.outcomes[i].n++
+			return
+		}
+	}
+	b.outcomes = append(b.outcomes, outcomeCount{outcome, 1})
 }
 
 type result struct {
@@ -210,26 +233,45 @@ type result struct {
 	queue  string
 	body   []byte
 	delay  time.Duration
-	undo   func()     // gives the token back if the send fails
+	token  Token      // given back if the send fails
 	idem   *idemEntry // finished once the outcome is known
 	copyOf *result    // a repeat of an idempotency key earlier in this batch
 
 	enqueueSpan trace.Span // from prepare until the send settles
 }
 
-func (s *Server) newBatch(ctx context.Context, t *tenant.Tenant) *batch {
-	return &batch{s: s, ctx: ctx, traceCtx: tracing.FromIncoming(ctx), tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now()}
+// newBatch starts a call of n jobs.
+func (s *Server) newBatch(ctx context.Context, t *tenant.Tenant, n int) *batch {
+	b := &batch{s: s, ctx: ctx, traceCtx: tracing.FromIncoming(ctx), tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now(), backlog: -1}
+	// One allocation for the results of the call.
+	rs := make([]result, n)
+	b.results = make([]*result, n)
+	for i := range rs {
+		b.results[i] = &rs[i]
+	}
+	b.results = b.results[:0]
+	return b
 }
 
-// admit runs every check of one job and, if it passes, prepares its
-// message. It appends exactly one result.
-func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
-	r := &result{}
-	b.results = append(b.results, r)
+// Span start options, made once: each option is an allocation.
+var (
+	admitSpanOpts   = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	enqueueSpanOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+)
+
+// admit runs every check of the index-th job of the call (-1 for a unary
+// Submit) and, if it passes, prepares its message. It appends exactly one
+// result.
+func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
+	b.results = b.results[:len(b.results)+1]
+	r := b.results[len(b.results)-1]
 	lim := b.tenant.Limits
-	spanCtx, span := b.s.tracer.Start(b.traceCtx, tracing.SpanAdmit, trace.WithSpanKind(trace.SpanKindServer))
+	spanCtx, span := b.s.tracer.Start(b.traceCtx, tracing.SpanAdmit, admitSpanOpts...)
 	defer endAdmit(span, b, r)
-	if v := validateJob(req, lim.MaxPayloadBytes, prefix); len(v) > 0 {
+	if v := validateJob(req, lim.MaxPayloadBytes, ""); len(v) > 0 {
+		if index >= 0 { // name the job's fields within the batch
+			v = validateJob(req, lim.MaxPayloadBytes, "jobs["+strconv.Itoa(index)+"].")
+		}
 		r.err, r.outcome = badRequest(v), metrics.OutcomeInvalid
 		return
 	}
@@ -253,8 +295,8 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 		}
 		r.idem = e
 	}
-	undo, wait := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
-	if undo == nil {
+	token, wait, ok := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
+	if !ok {
 		r.outcome = metrics.OutcomeThrottledRate
 		r.err = quotaExceeded(b.tenant.ID, "rate", fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
 		b.release(r)
@@ -262,13 +304,13 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 	}
 	backlog := b.laneBacklog()
 	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.lane.lane.DrainRate); refused {
-		undo()
+		token.Return()
 		r.outcome = metrics.OutcomeThrottledBacklog
 		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
 		b.release(r)
 		return
 	}
-	r.undo = undo
+	r.token = token
 	b.prepare(spanCtx, r, req)
 }
 
@@ -283,10 +325,14 @@ func (b *batch) claimedBy(e *idemEntry) *result {
 }
 
 func (b *batch) laneBacklog() int64 {
+	if b.backlog >= 0 {
+		return b.backlog
+	}
 	var n int64
 	for _, q := range b.lane.waiting {
 		n += b.s.cfg.Depth.Pending(q)
 	}
+	b.backlog = n
 	return n
 }
 
@@ -300,7 +346,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 	jobID := ulid.Make().String()
 	// The envelope carries the enqueue span's context (the caller's when
 	// tracing is off), so the drainers' spans continue this trace.
-	spanCtx, span := b.s.tracer.Start(admitCtx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	spanCtx, span := b.s.tracer.Start(admitCtx, tracing.SpanEnqueue, enqueueSpanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.JobAttributes(jobID, b.tenant.ID, l.Name)...)
 		span.SetAttributes(tracing.QueueKey.String(b.lane.shards[shard]))
@@ -338,27 +384,39 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 // enqueue sends every prepared job, grouped by queue in batches of up to
 // queue.MaxBatch, and settles each result.
 func (b *batch) enqueue() {
-	byQueue := map[string][]*result{}
-	var order []string
+	type group struct {
+		queue string
+		rs    []*result
+	}
+	var groups []group // few: a lane's shards
+	var sends int
 	for _, r := range b.results {
 		if r.body == nil {
 			continue
 		}
-		if byQueue[r.queue] == nil {
-			order = append(order, r.queue)
+		k := slices.IndexFunc(groups, func(g group) bool { return g.queue == r.queue })
+		if k < 0 {
+			k = len(groups)
+			groups = append(groups, group{queue: r.queue})
 		}
-		byQueue[r.queue] = append(byQueue[r.queue], r)
-	}
-	var g errgroup.Group
-	g.SetLimit(8)
-	for _, q := range order {
-		rs := byQueue[q]
-		for start := 0; start < len(rs); start += queue.MaxBatch {
-			chunk := rs[start:min(start+queue.MaxBatch, len(rs))]
-			g.Go(func() error { b.send(q, chunk); return nil })
+		if len(groups[k].rs)%queue.MaxBatch == 0 {
+			sends++
 		}
+		groups[k].rs = append(groups[k].rs, r)
 	}
-	_ = g.Wait() // send records failures per result
+	if sends == 1 { // a unary Submit, or a batch bound for one queue: no goroutine
+		b.send(groups[0].queue, groups[0].rs)
+	} else if sends > 1 {
+		var g errgroup.Group
+		g.SetLimit(8)
+		for _, gr := range groups {
+			for start := 0; start < len(gr.rs); start += queue.MaxBatch {
+				chunk := gr.rs[start:min(start+queue.MaxBatch, len(gr.rs))]
+				g.Go(func() error { b.send(gr.queue, chunk); return nil })
+			}
+		}
+		_ = g.Wait() // send records failures per result
+	}
 	now := b.s.cfg.Now()
 	for _, r := range b.results {
 		if r.copyOf != nil {
@@ -370,7 +428,10 @@ func (b *batch) enqueue() {
 			}
 			b.s.idem.finish(r.idem, id, now)
 		}
-		b.s.cfg.Metrics.Submit(b.tenant.ID, b.tenant.Tier, b.tenant.Limits.Lane, r.finalOutcome())
+		b.count(r.finalOutcome())
+	}
+	for _, c := range b.outcomes {
+		b.s.cfg.Metrics.SubmitN(b.tenant.ID, b.tenant.Tier, b.tenant.Limits.Lane, c.outcome, c.n)
 	}
 }
 
@@ -392,7 +453,7 @@ func (r *result) finalOutcome() string {
 func (b *batch) send(q string, rs []*result) {
 	entries := make([]queue.SendEntry, len(rs))
 	for i, r := range rs {
-		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID, Key: b.s.idem.stored(r.idem, r.jobID, b.now)}
+		entries[i] = queue.SendEntry{ID: strconv.Itoa(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID, Key: b.s.idem.stored(r.idem, r.jobID, b.now)}
 	}
 	start := time.Now()
 	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})
@@ -411,7 +472,7 @@ func (b *batch) send(q string, rs []*result) {
 		endEnqueue(r, entryErr)
 		if entryErr != nil {
 			r.err = unavailable(entryErr)
-			r.undo()
+			r.token.Return()
 			b.s.cfg.Logger.WarnContext(b.ctx, "enqueue failed", slog.String("tenant", b.tenant.ID), slog.String("queue", q), slog.Any("error", entryErr))
 			continue
 		}
@@ -423,8 +484,8 @@ func (b *batch) send(q string, rs []*result) {
 // refuseTooLarge refuses a job whose envelope exceeds the message limit,
 // giving back its token.
 func (b *batch) refuseTooLarge(r *result, n int) {
-	r.undo()
-	r.undo = nil
+	r.token.Return()
+	r.token = Token{}
 	r.err = badRequest(violations{{Field: "payload", Description: fmt.Sprintf(
 		"with its attributes and envelope the job is %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})
 	r.outcome = metrics.OutcomeInvalid

@@ -1,22 +1,32 @@
 package gateway
 
 import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 )
 
-// BenchmarkSubmit measures unary Submits through a real gRPC server on
+// The submit benchmarks measure calls through a real gRPC server on
 // loopback and the whole admission path (auth, validation, bucket, router,
-// durable enqueue on the embedded backend), from parallel callers:
+// envelope, durable enqueue on the embedded backend), from parallel
+// callers; allocations are the client's and the server's together:
 //
-//	go test -run '^$' -bench Submit -cpu 2 ./gateway/
+//	go test -run '^$' -bench Submit -benchmem -cpu 2 ./gateway/
+
+// BenchmarkSubmit: unary Submits from 64 callers.
 func BenchmarkSubmit(b *testing.B) {
 	tb := setup(b)
 	ctx := key(b.Context(), "bench-key-1")
 	payload := make([]byte, 200)
+	b.ReportAllocs()
 	b.SetParallelism(32) // 64 callers with -cpu 2: group commit needs company
 	b.ResetTimer()
+	cpu := processCPU()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: payload}); err != nil {
@@ -25,5 +35,58 @@ func BenchmarkSubmit(b *testing.B) {
 			}
 		}
 	})
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
+}
+
+// BenchmarkSubmitBatch: SubmitBatch calls of 100 jobs from 8 callers,
+// without idempotency keys and with a fresh key per job (as the client
+// sends); one op is one job.
+func BenchmarkSubmitBatch(b *testing.B) {
+	for _, keys := range []bool{false, true} {
+		b.Run(fmt.Sprintf("keys=%v", keys), func(b *testing.B) { benchmarkSubmitBatch(b, keys) })
+	}
+}
+
+func benchmarkSubmitBatch(b *testing.B, keys bool) {
+	const size = 100
+	tb := setup(b)
+	ctx := key(b.Context(), "bench-key-1")
+	payload := make([]byte, 200)
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	cpu := processCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		jobs := make([]*ingestv1.SubmitRequest, 0, size)
+		for {
+			jobs = jobs[:0]
+			for len(jobs) < size && pb.Next() {
+				job := &ingestv1.SubmitRequest{Payload: payload}
+				if keys {
+					job.IdempotencyKey = strconv.FormatInt(seq.Add(1), 36)
+				}
+				jobs = append(jobs, job)
+			}
+			if len(jobs) == 0 {
+				return
+			}
+			if _, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: jobs}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// processCPU returns the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

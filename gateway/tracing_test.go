@@ -8,6 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
@@ -153,6 +154,25 @@ func TestSpansOfSubmitBatch(t *testing.T) {
 		want := "00-" + clientTrace + "-" + e.SpanContext().SpanID().String() + "-01"
 		if got := stored[id].GetTraceContext()["traceparent"]; got != want {
 			t.Errorf("job %s: stored traceparent %q, want the enqueue span's %q", id, got, want)
+		}
+	}
+}
+
+// TestNewTracer: the gateway skips spans only when no provider would
+// record them.
+func TestNewTracer(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		tp   trace.TracerProvider
+		off  bool
+	}{
+		{"unset global", nil, true},
+		{"no-op", noop.NewTracerProvider(), true},
+		{"SDK", sdktrace.NewTracerProvider(), false},
+	} {
+		if _, off := newTracer(tt.tp).(offTracer); off != tt.off {
+			t.Errorf("%s: off = %v, want %v", tt.name, off, tt.off)
 		}
 	}
 }

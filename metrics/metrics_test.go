@@ -120,6 +120,21 @@ func TestNilRegisterer(t *testing.T) {
 	}
 }
 
+// TestSubmitN: a call's jobs counted at once add up as one by one would.
+func TestSubmitN(t *testing.T) {
+	t.Parallel()
+	m := New(nil, Options{})
+	m.SubmitN("acme", "premium", "premium", OutcomeAdmitted, 100)
+	m.SubmitN("acme", "premium", "premium", OutcomeAdmitted, 0)
+	m.Submit("acme", "premium", "premium", OutcomeAdmitted)
+	if got := testutil.ToFloat64(m.submitted.WithLabelValues("acme", "premium", "premium", OutcomeAdmitted)); got != 101 {
+		t.Errorf("counter = %v, want 101", got)
+	}
+	if e := m.tenants.labeled["acme"]; e == nil || e.count != 101 {
+		t.Errorf("tracker's count for acme: %+v, want 101", e)
+	}
+}
+
 func TestLint(t *testing.T) {
 	t.Parallel()
 	m, bundle := setup(t, Options{})

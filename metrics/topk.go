@@ -64,7 +64,7 @@ func newTopK(k int, refresh time.Duration, now func() time.Time, unlabel func(st
 // do counts one observation of tenant and calls fn with the tenant's label
 // value: the tenant itself if labeled, else OtherValue. fn runs under the
 // tracker's lock, so no label is taken away while fn uses it.
-func (t *topK) do(tenant string, fn func(label string)) {
+func (t *topK) do(tenant string, n int, fn func(label string)) {
 	if t.k == 0 || tenant == "" || tenant == OtherValue {
 		fn(OtherValue)
 		return
@@ -79,25 +79,25 @@ func (t *topK) do(tenant string, fn func(label string)) {
 		t.rebalance()
 		t.next = now.Add(t.refresh)
 	}
-	fn(t.observe(tenant))
+	fn(t.observe(tenant, uint64(n)))
 }
 
-func (t *topK) observe(tenant string) string {
+func (t *topK) observe(tenant string, n uint64) string {
 	if e := t.labeled[tenant]; e != nil {
-		e.count++
+		e.count += n
 		return tenant
 	}
 	if e := t.cands[tenant]; e != nil {
-		e.count++
+		e.count += n
 		heap.Fix(&t.heap, e.idx)
 		return OtherValue
 	}
 	if len(t.labeled) < t.k {
-		t.labeled[tenant] = &entry{tenant: tenant, count: 1, idx: -1}
+		t.labeled[tenant] = &entry{tenant: tenant, count: n, idx: -1}
 		return tenant
 	}
 	if len(t.heap) < t.capacity {
-		e := &entry{tenant: tenant, count: 1}
+		e := &entry{tenant: tenant, count: n}
 		t.cands[tenant] = e
 		heap.Push(&t.heap, e)
 		return OtherValue
@@ -106,7 +106,7 @@ func (t *topK) observe(tenant string) string {
 	e := t.heap[0]
 	delete(t.cands, e.tenant)
 	e.tenant, e.err = tenant, e.count
-	e.count++
+	e.count += n
 	t.cands[tenant] = e
 	heap.Fix(&t.heap, 0)
 	return OtherValue

@@ -13,13 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
@@ -62,18 +62,17 @@ const (
 // limits above; opts come after them, so a caller may lower the receive
 // size or add TLS credentials (see internal/tlsflags).
 func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor, opts ...grpc.ServerOption) *Server {
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(callLevel)}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in handler", slog.Any("panic", p))
 		return status.Error(codes.Internal, "internal error")
 	})
 	u := append([]grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(recoverOpt),
-		logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
+		unaryLog(log),
 	}, unary...)
 	s := append([]grpc.StreamServerInterceptor{
 		recovery.StreamServerInterceptor(recoverOpt),
-		logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
+		streamLog(log),
 	}, stream...)
 	all := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMsgBytes), grpc.MaxHeaderListSize(MaxHeaderListBytes)}
 	all = append(all, opts...)
@@ -86,22 +85,67 @@ func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []g
 
 // callLevel logs successful and expected refusals at debug, so the log at
 // info shows only what an operator must look at.
-func callLevel(code codes.Code) logging.Level {
+func callLevel(code codes.Code) slog.Level {
 	switch code {
 	case codes.OK, codes.InvalidArgument, codes.ResourceExhausted, codes.Unauthenticated,
 		codes.PermissionDenied, codes.NotFound, codes.AlreadyExists, codes.Canceled:
-		return logging.LevelDebug
+		return slog.LevelDebug
 	case codes.Unavailable, codes.DeadlineExceeded:
-		return logging.LevelWarn
+		return slog.LevelWarn
 	default:
-		return logging.LevelError
+		return slog.LevelError
 	}
 }
 
-func slogAdapter(l *slog.Logger) logging.Logger {
-	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		l.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
+// unaryLog and streamLog log each finished call at its callLevel, with the
+// fields go-grpc-middleware's logging interceptor uses. They build the
+// fields only when the level is enabled: at info, a successful call costs
+// a clock reading and nothing else.
+func unaryLog(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		logCall(ctx, log, info.FullMethod, "unary", start, err)
+		return resp, err
+	}
+}
+
+func streamLog(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		start := time.Now()
+		err := handler(srv, ss)
+		kind := "server_stream"
+		switch {
+		case info.IsClientStream && info.IsServerStream:
+			kind = "bidi_stream"
+		case info.IsClientStream:
+			kind = "client_stream"
+		}
+		logCall(ss.Context(), log, info.FullMethod, kind, start, err)
+		return err
+	}
+}
+
+func logCall(ctx context.Context, log *slog.Logger, method, kind string, start time.Time, err error) {
+	code := status.Code(err)
+	level := callLevel(code)
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	attrs := []slog.Attr{
+		slog.String("protocol", "grpc"), slog.String("grpc.component", "server"),
+		slog.String("grpc.service", service), slog.String("grpc.method", name), slog.String("grpc.method_type", kind),
+		slog.String("grpc.start_time", start.Format(time.RFC3339)), slog.String("grpc.code", code.String()),
+		slog.String("grpc.time_ms", fmt.Sprintf("%.3f", float64(time.Since(start).Microseconds())/1000)),
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		attrs = append(attrs, slog.String("peer.address", p.Addr.String()))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("grpc.error", err.Error()))
+	}
+	log.LogAttrs(ctx, level, "finished call", attrs...)
 }
 
 // Listen opens a TCP listener, with an error that says what to change.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -72,7 +73,13 @@ var sizeDesc = grpc.ServiceDesc{
 
 func startServer(t *testing.T, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	srv := NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil, opts...)
+	return startServerLog(t, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+}
+
+// startServerLog is startServer logging to log.
+func startServerLog(t *testing.T, log *slog.Logger, opts ...grpc.ServerOption) *grpc.ClientConn {
+	t.Helper()
+	srv := NewServer(log, nil, nil, opts...)
 	srv.GRPC.RegisterService(&sizeDesc, struct{}{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -158,4 +165,47 @@ func TestCallLevel(t *testing.T) {
 			t.Errorf("callLevel(%v) = %s, want %s", code, got, want)
 		}
 	}
+}
+
+// TestCallLog: a finished call is logged at its level with the method and
+// code, and not at all when that level is off.
+func TestCallLog(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		level slog.Level
+		n     int // request size: over 1 KiB fails RESOURCE_EXHAUSTED (debug)
+		want  string
+	}{
+		{"ok at info: nothing", slog.LevelInfo, 10, ""},
+		{"ok at debug", slog.LevelDebug, 10, `level=DEBUG msg="finished call" protocol=grpc grpc.component=server grpc.service=sluice.test.Size grpc.method=Measure grpc.method_type=unary`},
+		{"refusal at info: nothing", slog.LevelInfo, 2 << 10, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf strings.Builder
+			var mu sync.Mutex
+			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: tt.level}))
+			conn := startServerLog(t, log, grpc.MaxRecvMsgSize(1<<10))
+			// The call is logged before its answer is sent.
+			_, _ = measure(t.Context(), conn, tt.n)
+			mu.Lock()
+			got := buf.String()
+			mu.Unlock()
+			if tt.want == "" && got != "" || !strings.Contains(got, tt.want) || tt.want != "" && !strings.Contains(got, "grpc.code=OK") {
+				t.Fatalf("log:\n%s\nwant a line containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
