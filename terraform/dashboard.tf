@@ -14,8 +14,8 @@ locals {
   search_actions   = "{${local.ns},Action,Lane,Reason} MetricName=\"DrainActions\""
   search_calls     = "{${local.ns},Operation} MetricName=\"BackendCalls\""
 
-  # Height of one lane's rows: a title line and two rows of graphs.
-  lane_rows = 13
+  # Height of one lane's rows: a title line and three rows of graphs.
+  lane_rows = 19
   top_rows  = 6
 
   lane_widgets = flatten([for i, l in local.lanes : [
@@ -152,6 +152,26 @@ locals {
           [local.ns, "Dwell", "Lane", l.name, { label = "dwell, every attempt (avg)", stat = "Average", yAxis = "right" }],
           [local.ns, "Dwell", "Lane", l.name, { label = "dwell, every attempt (max)", stat = "Maximum", yAxis = "right" }],
         ]
+      }
+    },
+    {
+      type   = "metric"
+      x      = 0
+      y      = local.top_rows + i * local.lane_rows + 13
+      width  = 24
+      height = 6
+      properties = {
+        title  = "${l.name}: fairness (1 = no idle worker while jobs waited; 1 = every tenant got its fair share)"
+        region = local.region
+        view   = "timeSeries"
+        period = 60
+        metrics = [
+          [local.ns, "DrainUtilizationRatio", "Lane", l.name, { label = "utilization while jobs waited (min)", stat = "Minimum" }],
+          [local.ns, "DrainFairnessIndex", "Lane", l.name, { label = "Jain's fairness index (min)", stat = "Minimum" }],
+          [local.ns, "DrainTopTenantShare", "Lane", l.name, { label = "largest tenant's share of worker time (max)", stat = "Maximum" }],
+          [local.ns, "DrainHeldJobs", "Lane", l.name, { label = "jobs read ahead, waiting for a slot (max)", stat = "Maximum", yAxis = "right" }],
+        ]
+        yAxis = { left = { min = 0, max = 1 }, right = { min = 0 } }
       }
     },
   ]])

@@ -81,8 +81,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var consoleFlags node.ConsoleFlags
 	consoleFlags.Register(fs)
 	var policy sideliner.Policy
-	var share int
-	node.PolicyFlags(fs, &policy, &share)
+	var share, readAhead int
+	node.PolicyFlags(fs, &policy, &share, &readAhead)
 	fs.String("config", "", "YAML file of settings (keys are flag names)")
 	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -157,7 +157,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
-		Tenants: tenants, Policy: policy, SidelineShare: share, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
+		Tenants: tenants, Policy: policy, SidelineShare: share, ReadAhead: readAhead, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
 		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
 	})

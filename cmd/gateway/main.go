@@ -54,6 +54,7 @@ type config struct {
 	observe       node.ObserveFlags
 	policy        sideliner.Policy
 	sidelineShare int
+	readAhead     int
 	drain         bool
 	concurrency   int
 	adminKey      string
@@ -84,7 +85,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for calls and deliveries in flight")
 	fs.DurationVar(&c.idemWindow, "idempotency-window", gateway.IdempotencyWindowDefault, "how long an idempotency key is remembered")
 	fs.DurationVar(&c.depthInterval, "depth-interval", 0, "how often queue depths are read for routing and the high-water mark (default 1s embedded, 10s on SQS, where each read is a billed call per queue)")
-	node.PolicyFlags(fs, &c.policy, &c.sidelineShare)
+	node.PolicyFlags(fs, &c.policy, &c.sidelineShare, &c.readAhead)
 	c.observe.Register(fs, "127.0.0.1:9090")
 	c.tls.Register(fs)
 	c.console.Register(fs)
@@ -204,7 +205,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
 				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,
-				Policy: c.policy, SidelineShare: c.sidelineShare, ReceiveLinger: c.backend.DrainReceiveLinger(), Metrics: obs.Metrics,
+				Policy: c.policy, SidelineShare: c.sidelineShare, ReadAhead: c.readAhead, ReceiveLinger: c.backend.DrainReceiveLinger(), Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
 				AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
 			})

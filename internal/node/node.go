@@ -271,6 +271,8 @@ type DrainConfig struct {
 	Tenants       *tenant.Live
 	Policy        sideliner.Policy
 	SidelineShare int
+	// ReadAhead is drainer.Config.ReadAhead (--read-ahead).
+	ReadAhead int
 	// ReceiveLinger is drainer.Config.ReceiveLinger
 	// (BackendFlags.DrainReceiveLinger).
 	ReceiveLinger time.Duration
@@ -302,6 +304,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		Policy:        cfg.Policy,
 		Metrics:       cfg.Metrics,
 		SidelineShare: cfg.SidelineShare,
+		ReadAhead:     cfg.ReadAhead,
 		ReceiveLinger: cfg.ReceiveLinger,
 		Concurrency:   cfg.Concurrency,
 		Logger:        cfg.Logger,
@@ -365,11 +368,12 @@ func SecretFile(path, prefix string) (string, error) {
 }
 
 // PolicyFlags registers the drain policy flags shared by both binaries.
-func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share *int) {
+func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share, readAhead *int) {
 	fs.IntVar(&p.MaxAttempts, "max-attempts", sideliner.MaxAttemptsDefault, "delivery attempts before a job is dead-lettered")
 	fs.DurationVar(&p.RetryBase, "retry-base", sideliner.RetryBaseDefault, "least delay before a retry; doubles per attempt, with jitter")
 	fs.DurationVar(&p.RetryCap, "retry-cap", sideliner.RetryCapDefault, "longest retry backoff (at most 15m)")
-	fs.IntVar(share, "sideline-share", 10, "percent of each lane's deliveries guaranteed to its spillover and backlog queues")
+	fs.IntVar(share, "sideline-share", 10, "percent of the delivery slots guaranteed to spillover and backlog work while it waits")
+	fs.IntVar(readAhead, "read-ahead", 0, "jobs of one tenant held in memory waiting for a slot; more are moved to the spillover queue (0: the concurrency, at least 20)")
 	fs.Var(sidelineFlag{&p.NoSideline}, "sideline", "spill over-rate and backlog stale jobs (default true); false delivers every job in queue order with no tenant drain limits (a plain FIFO, the benchmarks' baseline)")
 }
 

@@ -34,7 +34,7 @@ func TestSidelineFlag(t *testing.T) {
 			fs.SetOutput(io.Discard)
 			var p sideliner.Policy
 			var share int
-			PolicyFlags(fs, &p, &share)
+			PolicyFlags(fs, &p, &share, new(int))
 			fs.String("config", "", "")
 			if err := flagconf.Parse(fs, tt.args, "SLUICE", "config"); err != nil {
 				t.Fatal(err)
@@ -48,7 +48,7 @@ func TestSidelineFlag(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	var p sideliner.Policy
 	var share int
-	PolicyFlags(fs, &p, &share)
+	PolicyFlags(fs, &p, &share, new(int))
 	if err := fs.Parse([]string{"--sideline=maybe"}); err == nil {
 		t.Error("--sideline=maybe parsed, want an error")
 	}

@@ -714,6 +714,7 @@ func publishedMetrics(t *testing.T) publishedSet {
 	m.Dwell("premium", time.Second)
 	m.AgeOfFirstAttempt("premium", time.Second)
 	m.BackendCall("SendMessageBatch", 1)
+	m.Fairness("premium", 0.97, 0.9, 3, []metrics.TenantShare{{Tenant: "tenant-1", State: "in_share", Share: 0.6}})
 	rec := &recorder{}
 	p := cloudwatchpub.NewPublisher(cloudwatchpub.PublisherConfig{Client: rec, Gatherer: reg})
 	if err := p.Publish(t.Context()); err != nil {
@@ -736,10 +737,14 @@ func publishedMetrics(t *testing.T) publishedSet {
 			out[name][strings.Join(sortedCopy(dims), ",")] = true
 		}
 	}
-	for _, want := range []string{"JobsSubmitted", "DrainActions", "AgeOfFirstAttempt", "EnqueueLatency", "Dwell", "BackendCalls"} {
+	for _, want := range []string{"JobsSubmitted", "DrainActions", "AgeOfFirstAttempt", "EnqueueLatency", "Dwell", "BackendCalls",
+		"DrainUtilizationRatio", "DrainFairnessIndex", "DrainTopTenantShare", "DrainHeldJobs"} {
 		if out[want] == nil {
 			t.Fatalf("the publisher sent no %s (sent %v)", want, slices.Sorted(maps.Keys(out)))
 		}
+	}
+	if out["DrainTenantShare"] != nil {
+		t.Fatal("the publisher sent DrainTenantShare: per-tenant shares added up across tenants mean nothing")
 	}
 	return out
 }
