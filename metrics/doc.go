@@ -21,6 +21,11 @@
 //	sluice_age_of_first_attempt_seconds      histogram  lane                          AgeOfFirstAttempt (Seconds; Lane)
 //	sluice_backend_calls_total               counter    operation                     BackendCalls (Count; Operation)
 //	sluice_tenant_config_reloads_total       counter    result                        TenantConfigReloads (Count; Result)
+//	sluice_drain_utilization_ratio           gauge      lane                          DrainUtilizationRatio (Count; Lane)
+//	sluice_drain_fairness_index              gauge      lane                          DrainFairnessIndex (Count; Lane)
+//	sluice_drain_held_jobs                   gauge      lane                          DrainHeldJobs (Count; Lane)
+//	sluice_drain_top_tenant_share            gauge      lane                          DrainTopTenantShare (Count; Lane)
+//	sluice_drain_tenant_share                gauge      lane, tenant, state           (Prometheus only)
 //
 // What each one means:
 //
@@ -60,6 +65,15 @@
 //     (SIGHUP or a change to it) by result: ok (swapped in) or refused (the
 //     file did not parse or validate; the previous config stays). Alarm on
 //     refused > 0; `sluicectl limits <tenant>` shows which version is in use.
+//   - sluice_drain_utilization_ratio, sluice_drain_fairness_index,
+//     sluice_drain_held_jobs, sluice_drain_top_tenant_share,
+//     sluice_drain_tenant_share: the drainers' fairness over the last tens
+//     of seconds (package scheduler): busy slots ÷ slots while the lane's
+//     jobs waited; Jain's index over the active tenants' worker-time shares
+//     against their weighted max-min fair shares; jobs read ahead and
+//     waiting; the largest tenant's share, and each top tenant's share with
+//     its state (in_share, over_rate, capped, sidelined). The per-tenant
+//     gauge is never published to CloudWatch (its values add up to 1).
 //
 // Histogram buckets: enqueue latency 0.5 ms to 10 s; dwell and age of first
 // attempt 10 ms to 1 day.
