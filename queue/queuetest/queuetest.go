@@ -202,6 +202,32 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		}
 	})
 
+	// sluice sends every job with its tenant as the group (SQS's
+	// MessageGroupId, which turns on fair queues on AWS): a backend must
+	// take it on a standard queue and deliver the message as any other.
+	run("GroupID", func(t *testing.T, e *env) {
+		q := e.queue("q", 30*time.Second, "", 0)
+		res, err := e.b.Send(e.ctx, &queue.SendParams{Queue: q, Entries: []queue.SendEntry{
+			{ID: "a", Body: []byte("acme-1"), GroupID: "acme"},
+			{ID: "b", Body: []byte("bolt-1"), GroupID: "bolt"},
+			{ID: "c", Body: []byte("acme-2"), GroupID: "acme"},
+		}})
+		if err != nil {
+			t.Fatalf("send with group ids: %v", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("send entry %s with a group id: %v", r.ID, r.Err)
+			}
+		}
+		got := map[string]bool{}
+		for _, m := range e.receiveN(q, 3, 0) {
+			got[string(m.Body)] = true
+		}
+		if len(got) != 3 {
+			t.Fatalf("received %v, want all three messages", got)
+		}
+	})
 	run("ReceiveMax", func(t *testing.T, e *env) {
 		q := e.queue("q", 30*time.Second, "", 0)
 		e.send(q, []byte("1"), []byte("2"), []byte("3"), []byte("4"), []byte("5"))
