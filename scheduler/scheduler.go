@@ -5,8 +5,6 @@ import (
 	"errors"
 	"math"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Class is where a held job came from, which sets how early it is served.
@@ -132,7 +130,8 @@ type Config struct {
 type Scheduler[T any] struct {
 	cfg     Config
 	tenants map[string]*tenant[T]
-	active  []*tenant[T] // tenants holding jobs, in activation order
+	active  []*tenant[T]          // tenants holding jobs, in activation order
+	recent  map[string]*tenant[T] // tenants granted a job lately: the ones Stats and Refresh look at
 
 	running   int
 	held      int
@@ -156,13 +155,15 @@ type tenant[T any] struct {
 	vt        float64 // virtual time: worker seconds ÷ weight
 	cost      float64 // mean seconds per job, smoothed
 	costKnown bool
-	fair, max *rate.Limiter
+	fair, max *bucket
 	activeAt  int // index in Scheduler.active, -1 when not there
 	lastUsed  time.Time
 
-	work    decayed // worker seconds
-	waiting decayed // seconds with held jobs
-	granted int64
+	work    fading // worker seconds
+	waiting fading // seconds with held jobs, up to heldSince
+	// heldSince is when the tenant last went from no held job to some.
+	heldSince time.Time
+	granted   int64
 }
 
 // Ticket is a granted job. Give it back to Done when the job ends.
@@ -195,7 +196,7 @@ func New[T any](cfg Config) (*Scheduler[T], error) {
 	cfg.ReadAhead = cmp.Or(cfg.ReadAhead, max(cfg.Slots, 20))
 	cfg.InitialCost = cmp.Or(cfg.InitialCost, InitialCostDefault)
 	cfg.IdleTTL = cmp.Or(cfg.IdleTTL, IdleTTLDefault)
-	return &Scheduler[T]{cfg: cfg, tenants: map[string]*tenant[T]{}, groups: map[string]*groupStats{}}, nil
+	return &Scheduler[T]{cfg: cfg, tenants: map[string]*tenant[T]{}, recent: map[string]*tenant[T]{}, groups: map[string]*groupStats{}}, nil
 }
 
 // SetSlots changes the number of slots; running jobs keep theirs.
@@ -243,6 +244,7 @@ func (s *Scheduler[T]) Push(now time.Time, tenantID, group string, c Class, item
 	if t.held == 0 {
 		t.activeAt = len(s.active)
 		s.active = append(s.active, t)
+		t.heldSince = now
 	}
 	t.queues[c].push(item)
 	t.held++
@@ -260,22 +262,16 @@ func (s *Scheduler[T]) configure(t *tenant[T], now time.Time) {
 	t.max = setBucket(t.max, l.MaxRate, l.MaxBurst, now)
 }
 
-// setBucket returns b updated to rate r and burst, nil when r sets no
-// limit; a new bucket starts full.
-func setBucket(b *rate.Limiter, r float64, burst int, now time.Time) *rate.Limiter {
+// setBucket returns b set to rate r and burst, nil when r sets no limit;
+// a new bucket starts full.
+func setBucket(b *bucket, r float64, burst int, now time.Time) *bucket {
 	if !(r > 0) || math.IsInf(r, 1) {
 		return nil
 	}
-	burst = max(burst, 1)
 	if b == nil {
-		return rate.NewLimiter(rate.Limit(r), burst)
+		b = &bucket{}
 	}
-	if b.Limit() != rate.Limit(r) {
-		b.SetLimitAt(now, rate.Limit(r))
-	}
-	if b.Burst() != burst {
-		b.SetBurstAt(now, burst)
-	}
+	b.set(r, max(burst, 1), now)
 	return b
 }
 
@@ -370,13 +366,13 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	s.heldClass[c]--
 	s.group(t.group).held--
 	if t.held == 0 {
-		s.deactivate(t)
+		s.deactivate(t, now)
 	}
 	if t.max != nil {
-		t.max.AllowN(now, 1)
+		t.max.take(now)
 	}
 	if t.fair != nil && c == Fresh {
-		t.fair.AllowN(now, 1) // takes a token if there is one: over rate otherwise
+		t.fair.take(now) // takes a token if there is one: over rate otherwise
 	}
 	cost := s.cfg.InitialCost.Seconds()
 	if t.costKnown {
@@ -394,6 +390,7 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	t.inFlight++
 	t.granted++
 	t.lastUsed = now
+	s.recent[t.id] = t
 	s.running++
 	s.allGrants.add(1)
 	if c != Fresh {
@@ -402,7 +399,10 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	return &Ticket[T]{Item: item, Tenant: t.id, Group: t.group, Class: c, Level: level, charge: charge, t: t}
 }
 
-func (s *Scheduler[T]) deactivate(t *tenant[T]) {
+func (s *Scheduler[T]) deactivate(t *tenant[T], now time.Time) {
+	if now.After(t.heldSince) {
+		t.waiting.add(now, now.Sub(t.heldSince).Seconds())
+	}
 	i := t.activeAt
 	copy(s.active[i:], s.active[i+1:])
 	s.active[len(s.active)-1] = nil
@@ -430,7 +430,7 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 	} else {
 		t.cost, t.costKnown = sec, true
 	}
-	t.work.add(sec)
+	t.work.add(now, sec)
 	t.inFlight--
 	t.lastUsed = now
 	s.running--
@@ -463,15 +463,20 @@ func (s *Scheduler[T]) RemoveIf(drop func(tenant string, c Class, item T) bool) 
 			s.group(t.group).held -= n
 		}
 		if t.held == 0 {
-			s.deactivate(t)
+			s.deactivate(t, time.Time{}) // no time: the stretch is not counted
 		}
 	}
 	return out
 }
 
-// Refresh reads every tenant's limits again (after a configuration reload).
+// Refresh reads the limits again of the tenants with work or lately
+// served (after a configuration reload); the others read theirs when they
+// next become active.
 func (s *Scheduler[T]) Refresh(now time.Time) {
-	for _, t := range s.tenants {
+	for _, t := range s.active {
+		s.configure(t, now)
+	}
+	for _, t := range s.recent {
 		s.configure(t, now)
 	}
 }
@@ -486,20 +491,12 @@ func (s *Scheduler[T]) Sweep(now time.Time) int {
 			continue
 		}
 		delete(s.tenants, id)
+		delete(s.recent, id)
 		n++
 	}
 	return n
 }
 
-func full(b *rate.Limiter, now time.Time) bool {
-	return b == nil || b.TokensAt(now) >= float64(b.Burst())
-}
+func full(b *bucket, now time.Time) bool { return b == nil || b.full(now) }
 
-// tokenWait is the time until b holds a token at now.
-func tokenWait(b *rate.Limiter, now time.Time) time.Duration {
-	missing := 1 - b.TokensAt(now)
-	if missing <= 0 {
-		return 0
-	}
-	return time.Duration(math.Ceil(missing / float64(b.Limit()) * float64(time.Second)))
-}
+func tokenWait(b *bucket, now time.Time) time.Duration { return b.wait(now) }

@@ -13,6 +13,27 @@ type decayed struct{ v float64 }
 func (d *decayed) add(x float64)        { d.v += x }
 func (d *decayed) decay(factor float64) { d.v *= factor }
 
+// fading is a decayed sum kept per tenant, decayed lazily when read or
+// added to, so that time passing costs nothing for tenants not touched.
+type fading struct {
+	v  float64
+	at time.Time // when v was last brought up to date
+}
+
+func (f *fading) value(now time.Time) float64 {
+	if f.at.IsZero() || !now.After(f.at) {
+		return f.v
+	}
+	return f.v * math.Exp2(-now.Sub(f.at).Seconds()/statsHalfLife.Seconds())
+}
+
+func (f *fading) add(now time.Time, x float64) {
+	f.v = f.value(now) + x
+	if now.After(f.at) {
+		f.at = now
+	}
+}
+
 type groupStats struct {
 	held         int     // jobs held now
 	busy, demand decayed // slot-seconds busy, and offered, while work waited
@@ -49,13 +70,6 @@ func (s *Scheduler[T]) advance(now time.Time) {
 		if g.held > 0 || saturated {
 			g.busy.add(dt * float64(s.running))
 			g.demand.add(dt * float64(s.cfg.Slots))
-		}
-	}
-	for _, t := range s.tenants {
-		t.work.decay(factor)
-		t.waiting.decay(factor)
-		if t.held > 0 {
-			t.waiting.add(dt)
 		}
 	}
 }
@@ -107,8 +121,15 @@ type GroupStats struct {
 func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
 	s.advance(now)
 	byGroup := map[string][]*tenant[T]{}
-	for _, t := range s.tenants {
-		if t.held > 0 || t.inFlight > 0 || t.work.v > 1e-6 {
+	for id, t := range s.recent {
+		if t.held == 0 && t.inFlight == 0 && t.work.value(now) < 1e-6 {
+			delete(s.recent, id) // faded out
+			continue
+		}
+		byGroup[t.group] = append(byGroup[t.group], t)
+	}
+	for _, t := range s.active {
+		if _, ok := s.recent[t.id]; !ok {
 			byGroup[t.group] = append(byGroup[t.group], t)
 		}
 	}
@@ -121,13 +142,13 @@ func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
 		ts := byGroup[name]
 		total := 0.0
 		for _, t := range ts {
-			total += t.work.v
+			total += t.work.value(now)
 		}
 		for _, t := range ts {
 			st := TenantStats{Tenant: t.id, Weight: t.weight, State: s.state(t, now), InFlight: t.inFlight, Held: t.held,
-				Backlogged: t.held > 0 || t.waiting.v > 0.5*window()}
+				Backlogged: t.held > 0 || t.waitingAt(now) > 0.5*window()}
 			if total > 0 {
-				st.Share = t.work.v / total
+				st.Share = t.work.value(now) / total
 			}
 			gs.Tenants = append(gs.Tenants, st)
 		}
@@ -208,4 +229,14 @@ func jain(ts []TenantStats) float64 {
 		return 1
 	}
 	return sum * sum / (float64(len(ts)) * sumSq)
+}
+
+// waitingAt is the tenant's recent time with jobs held, the current
+// stretch included.
+func (t *tenant[T]) waitingAt(now time.Time) float64 {
+	w := t.waiting.value(now)
+	if t.held > 0 && now.After(t.heldSince) {
+		w += now.Sub(t.heldSince).Seconds()
+	}
+	return w
 }
