@@ -95,7 +95,10 @@ func TestTenantConfigReloadsLive(t *testing.T) {
 	const adminKey = "e2e-admin-key-0002"
 	gw := start(t, "gateway",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", tenantsPath, "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
+		"--tenants", tenantsPath,
+		// The shared topology's tiny standard high-water mark (5) would
+		// refuse this test's few jobs until the depths are read again.
+		"--queues", writeFile(t, dir, "queues.yaml", strings.Replace(queuesYAML, "high_water_mark: 5", "high_water_mark: 1000", 1)),
 		"--admin-key", adminKey)
 	addr := gw.addr("gateway listening")
 	admin := gw.addr("admin API listening")
