@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 )
 
 func listDLQ(t *testing.T, a *AdminServer) []*adminv1.DeadLetter {
@@ -28,10 +28,10 @@ func listDLQ(t *testing.T, a *AdminServer) []*adminv1.DeadLetter {
 // alternating, accepted one minute apart starting at base.
 func deadLetters(t *testing.T, tb *testBundle, base time.Time, n int, tenants ...string) {
 	t.Helper()
-	var envs []*envelopev1.Envelope
+	var envs []*envelope.Envelope
 	for _, tenant := range tenants {
 		for i := range n {
-			e := envelope(tenant, fmt.Sprintf("%s-%02d", tenant, i), base.Add(time.Duration(i)*time.Minute))
+			e := testEnvelope(tenant, fmt.Sprintf("%s-%02d", tenant, i), base.Add(time.Duration(i)*time.Minute))
 			e.Attempts = 5
 			e.Shard = uint32(i % 4)
 			e.DeadLetterReason = []string{"attempts_exhausted", "permanent_failure: bad input"}[i%2]

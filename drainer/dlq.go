@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/topology"
@@ -35,7 +35,7 @@ type dlqMessage struct {
 	queue string
 	lane  string
 	msg   queue.Message
-	env   *envelopev1.Envelope
+	env   *envelope.Envelope
 	bad   error
 }
 
@@ -76,7 +76,7 @@ func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []st
 			s.mu.Unlock()
 			for _, m := range msgs {
 				dm := &dlqMessage{queue: q, lane: queues[q], msg: m}
-				dm.env, dm.bad = decodeEnvelope(m.Body)
+				dm.env, dm.bad = envelope.Decode(m.Body)
 				more, err := fn(dm)
 				if err != nil || !more {
 					return err

@@ -31,10 +31,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
@@ -382,7 +381,7 @@ func giveSpace(space chan struct{}, n int) {
 type job struct {
 	q   *queueBuf
 	msg queue.Message
-	env *envelopev1.Envelope
+	env *envelope.Envelope
 	bad error // why env is nil
 }
 
@@ -436,7 +435,7 @@ func (d *Drainer) next(ctx context.Context) *job {
 			d.mu.Unlock()
 			giveSpace(q.space, 1)
 			j := &job{q: q, msg: m}
-			j.env, j.bad = decodeEnvelope(m.Body)
+			j.env, j.bad = envelope.Decode(m.Body)
 			return j
 		}
 		d.mu.Unlock()
@@ -701,7 +700,7 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 	spanDestination(ctx, dest)
 	body := j.msg.Body
 	if j.env != nil {
-		b, err := proto.Marshal(j.env)
+		b, err := envelope.Encode(j.env)
 		if err != nil {
 			spanFail(ctx, err)
 			log.ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))

@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
 	"github.com/sluice-dev/sluice/queue/sqsqueue"
@@ -115,13 +114,13 @@ func setup(t testing.TB, yaml string) *testBundle {
 }
 
 // enqueue stores jobs on queue q, in order, as the gateway would.
-func (tb *testBundle) enqueue(t testing.TB, q string, envs ...*envelopev1.Envelope) {
+func (tb *testBundle) enqueue(t testing.TB, q string, envs ...*envelope.Envelope) {
 	t.Helper()
 	for start := 0; start < len(envs); start += queue.MaxBatch {
 		chunk := envs[start:min(start+queue.MaxBatch, len(envs))]
 		entries := make([]queue.SendEntry, len(chunk))
 		for i, e := range chunk {
-			body, err := proto.Marshal(e)
+			body, err := envelope.Encode(e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,8 +138,8 @@ func (tb *testBundle) enqueue(t testing.TB, q string, envs ...*envelopev1.Envelo
 	}
 }
 
-func envelope(tenant, id string, enqueuedAt time.Time) *envelopev1.Envelope {
-	return &envelopev1.Envelope{JobId: id, Tenant: tenant, Lane: "std", Payload: []byte(id), EnqueuedAt: timestamppb.New(enqueuedAt)}
+func testEnvelope(tenant, id string, enqueuedAt time.Time) *envelope.Envelope {
+	return &envelope.Envelope{JobId: id, Tenant: tenant, Lane: "std", Payload: []byte(id), EnqueuedAt: timestamppb.New(enqueuedAt)}
 }
 
 // recorder is a Handler that records the order of deliveries.

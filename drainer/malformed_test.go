@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -21,18 +21,18 @@ func garbage(t testing.TB) []struct {
 	reason string
 } {
 	t.Helper()
-	marshal := func(e *envelopev1.Envelope) []byte {
+	marshal := func(e *envelope.Envelope) []byte {
 		b, err := proto.Marshal(e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	good := envelope("t", "whole", time.Now())
-	noTenant := envelope("", "orphan", time.Now())
-	badTime := envelope("t", "when", time.Now())
+	good := testEnvelope("t", "whole", time.Now())
+	noTenant := testEnvelope("", "orphan", time.Now())
+	badTime := testEnvelope("t", "when", time.Now())
 	badTime.ExpiresAt = &timestamppb.Timestamp{Seconds: 1, Nanos: -1}
-	noTime := envelope("t", "timeless", time.Now())
+	noTime := testEnvelope("t", "timeless", time.Now())
 	noTime.EnqueuedAt = nil
 	return []struct {
 		body   []byte
@@ -41,7 +41,7 @@ func garbage(t testing.TB) []struct {
 		{[]byte{0xff, 0xff, 0xff}, "malformed_envelope: not an envelope: "},
 		{[]byte("hello, I am not protobuf"), "malformed_envelope: not an envelope: "},
 		{marshal(good)[:len(marshal(good))-3], "malformed_envelope: "}, // truncated
-		{marshal(&envelopev1.Envelope{Tenant: "t", Payload: []byte("x")}), "malformed_envelope: no job_id"},
+		{marshal(&envelope.Envelope{Tenant: "t", Payload: []byte("x")}), "malformed_envelope: no job_id"},
 		{marshal(noTenant), "malformed_envelope: no tenant"},
 		{marshal(noTime), "malformed_envelope: no enqueued_at"},
 		{marshal(badTime), "malformed_envelope: expires_at: "},
@@ -61,7 +61,7 @@ func TestMalformedEnvelopesGoToTheDLQ(t *testing.T) {
 func testMalformedEnvelopes(t *testing.T, tb *testBundle) {
 	bad := garbage(t)
 	q := tb.topo.ShardQueue("std", 1)
-	tb.enqueue(t, q, envelope("t", "before", time.Now()))
+	tb.enqueue(t, q, testEnvelope("t", "before", time.Now()))
 	entries := make([]queue.SendEntry, len(bad))
 	for i, g := range bad {
 		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: g.body}
@@ -75,7 +75,7 @@ func testMalformedEnvelopes(t *testing.T, tb *testBundle) {
 			t.Fatal(r.Err)
 		}
 	}
-	tb.enqueue(t, q, envelope("t", "after", time.Now()))
+	tb.enqueue(t, q, testEnvelope("t", "after", time.Now()))
 
 	rec := newRecorder()
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})

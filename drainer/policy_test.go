@@ -39,13 +39,13 @@ func testFlood(t *testing.T, tb *testBundle) {
 	now := time.Now()
 	shards := router.ShardSet("noisy", "std", 4, 2)
 	for i := range floodJobs {
-		tb.enqueue(t, tb.topo.ShardQueue("std", shards[i%2]), envelope("noisy", fmt.Sprintf("noisy-%03d", i), now))
+		tb.enqueue(t, tb.topo.ShardQueue("std", shards[i%2]), testEnvelope("noisy", fmt.Sprintf("noisy-%03d", i), now))
 	}
 	quiet := 0
 	for q := range quietTenants {
 		for i := range quietJobsEach {
 			// Worst case: the quiet jobs sit behind the flood on its shards.
-			tb.enqueue(t, tb.topo.ShardQueue("std", shards[(q+i)%2]), envelope(fmt.Sprintf("quiet-%d", q), fmt.Sprintf("quiet-%d-%d", q, i), now))
+			tb.enqueue(t, tb.topo.ShardQueue("std", shards[(q+i)%2]), testEnvelope(fmt.Sprintf("quiet-%d", q), fmt.Sprintf("quiet-%d-%d", q, i), now))
 			quiet++
 		}
 	}
@@ -94,10 +94,10 @@ func TestFreshBeforeBacklog(t *testing.T) {
 	q := tb.topo.ShardQueue("std", 0)
 	now := time.Now()
 	for i := range oldJobs {
-		tb.enqueue(t, q, envelope("t", fmt.Sprintf("old-%03d", i), now.Add(-time.Hour)))
+		tb.enqueue(t, q, testEnvelope("t", fmt.Sprintf("old-%03d", i), now.Add(-time.Hour)))
 	}
 	for i := range freshJobs {
-		tb.enqueue(t, q, envelope("t", fmt.Sprintf("fresh-%02d", i), now))
+		tb.enqueue(t, q, testEnvelope("t", fmt.Sprintf("fresh-%02d", i), now))
 	}
 	rec := newRecorder()
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 1})
@@ -129,7 +129,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 }
 
 func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
-	tb.enqueue(t, tb.topo.ShardQueue("std", 1), envelope("t", "poison", time.Now()), envelope("t", "good", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 1), testEnvelope("t", "poison", time.Now()), testEnvelope("t", "good", time.Now()))
 	rec := newRecorder()
 	attempts := map[int]bool{}
 	rec.fail = func(j *Job) error {
@@ -159,7 +159,7 @@ func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
 func TestPermanentFailureDeadLettersAtOnce(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
-	tb.enqueue(t, tb.topo.ShardQueue("std", 2), envelope("t", "bad", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 2), testEnvelope("t", "bad", time.Now()))
 	rec := newRecorder()
 	rec.fail = func(*Job) error { return Permanent(errors.New("payload is not JSON")) }
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})
@@ -186,9 +186,9 @@ func TestMalformedEnvelopeDeadLetters(t *testing.T) {
 func TestTTLExpiredIsDropped(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
-	e := envelope("t", "late", time.Now())
+	e := testEnvelope("t", "late", time.Now())
 	e.ExpiresAt = e.GetEnqueuedAt()
-	tb.enqueue(t, tb.topo.ShardQueue("std", 0), e, envelope("t", "ok", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 0), e, testEnvelope("t", "ok", time.Now()))
 	rec := newRecorder()
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})
 	got := rec.waitCount(t, 1)
@@ -206,7 +206,7 @@ func TestStopReleasesAndFinishes(t *testing.T) {
 	tb := setup(t, oneLane)
 	q := tb.topo.ShardQueue("std", 0)
 	for i := range 5 {
-		tb.enqueue(t, q, envelope("t", fmt.Sprint("job-", i), time.Now()))
+		tb.enqueue(t, q, testEnvelope("t", fmt.Sprint("job-", i), time.Now()))
 	}
 	rec := newRecorder()
 	rec.hold = make(chan struct{})
@@ -234,7 +234,7 @@ func TestLeaseFencing(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
 	q := tb.topo.ShardQueue("std", 3)
-	tb.enqueue(t, q, envelope("t", "contested", time.Now()))
+	tb.enqueue(t, q, testEnvelope("t", "contested", time.Now()))
 	ctx := t.Context()
 	first, err := tb.backend.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: 1, VisibilityTimeout: time.Second})
 	if err != nil || len(first) != 1 {
@@ -269,7 +269,7 @@ lanes:
     shards: 1
     visibility_timeout: 1s
 `)
-	tb.enqueue(t, tb.topo.ShardQueue("std", 0), envelope("t", "long", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "long", time.Now()))
 	rec := newRecorder()
 	rec.hold = make(chan struct{})
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 4})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/topology"
@@ -176,7 +177,7 @@ func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
 	env.Attempts = 0
 	env.FirstAttemptAt = nil
 	env.DeadLetterReason = ""
-	body, err := proto.Marshal(env)
+	body, err := envelope.Encode(env)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}

@@ -16,11 +16,10 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/depth"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
@@ -306,7 +305,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 		span.SetAttributes(tracing.QueueKey.String(b.lane.shards[shard]))
 	}
 	r.enqueueSpan = span
-	env := &envelopev1.Envelope{
+	env := &envelope.Envelope{
 		JobId:          jobID,
 		Tenant:         b.tenant.ID,
 		Lane:           l.Name,
@@ -320,7 +319,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 	if ttl := req.GetTtl(); ttl != nil {
 		env.ExpiresAt = timestamppb.New(b.now.Add(ttl.AsDuration()))
 	}
-	body, err := proto.Marshal(env)
+	body, err := envelope.Encode(env)
 	if err != nil {
 		r.err = status.Newf(codes.Internal, "encode job: %v", err)
 		b.release(r)
