@@ -754,7 +754,7 @@ func (d *Drainer) releaseBuffered() {
 			for i, m := range q.buf {
 				receipts[i] = m.ReceiptHandle
 			}
-			if err := setVisibility(ctx, d.cfg.Backend, q.name, receipts, 0); err != nil {
+			if err := queue.SetVisibility(ctx, d.cfg.Backend, q.name, receipts, 0); err != nil {
 				d.cfg.Logger.Warn("release received jobs", slog.String("queue", q.name), slog.Int("jobs", len(receipts)), slog.Any("error", err))
 			}
 			q.buf = nil

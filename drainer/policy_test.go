@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/router"
 	"github.com/sluice-dev/sluice/sideliner"
@@ -15,14 +16,7 @@ import (
 // oneLane redrives after 3 receives, which also bounds how long a deferred
 // job waits (deferral delays double per receive until a requeue resets
 // them), so a loaded machine cannot stretch the flood test past its wait.
-const oneLane = `
-max_receive_count: 3
-lanes:
-  - name: std
-    shards: 4
-    shard_choices: 2
-    staleness_bound: 1m
-`
+const oneLane = topotest.OneLane
 
 // TestFloodDoesNotDelayQuietTenants puts a flood from one tenant on its
 // shards and, behind it on the same shards, a few jobs from quiet tenants.
@@ -148,10 +142,8 @@ func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
 	if c := d.Counts(); c.Retried != 2 || len(attempts) != 3 {
 		t.Fatalf("counts %+v, attempts seen %v: want 2 retries over attempts 1-3", c, attempts)
 	}
-	admin := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer admin.Close()
-	list := listDLQ(t, admin)
-	if len(list) != 1 || list[0].GetJobId() != "poison" || list[0].GetReason() != "attempts_exhausted" || list[0].GetAttempts() != 3 {
+	list := deadLetters(t, tb)
+	if len(list) != 1 || list[0].GetJobId() != "poison" || list[0].GetDeadLetterReason() != "attempts_exhausted" || list[0].GetAttempts() != 3 {
 		t.Fatalf("DLQ = %v", list)
 	}
 }
@@ -164,10 +156,8 @@ func TestPermanentFailureDeadLettersAtOnce(t *testing.T) {
 	rec.fail = func(*Job) error { return Permanent(errors.New("payload is not JSON")) }
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})
 	waitFor(t, func() bool { return d.Counts().DeadLettered == 1 })
-	admin := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer admin.Close()
-	list := listDLQ(t, admin)
-	if len(list) != 1 || list[0].GetReason() != "permanent_failure: permanent: payload is not JSON" {
+	list := deadLetters(t, tb)
+	if len(list) != 1 || list[0].GetDeadLetterReason() != "permanent_failure: permanent: payload is not JSON" {
 		t.Fatalf("DLQ = %v", list)
 	}
 }
@@ -283,20 +273,7 @@ lanes:
 
 func stats(t *testing.T, tb *testBundle, q string) queue.Stats {
 	t.Helper()
-	s, err := tb.backend.Stats(t.Context(), &queue.StatsParams{Queues: []string{q}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s[0]
+	return tb.Stats(t, q)
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 60s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var waitFor = topotest.WaitFor

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/drainer"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
@@ -244,14 +245,14 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	if err != nil {
 		return err
 	}
-	unary, stream := drainer.AdminAuth(cfg.AdminKey)
+	unary, stream := admin.Auth(cfg.AdminKey)
 	// Admin requests are small: refuse big ones before decoding them.
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(drainer.MaxAdminRequestBytes)}, cfg.AdminTLS...)
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(admin.MaxRequestBytes)}, cfg.AdminTLS...)
 	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}, opts...)
-	admin := drainer.NewAdminServer(cfg.Backend, cfg.Topology, cfg.Logger)
-	admin.ServeTenants(cfg.Tenants)
-	defer admin.Close()
-	adminv1.RegisterAdminServiceServer(srv.GRPC, admin)
+	adminSrv := admin.NewServer(cfg.Backend, cfg.Topology, cfg.Logger)
+	adminSrv.ServeTenants(cfg.Tenants)
+	defer adminSrv.Close()
+	adminv1.RegisterAdminServiceServer(srv.GRPC, adminSrv)
 	if err := d.Start(ctx); err != nil {
 		return errors.Join(err, lis.Close())
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/depth"
 	"github.com/sluice-dev/sluice/drainer"
 	"github.com/sluice-dev/sluice/gateway"
@@ -197,8 +198,8 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		}
 	}
 	t.Cleanup(stop)
-	admin := drainer.NewAdminServer(backend, topo, quiet)
-	t.Cleanup(admin.Close)
+	adminSrv := admin.NewServer(backend, topo, quiet)
+	t.Cleanup(adminSrv.Close)
 
 	// A first job takes the tenant's only in-flight slot.
 	submit := func(ctx context.Context, payload string) string {
@@ -221,7 +222,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	w.free()
 	waitFor(t, "the dead-letter", func() bool { return d.Counts().DeadLettered == 1 })
 
-	resp, err := admin.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"acme"}}, RatePerSecond: 1000})
+	resp, err := adminSrv.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"acme"}}, RatePerSecond: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"context"
@@ -27,6 +27,8 @@ const (
 	scanLease = 2 * time.Minute
 	// maxScan bounds the messages one scan holds at once.
 	maxScan = 100_000
+	// opTimeout bounds one backend call made outside a request's context.
+	opTimeout = 30 * time.Second
 )
 
 // dlqMessage is one received DLQ message and its decoded envelope (nil if
@@ -130,7 +132,7 @@ func (s *dlqScan) heartbeat() {
 // changeAll sets the visibility of every held message; callers hold s.mu.
 func (s *dlqScan) changeAll(ctx context.Context, timeout time.Duration) {
 	for q, receipts := range s.held {
-		if err := setVisibility(ctx, s.backend, q, receipts, timeout); err != nil {
+		if err := queue.SetVisibility(ctx, s.backend, q, receipts, timeout); err != nil {
 			s.log.WarnContext(ctx, "renew or release DLQ scan lease", slog.String("queue", q), slog.Any("error", err))
 		}
 	}
