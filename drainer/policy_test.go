@@ -157,7 +157,7 @@ func TestPermanentFailureDeadLettersAtOnce(t *testing.T) {
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})
 	waitFor(t, func() bool { return d.Counts().DeadLettered == 1 })
 	list := deadLetters(t, tb)
-	if len(list) != 1 || list[0].GetDeadLetterReason() != "permanent_failure: permanent: payload is not JSON" {
+	if len(list) != 1 || list[0].GetDeadLetterReason() != "permanent_failure: payload is not JSON" {
 		t.Fatalf("DLQ = %v", list)
 	}
 }
