@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/topology"
@@ -47,13 +48,14 @@ type dlqScan struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	held    map[string][]string // queue → receipt handles still held
-	stop    chan struct{}
+	stop    context.CancelFunc  // ends the heartbeat
 	done    chan struct{}
 }
 
 func newDLQScan(backend queue.Backend, log *slog.Logger) *dlqScan {
-	s := &dlqScan{backend: backend, log: log, held: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.heartbeat()
+	ctx, stop := context.WithCancel(context.Background())
+	s := &dlqScan{backend: backend, log: log, held: map[string][]string{}, stop: stop, done: make(chan struct{})}
+	go s.heartbeat(ctx)
 	return s
 }
 
@@ -101,7 +103,7 @@ func (s *dlqScan) forget(q, receipt string) {
 
 // release ends the heartbeat and makes every held message visible again.
 func (s *dlqScan) release() {
-	close(s.stop)
+	s.stop()
 	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -111,22 +113,15 @@ func (s *dlqScan) release() {
 	s.held = map[string][]string{}
 }
 
-func (s *dlqScan) heartbeat() {
+func (s *dlqScan) heartbeat(ctx context.Context) {
 	defer close(s.done)
-	t := time.NewTicker(scanLease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			s.mu.Lock()
-			s.changeAll(ctx, scanLease)
-			s.mu.Unlock()
-			cancel()
-		}
-	}
+	periodic.Every(ctx, scanLease/3, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.changeAll(ctx, scanLease)
+	})
 }
 
 // changeAll sets the visibility of every held message; callers hold s.mu.

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -100,18 +101,11 @@ func (c *Cache) Start(ctx context.Context) error {
 	c.done = make(chan struct{})
 	go func() {
 		defer close(c.done)
-		t := time.NewTicker(c.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
-					c.cfg.Logger.WarnContext(ctx, "refresh queue depths", slog.Any("error", err))
-				}
+		periodic.Every(ctx, c.cfg.Interval, func(ctx context.Context) {
+			if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.WarnContext(ctx, "refresh queue depths", slog.Any("error", err))
 			}
-		}
+		})
 	}()
 	return nil
 }

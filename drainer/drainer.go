@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
@@ -333,7 +334,7 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 				return
 			}
 			log.WarnContext(ctx, "receive failed", slog.Any("error", err))
-			if !sleep(ctx, time.Second) {
+			if !periodic.Sleep(ctx, time.Second) {
 				return
 			}
 			continue
@@ -350,7 +351,7 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 		case d.notify <- struct{}{}:
 		default:
 		}
-		if len(msgs) < n && d.cfg.ReceiveLinger > 0 && !sleep(ctx, d.cfg.ReceiveLinger) {
+		if len(msgs) < n && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
 			return
 		}
 	}
@@ -764,25 +765,5 @@ func (d *Drainer) releaseBuffered() {
 
 // sweepLimiter evicts idle tenants' drain state so memory stays bounded.
 func (d *Drainer) sweepLimiter(ctx context.Context) {
-	t := time.NewTicker(sideliner.IdleTTLDefault / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.limiter.Sweep(d.cfg.Now())
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	periodic.Every(ctx, sideliner.IdleTTLDefault/2, func(context.Context) { d.limiter.Sweep(d.cfg.Now()) })
 }

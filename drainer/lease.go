@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -52,22 +53,15 @@ func (l *lease) heartbeat(timeout time.Duration, lost func(error)) (stop func())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(timeout / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
-				err := l.extend(opCtx, timeout)
-				opCancel()
-				if errors.Is(err, ErrLeaseLost) {
-					lost(err)
-					return
-				}
+		periodic.Every(ctx, timeout/3, func(ctx context.Context) {
+			opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
+			err := l.extend(opCtx, timeout)
+			opCancel()
+			if errors.Is(err, ErrLeaseLost) {
+				lost(err)
+				cancel()
 			}
-		}
+		})
 	})
 	return func() { cancel(); wg.Wait() }
 }

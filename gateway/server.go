@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/depth"
 	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
@@ -120,18 +121,11 @@ func (s *Server) Start(ctx context.Context) {
 	s.stopped = make(chan struct{})
 	go func() {
 		defer close(s.stopped)
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				now := s.cfg.Now()
-				s.buckets.Sweep(now)
-				s.idem.sweep(now)
-			}
-		}
+		periodic.Every(ctx, time.Minute, func(context.Context) {
+			now := s.cfg.Now()
+			s.buckets.Sweep(now)
+			s.idem.sweep(now)
+		})
 	}()
 }
 
