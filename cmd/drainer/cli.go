@@ -12,15 +12,14 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/cliconn"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
@@ -146,17 +145,12 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 	if *key == "" {
 		return errors.New("no admin key: pass --admin-key, set SLUICE_ADMIN_KEY, or run where <data-dir>/admin-key exists")
 	}
-	dial, err := tlsc.DialOption("")
+	conn, err := cliconn.Dial(*addr, "--admin-addr", *key, tlsc)
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(*addr, dial)
-	if err != nil {
-		return fmt.Errorf("--admin-addr %q: %w", *addr, err)
-	}
 	defer conn.Close()
-	c := &cli{out: stdout, json: *jsonOut, admin: adminv1.NewAdminServiceClient(conn)}
-	c.ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*key)
+	c := &cli{ctx: ctx, out: stdout, json: *jsonOut, admin: adminv1.NewAdminServiceClient(conn)}
 	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(c.ctx, *timeout) }
 
 	switch cmd {

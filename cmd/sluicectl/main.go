@@ -21,12 +21,11 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/cliconn"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
@@ -77,13 +76,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *key == "" {
 		return errors.New("no API key: pass --key or set SLUICE_API_KEY (the gateway prints its development key at start)")
 	}
-	dial, err := tlsc.DialOption("")
+	conn, err := cliconn.Dial(*addr, "--addr", *key, tlsc)
 	if err != nil {
 		return err
-	}
-	conn, err := grpc.NewClient(*addr, dial)
-	if err != nil {
-		return fmt.Errorf("gateway address %q: %w", *addr, err)
 	}
 	defer conn.Close()
 	req := &ingestv1.SubmitRequest{Payload: []byte(fs.Arg(0)), Attributes: a, IdempotencyKey: *idem}
@@ -93,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *delay > 0 {
 		req.Delay = durationpb.New(*delay)
 	}
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*key), *timeout)
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	resp, err := ingestv1.NewIngestServiceClient(conn).Submit(ctx, req)
 	if err != nil {
