@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -38,15 +39,20 @@ type Server struct {
 	tenants  *tenant.Live // for GetTenantLimits; nil until ServeTenants
 }
 
-// NewServer returns the admin API over backend's queues. Close it to
-// stop running replays.
+// NewServer returns the admin API over backend's queues. It serves at
+// once; Stop it to end running replays.
 func NewServer(backend queue.Backend, topo topology.Topology, log *slog.Logger) *Server {
 	return &Server{backend: backend, topology: topo, log: log, replays: newReplayer(backend, topo, log)}
 }
 
-// Close cancels running replays and waits for them to hand back what they
-// hold.
-func (a *Server) Close() { a.replays.close() }
+// Start is the startstop lifecycle's: the API runs no goroutine until a
+// replay starts, so it only fails after Stop or a first Start.
+func (a *Server) Start(context.Context) error { return a.replays.open() }
+
+// Stop cancels running replays and waits until ctx ends for them to hand
+// back what they hold; ReplayDLQ refuses new ones from then on.
+// Idempotent; safe without Start.
+func (a *Server) Stop(ctx context.Context) error { return a.replays.stop(ctx) }
 
 // GetQueueStats reports each queue's counts.
 func (a *Server) GetQueueStats(ctx context.Context, req *adminv1.GetQueueStatsRequest) (*adminv1.GetQueueStatsResponse, error) {
@@ -222,6 +228,9 @@ func (a *Server) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQRequest) (
 		return nil, badRequest(bad)
 	}
 	r, err := a.replays.start(ctx, req)
+	if errors.Is(err, errStopping) {
+		return nil, status.Error(codes.Unavailable, "start replay: the admin API is stopping; retry on a running drainer")
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "start replay: %v", err)
 	}

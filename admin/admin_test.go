@@ -48,7 +48,7 @@ func TestListDLQFiltersAndPages(t *testing.T) {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	deadLetters(t, tb, base, 10, "a", "b")
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 
 	tests := []struct {
 		name   string
@@ -113,7 +113,7 @@ func TestAdminRefusesBadRequests(t *testing.T) {
 	t.Parallel()
 	tb := topotest.Setup(t, topotest.OneLane)
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 	tests := []struct {
 		name  string
 		call  func() error
@@ -172,7 +172,7 @@ func TestReplay(t *testing.T) {
 func testReplay(t *testing.T, tb *topotest.Bundle) {
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 6, "a", "b")
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 
 	dry, err := a.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"a"}}, DryRun: true})
 	if err != nil {
@@ -220,7 +220,7 @@ func TestOverlappingReplaysMoveEachJobOnce(t *testing.T) {
 func testOverlappingReplays(t *testing.T, tb *topotest.Bundle) {
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 30, "a")
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 	var wg sync.WaitGroup
 	ids := make([]string, 4)
 	for i := range ids {
@@ -252,7 +252,7 @@ func TestCancelReplay(t *testing.T) {
 	tb := topotest.Setup(t, topotest.OneLane)
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 50, "a")
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 	resp, err := a.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"a"}}, RatePerSecond: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestRedriveDLQNeedsNativeSupport(t *testing.T) {
 	t.Parallel()
 	tb := topotest.Setup(t, topotest.OneLane)
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 	if _, err := a.RedriveDLQ(t.Context(), &adminv1.RedriveDLQRequest{Lane: "std"}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("redrive on the embedded backend: %v, want FAILED_PRECONDITION", err)
 	}

@@ -1,9 +1,11 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -19,4 +21,14 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// stopAdmin stops a, failing t if its replays do not settle in time.
+func stopAdmin(t *testing.T, a *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+	defer cancel()
+	if err := a.Stop(ctx); err != nil {
+		t.Error(err)
+	}
 }

@@ -113,7 +113,7 @@ func testMalformedEnvelopes(t *testing.T, tb *topotest.Bundle) {
 	mu.Unlock()
 
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 	list := listDLQ(t, a)
 	if len(list) != len(bad) {
 		t.Fatalf("DLQ lists %d jobs, want %d", len(list), len(bad))

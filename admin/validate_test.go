@@ -22,7 +22,7 @@ func TestReplayFilterMistakes(t *testing.T) {
 	t.Parallel()
 	tb := topotest.Setup(t, topotest.OneLane)
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 	now := time.Now()
 	many := make([]string, MaxFilterTenants+1)
 	for i := range many {
@@ -73,7 +73,7 @@ func TestListFilterMistakes(t *testing.T) {
 	t.Parallel()
 	tb := topotest.Setup(t, topotest.OneLane)
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
-	defer a.Close()
+	defer stopAdmin(t, a)
 	tests := []struct {
 		name  string
 		req   *adminv1.ListDLQRequest

@@ -252,7 +252,7 @@ func newQueueBuf(in *laneInbox, name string, src sideliner.Source) *queueBuf {
 // Start launches the pollers and the dispatcher and returns.
 func (d *Drainer) Start(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
-		return errors.New("drainer: already started")
+		return errors.New("drainer: already started, or stopped")
 	}
 	base := context.WithoutCancel(ctx)
 	var pollCtx, dispatchCtx context.Context
@@ -283,8 +283,8 @@ func (d *Drainer) Start(ctx context.Context) error {
 // after their visibility timeout. Safe to call twice or without Start.
 func (d *Drainer) Stop(ctx context.Context) error {
 	d.stopOnce.Do(func() {
-		if !d.started.Load() {
-			return
+		if d.started.CompareAndSwap(false, true) {
+			return // never started; a later Start fails
 		}
 		d.pollCancel()
 		d.pollers.Wait()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -22,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/startstop"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
@@ -75,10 +75,7 @@ type Server struct {
 	buckets *Buckets
 	idem    *idempotency
 	tracer  trace.Tracer
-
-	stop     context.CancelFunc
-	stopped  chan struct{}
-	stopOnce sync.Once
+	life    startstop.Runner
 }
 
 type laneQueues struct {
@@ -115,28 +112,24 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Start runs a janitor that evicts idle token buckets and expired
-// idempotency keys until Stop.
-func (s *Server) Start(ctx context.Context) {
-	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
-	s.stopped = make(chan struct{})
-	go func() {
-		defer close(s.stopped)
+// idempotency keys until Stop (see internal/startstop).
+func (s *Server) Start(ctx context.Context) error {
+	return s.life.Start(ctx, func(ctx context.Context) {
 		periodic.Every(ctx, time.Minute, func(context.Context) {
 			now := s.cfg.Now()
 			s.buckets.Sweep(now)
 			s.idem.sweep(now)
 		})
-	}()
+	})
 }
 
-// Stop ends the janitor. Safe to call twice or without Start.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		if s.stop != nil {
-			s.stop()
-			<-s.stopped
-		}
-	})
+// Stop ends the janitor, waiting for it until ctx ends. Idempotent; safe
+// without Start.
+func (s *Server) Stop(ctx context.Context) error {
+	if err := s.life.Stop(ctx); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
 }
 
 // Submit admits and enqueues one job.

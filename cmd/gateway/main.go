@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer obs.Close()
+	defer node.StopOnExit(obs, 10*time.Second, log)
 	node.WatchTenants(ctx, tenants, obs.Metrics, log)
 
 	interval := c.depthInterval
@@ -148,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := depths.Start(ctx); err != nil {
 		return fmt.Errorf("read queue depths: %w", err)
 	}
-	defer depths.Stop()
+	defer node.StopOnExit(depths, 10*time.Second, log)
 
 	gw, err := gateway.New(gateway.Config{
 		Backend:           backend,
@@ -162,8 +162,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	gw.Start(ctx)
-	defer gw.Stop()
+	if err := gw.Start(ctx); err != nil {
+		return err
+	}
+	defer node.StopOnExit(gw, 10*time.Second, log)
 
 	lis, err := serve.Listen(c.listen, "listen")
 	if err != nil {

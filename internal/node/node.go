@@ -251,7 +251,6 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}, opts...)
 	adminSrv := admin.NewServer(cfg.Backend, cfg.Topology, cfg.Logger)
 	adminSrv.ServeTenants(cfg.Tenants)
-	defer adminSrv.Close()
 	adminv1.RegisterAdminServiceServer(srv.GRPC, adminSrv)
 	if err := d.Start(ctx); err != nil {
 		return errors.Join(err, lis.Close())
@@ -260,7 +259,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	serveErr := srv.Serve(ctx, lis, cfg.ShutdownGrace)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
-	stopErr := d.Stop(stopCtx)
+	stopErr := errors.Join(d.Stop(stopCtx), adminSrv.Stop(stopCtx))
 	c := d.Counts()
 	cfg.Logger.InfoContext(ctx, "drainer stopped", slog.Int64("delivered", c.Delivered), slog.Int64("retried", c.Retried),
 		slog.Int64("spilled", c.Spilled), slog.Int64("backlogged", c.Backlogged), slog.Int64("dropped", c.Dropped),

@@ -199,7 +199,13 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	}
 	t.Cleanup(stop)
 	adminSrv := admin.NewServer(backend, topo, quiet)
-	t.Cleanup(adminSrv.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := adminSrv.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
 
 	// A first job takes the tenant's only in-flight slot.
 	submit := func(ctx context.Context, payload string) string {
