@@ -52,6 +52,12 @@ type Config struct {
 	// IdempotencyWindow is how long a key is remembered. Defaults to 10
 	// minutes.
 	IdempotencyWindow time.Duration
+	// DrainRate, when set, reports a lane's measured drain rate in jobs
+	// per second at now, and whether one is known (in a single process,
+	// metrics.DeliveryRate over the in-process drainers' deliveries). A
+	// backlog refusal's retry hint divides the excess backlog by it, or by
+	// the lane's declared capacity while none is known.
+	DrainRate func(lane string, now time.Time) (float64, bool)
 	// Metrics records submit outcomes and enqueue latency; nil records
 	// nothing.
 	Metrics *metrics.Metrics
@@ -247,7 +253,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 		return
 	}
 	backlog := b.laneBacklog()
-	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.lane.lane.DrainRate); refused {
+	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.drainRate()); refused {
 		undo()
 		r.outcome = metrics.OutcomeThrottledBacklog
 		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
@@ -256,6 +262,17 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, prefix string) {
 	}
 	r.undo = undo
 	b.prepare(spanCtx, r, req)
+}
+
+// drainRate is the lane's measured drain rate where one is known, else its
+// declared capacity.
+func (b *batch) drainRate() float64 {
+	if f := b.s.cfg.DrainRate; f != nil {
+		if r, ok := f(b.lane.lane.Name, b.now); ok && r > 0 {
+			return r
+		}
+	}
+	return b.lane.lane.Capacity
 }
 
 // claimedBy returns the result in this batch that holds e.

@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	topo, err := node.LoadTopology(*queues)
+	topo, err := node.LoadTopology(*queues, log)
 	if err != nil {
 		return err
 	}

@@ -38,12 +38,19 @@ import (
 )
 
 // LoadTopology reads the queue config file, or returns the default
-// topology when path is empty.
-func LoadTopology(path string) (topology.Topology, error) {
+// topology when path is empty, and logs each deprecated key the file uses.
+func LoadTopology(path string, log *slog.Logger) (topology.Topology, error) {
 	if path == "" {
 		return topology.Default(), nil
 	}
-	return topology.Load(path)
+	t, err := topology.Load(path)
+	if err != nil {
+		return t, err
+	}
+	for _, d := range t.Deprecations {
+		log.Warn("queue config "+path+": "+d, slog.String("file", path))
+	}
+	return t, nil
 }
 
 // BackendFlags selects and configures the queue backend.
