@@ -2,13 +2,10 @@ package drainer
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/internal/topotest"
@@ -16,16 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/topology"
 )
 
-func TestMain(m *testing.M) {
-	code := topotest.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(topotest.Main(m)) }
 
 // onEachBackend runs test as a parallel subtest per backend, each with the
 // topology yaml set up on it.

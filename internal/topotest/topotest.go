@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/envelope"
@@ -45,15 +46,22 @@ var (
 	prefixes atomic.Int64
 )
 
-// Main runs a test binary's tests (call it from TestMain), then stops the
-// SQS-compatible server if a test started one. The SQS variants talk to
-// that local server only; any credentials do.
+// Main runs a test binary's tests (call it from TestMain), stops the
+// SQS-compatible server if a test started one, and, if the tests passed,
+// fails the binary when a goroutine is left running (goleak). The SQS
+// variants talk to that local server only; any credentials do.
 func Main(m *testing.M) int {
 	os.Setenv("AWS_ACCESS_KEY_ID", "test")
 	os.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	code := m.Run()
 	if faux != nil {
 		_ = faux.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
 	}
 	return code
 }
