@@ -259,7 +259,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	adminSrv := admin.NewServer(cfg.Backend, cfg.Topology, cfg.Logger)
 	adminSrv.ServeTenants(cfg.Tenants)
 	adminv1.RegisterAdminServiceServer(srv.GRPC, adminSrv)
-	if err := d.Start(ctx); err != nil {
+	if err := errors.Join(adminSrv.Start(ctx), d.Start(ctx)); err != nil {
 		return errors.Join(err, lis.Close())
 	}
 	cfg.Logger.InfoContext(ctx, "admin API listening", slog.String("addr", lis.Addr().String()), slog.String("tls", cmp.Or(cfg.AdminTLSMode, "off")))
