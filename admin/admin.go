@@ -37,6 +37,8 @@ type Server struct {
 	log      *slog.Logger
 	replays  *replayer
 	tenants  *tenant.Live // for GetTenantLimits; nil until ServeTenants
+	// fairness answers GetFairness; nil until ServeFairness.
+	fairness func(top int) *adminv1.GetFairnessResponse
 }
 
 // NewServer returns the admin API over backend's queues. It serves at

@@ -46,6 +46,10 @@ func (a *Server) GetTenantLimits(_ context.Context, req *adminv1.GetTenantLimits
 			DrainBurst:      int32(l.DrainBurst),
 			MaxInFlight:     int32(l.MaxInFlight),
 			MaxPayloadBytes: int32(l.MaxPayloadBytes),
+			Weight:          l.Weight,
+			MinShare:        l.MinShare,
+			MaxDrainRate:    l.MaxDrainRate,
+			MaxDrainBurst:   int32(l.MaxDrainBurst),
 		},
 		Config: &adminv1.TenantConfigVersion{Path: v.Path, Sha256: v.Digest, LoadedAt: timestamppb.New(v.LoadedAt)},
 	}, nil

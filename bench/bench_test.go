@@ -142,7 +142,7 @@ func TestJoin(t *testing.T) {
 func TestConfigFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ts := NewTenants("quiet", 3, Tenant{SubmitRate: 200, SubmitBurst: 200, DrainRate: 2.5, DrainBurst: 3, MaxInFlight: 4})
+	ts := NewTenants("quiet", 3, Tenant{SubmitRate: 200, SubmitBurst: 200, DrainRate: 2.5, DrainBurst: 3, MaxInFlight: 4, Weight: 3})
 	ts = append(ts, NewTenants("open", 1, Open)...)
 	path := filepath.Join(dir, "tenants.yaml")
 	if err := WriteTenants(path, ts); err != nil {
@@ -156,7 +156,7 @@ func TestConfigFiles(t *testing.T) {
 	if !ok || got.ID != ts[1].ID {
 		t.Fatalf("key of %s authenticates as %v, %v", ts[1].ID, got, ok)
 	}
-	if l := got.Limits; l.SubmitRate != 200 || l.DrainRate != 2.5 || l.DrainBurst != 3 || l.MaxInFlight != 4 || l.Lane != "standard" {
+	if l := got.Limits; l.SubmitRate != 200 || l.DrainRate != 2.5 || l.DrainBurst != 3 || l.MaxInFlight != 4 || l.Weight != 3 || l.Lane != "standard" {
 		t.Errorf("limits = %+v", l)
 	}
 	if open, _ := cfg.Authenticate(ts[3].Key); open == nil || open.Limits.SubmitRate != Open.SubmitRate {
@@ -258,8 +258,12 @@ func TestStatus(t *testing.T) {
 	tests := []struct {
 		got, want string
 	}{
-		{AtLeast(0.5, 0.5), Meets}, {AtLeast(0.49, 0.5), Misses}, {AtLeast(math.NaN(), 1), NotMeasured},
-		{AtMost(5, 5), Meets}, {AtMost(5.1, 5), Misses}, {AtMost(math.NaN(), 1), NotMeasured},
+		{AtLeast(0.5, 0.5), Meets},
+		{AtLeast(0.49, 0.5), Misses},
+		{AtLeast(math.NaN(), 1), NotMeasured},
+		{AtMost(5, 5), Meets},
+		{AtMost(5.1, 5), Misses},
+		{AtMost(math.NaN(), 1), NotMeasured},
 	}
 	for i, tt := range tests {
 		if tt.got != tt.want {

@@ -47,6 +47,10 @@ type ClusterConfig struct {
 	// Drain starts the drainers with the cluster; otherwise StartDrainers
 	// does.
 	Drain bool
+	// Drainers is the number of drainer processes on SQS, each with
+	// Concurrency slots. Defaults to 1; the embedded backend has one
+	// (in the gateway).
+	Drainers int
 }
 
 // Cluster is a running deployment: the gateway on a fixed loopback
@@ -62,7 +66,8 @@ type Cluster struct {
 	dir      string
 	args     []string // backend, tenants and queues flags, shared
 	sqs      bool
-	gw, dr   *Proc
+	gw       *Proc
+	drs      []*Proc // drainer processes, on SQS
 	draining bool
 }
 
@@ -77,6 +82,7 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 32
 	}
+	cfg.Drainers = max(cfg.Drainers, 1)
 	dir, err := e.Dir(cfg.Name)
 	if err != nil {
 		return nil, err
@@ -155,14 +161,10 @@ func (c *Cluster) Gateway() *Proc { return c.gw }
 
 // Procs returns the processes running now.
 func (c *Cluster) Procs() []*Proc {
-	ps := []*Proc{c.gw}
-	if c.dr != nil {
-		ps = append(ps, c.dr)
-	}
-	return ps
+	return append([]*Proc{c.gw}, c.drs...)
 }
 
-// StartDrainers starts delivering: on SQS a drainer process; on the
+// StartDrainers starts delivering: on SQS the drainer processes; on the
 // embedded backend, whose store one process holds, a gateway restart with
 // in-process drainers (submits wait for it on the same address).
 func (c *Cluster) StartDrainers(ctx context.Context) error {
@@ -177,13 +179,17 @@ func (c *Cluster) StartDrainers(ctx context.Context) error {
 	}
 	args := append([]string{"run"}, c.args...)
 	args = append(args, c.drainArgs()...)
-	dr, err := c.env.Start(c.dir, "drainer", "drainer", args...)
-	if err != nil {
-		return err
+	for range c.cfg.Drainers {
+		dr, err := c.env.Start(c.dir, "drainer", "drainer", args...)
+		if err != nil {
+			return err
+		}
+		c.drs = append(c.drs, dr)
 	}
-	c.dr = dr
-	if _, err := dr.WaitLog(ctx, "admin API listening", time.Minute); err != nil {
-		return err
+	for _, dr := range c.drs {
+		if _, err := dr.WaitLog(ctx, "admin API listening", time.Minute); err != nil {
+			return err
+		}
 	}
 	c.draining = true
 	return nil
@@ -200,21 +206,26 @@ func (c *Cluster) StopDrainers(ctx context.Context) error {
 		}
 		return c.startGateway(ctx, c.Addr, false)
 	}
-	err := c.dr.Stop(30 * time.Second)
-	c.dr = nil
+	err := c.stopDrainers()
 	c.draining = false
 	return err
 }
 
 // Close stops every process of the cluster.
 func (c *Cluster) Close() error {
-	var errs []error
-	if c.dr != nil {
-		errs = append(errs, c.dr.Stop(30*time.Second))
-	}
+	errs := []error{c.stopDrainers()}
 	if c.gw != nil {
 		errs = append(errs, c.gw.Stop(30*time.Second))
 	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) stopDrainers() error {
+	var errs []error
+	for _, dr := range c.drs {
+		errs = append(errs, dr.Stop(30*time.Second))
+	}
+	c.drs = nil
 	return errors.Join(errs...)
 }
 

@@ -20,9 +20,10 @@ type Tenant struct {
 	Key         string
 	SubmitRate  float64 // gateway admission, jobs/s
 	SubmitBurst int
-	DrainRate   float64 // drainer per-tenant limit, jobs/s
+	DrainRate   float64 // the fair-rate mark: over it, served after the others
 	DrainBurst  int
-	MaxInFlight int
+	MaxInFlight int     // hard ceiling on jobs in delivery; 0 = none
+	Weight      float64 // share of worker time; 0 = the tier's
 }
 
 // NewTenants returns n tenants named prefix-0000… with random keys and
@@ -61,6 +62,9 @@ func WriteTenants(path string, tenants []Tenant) error {
 		}
 		if t.DrainRate != 0 {
 			fmt.Fprintf(w, "    drain_rate: %g\n", t.DrainRate)
+		}
+		if t.Weight != 0 {
+			fmt.Fprintf(w, "    weight: %g\n", t.Weight)
 		}
 		for _, kv := range []struct {
 			k string

@@ -81,8 +81,10 @@ func alignedCalls(ctx context.Context, addr string, timeout time.Duration) (call
 // deliveries.
 func Cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, command string) error {
 	o.defaults()
-	fig := Figure{ID: "4.calls-per-job", Item: 4, Order: 1, Command: command, Goal: "≤ 0.4",
-		Name: "Cost: SQS API calls per delivered job (send, receive, delete, visibility, depth polls)"}
+	fig := Figure{
+		ID: "4.calls-per-job", Item: 4, Order: 1, Command: command, Goal: "≤ 0.4",
+		Name: "Cost: SQS API calls per delivered job (send, receive, delete, visibility, depth polls)",
+	}
 	if err := cost(ctx, env, rec, o, fig); err != nil {
 		rec.Fail([]Figure{fig}, err)
 		return err

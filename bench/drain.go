@@ -52,8 +52,10 @@ func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command
 		o.Consumers = 8
 	}
 	sid, sname := suffix(o.Backend)
-	fig := Figure{ID: "6.drain-efficiency" + sid, Item: 6, Order: 1, Command: command, Goal: "≥ 0.7",
-		Name: "Drain efficiency: drainer jobs/s to a no-op worker ÷ raw receive+delete jobs/s" + sname}
+	fig := Figure{
+		ID: "6.drain-efficiency" + sid, Item: 6, Order: 1, Command: command, Goal: "≥ 0.7",
+		Name: "Drain efficiency: drainer jobs/s to a no-op worker ÷ raw receive+delete jobs/s" + sname,
+	}
 	if err := drain(ctx, env, rec, o, fig); err != nil {
 		rec.Fail([]Figure{fig}, err)
 		return err

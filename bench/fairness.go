@@ -3,27 +3,36 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
 
-// FairnessOptions configures the fairness scenario (item 2).
+// FairnessOptions configures the fairness scenarios (issue 13's "must
+// show"): quiet tenants beside noisy ones, a slow tenant, weights, on a
+// starved machine and with two drainers on SQS.
 type FairnessOptions struct {
 	Backend string
-	// Duration of the load in each run. Defaults to 10s.
+	// Duration of the load in each run. Defaults to 8s.
 	Duration time.Duration
 	// Quiet tenants, each sending QuietRate jobs/s. Defaults: 9 at 20/s.
 	Quiet     int
 	QuietRate float64
-	// NoisyRate is a noisy tenant's drain rate (its nominal rate); it
+	// NoisyRate is a noisy tenant's drain rate (its fair-rate mark); it
 	// sends Burst times that, and the gateway admits it all. Defaults:
 	// 20/s and 20×.
 	NoisyRate float64
 	Burst     float64
-	// Noisy lists the noisy-tenant counts of the variants. Defaults to
-	// 1 and 3 (each also runs without noise, 0, as the reference).
+	// Noisy lists the noisy-tenant counts of the main variants. Defaults
+	// to 1 and 3 (each also runs without noise, 0, as the reference).
 	Noisy []int
+	// Many is the noisy-tenant count of the many-tenants variant, among
+	// ManyTenants in all; the quiet ones share Quiet × QuietRate, and the
+	// noisy ones send as much in all as 3 noisy tenants of the main
+	// variants. Defaults: 10 among 40; a negative Many skips it.
+	Many, ManyTenants int
 	// Service is the worker's time per job and Concurrency the drainers';
 	// capacity is Concurrency/Service jobs/s. Defaults: 40ms and 16
 	// (400/s: more than the quiet load, less than quiet plus noise).
@@ -38,7 +47,7 @@ type FairnessOptions struct {
 }
 
 func (o *FairnessOptions) defaults() {
-	o.Duration = or(o.Duration, 10*time.Second)
+	o.Duration = or(o.Duration, 8*time.Second)
 	if o.Quiet == 0 {
 		o.Quiet = 9
 	}
@@ -53,6 +62,12 @@ func (o *FairnessOptions) defaults() {
 	}
 	if len(o.Noisy) == 0 {
 		o.Noisy = []int{1, 3}
+	}
+	if o.Many == 0 {
+		o.Many = 10
+	}
+	if o.ManyTenants == 0 {
+		o.ManyTenants = 40
 	}
 	o.Service = or(o.Service, 40*time.Millisecond)
 	if o.Concurrency == 0 {
@@ -72,234 +87,233 @@ func or(d, def time.Duration) time.Duration {
 // scenarios: short, so that backlogging acts within a short run.
 const Staleness = 2 * time.Second
 
+// capacity is the delivery capacity in jobs/s at the default service.
+func (o FairnessOptions) capacity() float64 { return float64(o.Concurrency) / o.Service.Seconds() }
+
+// quietTenants are n quiet tenants: admitted at 10× their rate, with a
+// fair-rate mark of 5× it. No hard ceiling.
+func quietTenants(prefix string, n int, rate float64) []Tenant {
+	return NewTenants(prefix, n, Tenant{SubmitRate: 10 * rate, SubmitBurst: int(10 * rate), DrainRate: 5 * rate, DrainBurst: int(5 * rate)})
+}
+
+// noisyTenants are n tenants with a fair-rate mark of rate, admitted at
+// up to 10× burst × rate (they send burst × rate).
+func noisyTenants(prefix string, n int, rate, burst float64) []Tenant {
+	return NewTenants(prefix, n, Tenant{SubmitRate: 10 * burst * rate, SubmitBurst: int(10 * burst * rate), DrainRate: rate, DrainBurst: int(rate)})
+}
+
+// fairLoad is one tenant's open-loop stream in a run.
+type fairLoad struct {
+	t     Tenant
+	rate  float64
+	quiet bool
+}
+
+// fairCase is one configuration of a set: its streams, and whether it is
+// a no-noise reference for the cases of its group.
+type fairCase struct {
+	label string
+	group string
+	ref   bool
+	loads []fairLoad
+}
+
+func loads(ts []Tenant, rate float64, quiet bool) []fairLoad {
+	ls := make([]fairLoad, len(ts))
+	for i, t := range ts {
+		ls[i] = fairLoad{t: t, rate: rate, quiet: quiet}
+	}
+	return ls
+}
+
+// fairSet is a series of runs on one tenant file, each case in sluice
+// mode and in FIFO mode, on a fresh cluster each.
+type fairSet struct {
+	name     string
+	backend  string
+	drainers int // on SQS
+	conc     int // per drainer
+	tenants  []Tenant
+	service  map[string]time.Duration // per tenant, over the default
+	cases    []fairCase
+}
+
 // fairRun is one run's outcome.
 type fairRun struct {
 	fifo         bool
-	noisy        int
+	c            fairCase
 	quiet, noise []Outcome
+	ds           []Delivery
 	start, end   time.Time // load start; end of observation
+	dur          time.Duration
+	offered      int // jobs accepted
 	errs         int
 	firstErr     error
-	repeats      int
+	actions      string
 }
 
-func (r fairRun) mode() string {
-	if r.fifo {
+func (r fairRun) mode() string { return modeName(r.fifo) }
+
+func modeName(fifo bool) string {
+	if fifo {
 		return "FIFO"
 	}
 	return "sluice"
 }
 
-// Fairness runs quiet tenants alone and beside 1 and 3 noisy tenants,
-// with sluice's sidelining and shuffle-sharding and as a plain FIFO, and
-// reports the quiet tenants' dwell as a ratio of the run without noise.
-func Fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
-	o.defaults()
-	sid, sname := suffix(o.Backend)
-	var figs []Figure
-	for i, n := range o.Noisy {
-		figs = append(figs, Figure{
-			ID: fmt.Sprintf("2.quiet-p99-%dnoisy%s", n, sid), Item: 2, Order: i + 1, Command: command,
-			Name: fmt.Sprintf("Fairness: quiet tenants' p99 dwell with %d noisy tenant%s ÷ without noise%s", n, plural(n), sname),
-			Goal: "≤ 1.5×",
-		})
+// inLoad returns the deliveries that started while the load ran.
+func (r fairRun) inLoad() []Delivery {
+	var out []Delivery
+	for _, d := range r.ds {
+		if !d.Start.Before(r.start) && d.Start.Before(r.start.Add(r.dur)) {
+			out = append(out, d)
+		}
 	}
-	if err := fairness(ctx, env, rec, o, figs); err != nil {
-		rec.Fail(figs, err)
-		return err
-	}
-	return nil
+	return out
 }
 
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
+// utilization is delivered jobs/s during the load ÷ min(capacity,
+// offered jobs/s).
+func (r fairRun) utilization(capacity float64) float64 {
+	delivered := float64(len(r.inLoad())) / r.dur.Seconds()
+	return Ratio(delivered, min(capacity, float64(r.offered)/r.dur.Seconds()))
 }
 
-func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, figs []Figure) error {
-	w, err := StartWorker()
-	if err != nil {
-		return err
+// noisyRate is the noisy tenants' delivered jobs/s during the load.
+func (r fairRun) noisyRate() float64 {
+	quiet := map[string]bool{}
+	for _, l := range r.c.loads {
+		quiet[l.t.ID] = l.quiet
 	}
-	defer w.Stop()
-	w.SetService(o.Service)
-	maxNoisy := 0
-	for _, n := range o.Noisy {
-		maxNoisy = max(maxNoisy, n)
-	}
-	quiet := NewTenants("quiet", o.Quiet, Tenant{SubmitRate: 10 * o.QuietRate, SubmitBurst: int(10 * o.QuietRate),
-		DrainRate: 5 * o.QuietRate, DrainBurst: int(5 * o.QuietRate), MaxInFlight: o.Concurrency})
-	noisy := NewTenants("noisy", maxNoisy, Tenant{SubmitRate: 10 * o.Burst * o.NoisyRate, SubmitBurst: int(10 * o.Burst * o.NoisyRate),
-		DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), MaxInFlight: o.Concurrency})
-	all := append(append([]Tenant{}, quiet...), noisy...)
-
-	// Each mode runs without noise before and after its noisy variants;
-	// the ratios divide by the better of the two (lower quiet p99), so a
-	// stall of the shared machine during one of them cannot flatter the
-	// noisy runs.
-	runs := map[string]fairRun{}
-	key := func(fifo bool, n int) string { return fmt.Sprintf("%v/%d", fifo, n) }
-	order := append(append([]int{0}, o.Noisy...), -1) // -1: the run without noise after
-	label := func(n int) string {
-		switch n {
-		case 0:
-			return "0 (before)"
-		case -1:
-			return "0 (after)"
-		}
-		return fmt.Sprint(n)
-	}
-	p := func(os []Outcome, q float64) time.Duration { return Percentile(Dwells(os), q) }
-	base := map[bool]fairRun{}
-	baseOf := map[bool]int{}
-	for _, fifo := range []bool{false, true} {
-		for _, n := range order {
-			r, err := fairOnce(ctx, env, w, o, all, quiet, noisy[:max(n, 0)], fifo)
-			if err != nil {
-				return err
-			}
-			runs[key(fifo, n)] = r
-			q := Dwells(r.quiet)
-			env.Logf("  %-6s %-10s noisy: quiet p50 %s p99 %s (%d jobs, %d undelivered); noisy: %s",
-				r.mode(), label(n), Ms(Percentile(q, 50)), Ms(Percentile(q, 99)), len(r.quiet), Undelivered(r.quiet), noisyCell(r))
-		}
-		before, after := runs[key(fifo, 0)], runs[key(fifo, -1)]
-		base[fifo], baseOf[fifo] = before, 0
-		if p(after.quiet, 99) < p(before.quiet, 99) {
-			base[fifo], baseOf[fifo] = after, -1
+	n := 0
+	for _, d := range r.inLoad() {
+		if !quiet[d.Tenant] {
+			n++
 		}
 	}
-
-	ratio := func(a, b time.Duration) float64 {
-		if a == Never {
-			return Ratio(1e300, 1)
-		}
-		return Ratio(float64(a), float64(b))
-	}
-	var rows [][]string
-	for _, fifo := range []bool{false, true} {
-		b := base[fifo]
-		for _, n := range order {
-			r := runs[key(fifo, n)]
-			l := label(n)
-			if n <= 0 && n == baseOf[fifo] {
-				l += ", the reference"
-			}
-			rows = append(rows, []string{
-				r.mode(), l,
-				Ms(p(r.quiet, 50)), Ms(p(r.quiet, 99)),
-				ratioCell(ratio(p(r.quiet, 50), p(b.quiet, 50))), ratioCell(ratio(p(r.quiet, 99), p(b.quiet, 99))),
-				fmt.Sprintf("%d / %d", Undelivered(r.quiet), len(r.quiet)),
-				noisyCell(r), errCell(r.errs, r.firstErr),
-			})
-		}
-	}
-	for i, n := range o.Noisy {
-		s, sb := runs[key(false, n)], base[false]
-		f, fb := runs[key(true, n)], base[true]
-		rs := ratio(p(s.quiet, 99), p(sb.quiet, 99))
-		rf := ratio(p(f.quiet, 99), p(fb.quiet, 99))
-		fig := figs[i]
-		fig.Measured = fmt.Sprintf("%s (p99 %s vs %s; p50 ratio %s); FIFO baseline, same run: %s (p99 %s vs %s)",
-			ratioCell(rs), Ms(p(s.quiet, 99)), Ms(p(sb.quiet, 99)), ratioCell(ratio(p(s.quiet, 50), p(sb.quiet, 50))),
-			ratioCell(rf), Ms(p(f.quiet, 99)), Ms(p(fb.quiet, 99)))
-		fig.Status = AtMost(rs, 1.5)
-		rec.Add(fig)
-	}
-
-	// Plots: p99 dwell over time (by submit time) of quiet and noisy jobs,
-	// sluice against the FIFO, one plot per noisy variant.
-	sid, sname := suffix(o.Backend)
-	var plots []string
-	for _, n := range o.Noisy {
-		s, f := runs[key(false, n)], runs[key(true, n)]
-		c := Chart{
-			Title:  fmt.Sprintf("Fairness%s: %d quiet tenants at %g/s, %d noisy at %g× their %g/s drain rate", sname, o.Quiet, o.QuietRate, n, o.Burst, o.NoisyRate),
-			XLabel: "time job was submitted (s since load start)", YLabel: "p99 dwell per 1 s window (ms, log)", LogY: true,
-			HLines: []Mark{{X: float64(p(base[false].quiet, 99)) / 1e6 * 1.5, Label: "goal: 1.5 × sluice's quiet p99 without noise"}},
-		}
-		add := func(r fairRun, os []Outcome, name, color string, fifo bool) {
-			x, y := DwellSeries(os, r.start, r.end, time.Second, 0, o.Duration)
-			c.Series = append(c.Series, Series{Name: name, Color: color, Dotted: fifo, X: x, Y: y})
-		}
-		// Noisy lines first, so the quiet ones are drawn on top (in the
-		// FIFO they coincide).
-		add(s, s.noise, "sluice: noisy tenant"+plural(n)+" (still waiting at the end: time waited)", Palette[3], false)
-		add(f, f.noise, "FIFO: noisy tenant"+plural(n), Palette[4], true)
-		add(s, s.quiet, "sluice: quiet tenants", Palette[0], false)
-		c.Series = append(c.Series, Series{Name: "FIFO: quiet tenants", Color: Palette[1], Dashed: true})
-		c.Series[len(c.Series)-1].X, c.Series[len(c.Series)-1].Y = DwellSeries(f.quiet, f.start, f.end, time.Second, 0, o.Duration)
-		name := fmt.Sprintf("fairness-%dnoisy%s.svg", n, strings.ReplaceAll(sid, ".", "-"))
-		if err := c.WriteFile(filepath.Join(o.Plots, name)); err != nil {
-			return err
-		}
-		plots = append(plots, fmt.Sprintf("![fairness, %d noisy](%s)", n, filepath.ToSlash(filepath.Join(o.RelPlots, name))))
-	}
-
-	body := fmt.Sprintf("%d quiet tenants at %g jobs/s each; each noisy tenant has a drain rate of %g/s and sends %g× that (%g/s), "+
-		"all admitted by the gateway; the worker takes %s per job and the drainers deliver %d at once (capacity %g jobs/s). "+
-		"Load for %s per run on the %s backend, staleness bound %s; dwell = delivery start at the worker − the gateway's enqueued_at, per job. "+
-		"Each mode runs without noise before and after its noisy runs, and each ratio divides by the better of those two (the "+
-		"reference), so that a stall of the shared machine in one of them cannot flatter the noisy runs. Noisy jobs still waiting at the end of a run count "+
-		"as not delivered (the plots draw them at the time they had waited).\n\n%s\n%s\n",
-		o.Quiet, o.QuietRate, o.NoisyRate, o.Burst, o.Burst*o.NoisyRate, o.Service, o.Concurrency,
-		float64(o.Concurrency)/o.Service.Seconds(), o.Duration, o.Backend, Staleness,
-		Table([]string{"mode", "noisy", "quiet p50", "quiet p99", "p50 ÷ no noise", "p99 ÷ no noise", "quiet undelivered", "noisy: delivered, p50", "submit errors"}, rows),
-		strings.Join(plots, "\n"))
-	rec.Detail("fairness"+sid, 2, "2. Fairness"+sname, body)
-	return nil
+	return float64(n) / r.dur.Seconds()
 }
 
-func ratioCell(r float64) string {
-	if r > 1e200 {
-		return "∞ (not delivered)"
+// workTime is the worker time each tenant's jobs used among those
+// delivered during the load (a call still under way counts until end).
+func (r fairRun) workTime() map[string]time.Duration {
+	wt := map[string]time.Duration{}
+	for _, d := range r.inLoad() {
+		took := d.Took
+		if took == 0 {
+			took = r.end.Sub(d.Start)
+		}
+		wt[d.Tenant] += took
 	}
-	return fmt.Sprintf("%.2f×", r)
+	return wt
 }
 
-func noisyCell(r fairRun) string {
-	if len(r.noise) == 0 {
+// noisyShares returns each noisy tenant's share of the noisy tenants'
+// worker time during the load, in the order of the case's loads.
+func (r fairRun) noisyShares() []float64 {
+	wt := r.workTime()
+	var total time.Duration
+	for _, l := range r.c.loads {
+		if !l.quiet {
+			total += wt[l.t.ID]
+		}
+	}
+	var out []float64
+	for _, l := range r.c.loads {
+		if !l.quiet {
+			out = append(out, Ratio(float64(wt[l.t.ID]), float64(total)))
+		}
+	}
+	return out
+}
+
+// busy is the fraction of the drainers' slots busy during the load.
+func (r fairRun) busy(slots int) float64 {
+	var sum time.Duration
+	for _, t := range r.workTime() {
+		sum += t
+	}
+	return Ratio(sum.Seconds(), float64(slots)*r.dur.Seconds())
+}
+
+func (r fairRun) p(q float64) time.Duration { return Percentile(Dwells(r.quiet), q) }
+
+// quietCell formats the quiet tenants' q-th percentile dwell; "—" if the
+// case has none.
+func (r fairRun) quietCell(q float64) string {
+	if len(r.quiet) == 0 {
 		return "—"
 	}
-	d := len(r.noise) - Undelivered(r.noise)
-	return fmt.Sprintf("%d of %d, p50 %s", d, len(r.noise), Ms(Percentile(Dwells(r.noise), 50)))
+	return Ms(r.p(q))
 }
 
-// fairOnce runs one fairness configuration on a fresh cluster.
-func fairOnce(ctx context.Context, env *Env, w *Worker, o FairnessOptions, all, quiet, noisy []Tenant, fifo bool) (fairRun, error) {
-	r := fairRun{fifo: fifo, noisy: len(noisy)}
+// results of a set: runs[fifo][i] is case i.
+type fairResults struct {
+	set  fairSet
+	runs map[bool][]fairRun
+}
+
+// run measures every case, sluice first, then FIFO.
+func (s fairSet) run(ctx context.Context, env *Env, w *Worker, o FairnessOptions) (fairResults, error) {
+	res := fairResults{set: s, runs: map[bool][]fairRun{}}
+	for _, fifo := range []bool{false, true} {
+		for _, c := range s.cases {
+			r, err := s.once(ctx, env, w, o, c, fifo)
+			if err != nil {
+				return res, err
+			}
+			res.runs[fifo] = append(res.runs[fifo], r)
+			env.Logf("  %-6s %-26s quiet p50 %s p99 %s (%d jobs, %d undelivered); noisy %.0f/s delivered; utilization %.2f; busy %.0f %%; %s",
+				r.mode(), c.label, r.quietCell(50), r.quietCell(99), len(r.quiet), Undelivered(r.quiet), r.noisyRate(),
+				r.utilization(s.capacity(o)), 100*r.busy(s.slots()), r.actions)
+		}
+	}
+	return res, nil
+}
+
+func (s fairSet) slots() int { return s.conc * max(s.drainers, 1) }
+
+func (s fairSet) capacity(o FairnessOptions) float64 {
+	return float64(s.slots()) / o.Service.Seconds()
+}
+
+// once runs one case on a fresh cluster.
+func (s fairSet) once(ctx context.Context, env *Env, w *Worker, o FairnessOptions, c fairCase, fifo bool) (fairRun, error) {
+	r := fairRun{fifo: fifo, c: c, dur: o.Duration}
 	w.Reset()
+	for t, d := range s.service {
+		w.SetTenantService(t, d)
+	}
 	cl, err := env.StartCluster(ctx, ClusterConfig{
-		Name: fmt.Sprintf("fairness-%s-%dnoisy-fifo-%v", o.Backend, len(noisy), fifo), Backend: o.Backend, FIFO: fifo,
-		Tenants: all, WorkerAddr: w.Addr, Concurrency: o.Concurrency, Drain: true, Staleness: Staleness,
+		Name: fmt.Sprintf("%s-%s-%s-fifo-%v", s.name, s.backend, strings.ReplaceAll(c.label, " ", ""), fifo), Backend: s.backend, FIFO: fifo,
+		Tenants: s.tenants, WorkerAddr: w.Addr, Concurrency: s.conc, Drainers: s.drainers, Drain: true, Staleness: Staleness,
 	})
 	if err != nil {
 		return r, err
 	}
 	defer cl.Close()
-	c, err := Dial(cl.Addr)
+	cli, err := Dial(cl.Addr)
 	if err != nil {
 		return r, err
 	}
-	defer c.Close()
+	defer cli.Close()
 	var tq, tn Tracker
 	var streams []Stream
-	for _, t := range quiet {
-		streams = append(streams, tq.Stream(c, t, o.QuietRate))
-	}
-	for _, t := range noisy {
-		streams = append(streams, tn.Stream(c, t, o.Burst*o.NoisyRate))
+	for _, l := range c.loads {
+		tr := &tn
+		if l.quiet {
+			tr = &tq
+		}
+		streams = append(streams, tr.Stream(cli, l.t, l.rate))
 	}
 	r.start = time.Now()
 	Paced(ctx, streams, o.Duration, 4096)
-	// Wait for the quiet tenants' jobs (the noisy ones may take minutes
-	// at their drain rate: they are not waited for).
+	// Wait for the quiet tenants' jobs (the noisy ones may take minutes:
+	// they are not waited for).
 	sent := tq.Jobs()
 	ids := make(map[string]bool, len(sent))
-	for _, s := range sent {
-		ids[s.ID] = true
+	for _, j := range sent {
+		ids[j.ID] = true
 	}
 	deadline := time.Now().Add(o.Tail)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -316,9 +330,10 @@ func fairOnce(ctx context.Context, env *Env, w *Worker, o FairnessOptions, all, 
 		time.Sleep(100 * time.Millisecond)
 	}
 	r.end = time.Now()
-	ds, repeats := w.Deliveries()
-	r.repeats = repeats
-	r.quiet, r.noise = Join(sent, ds), Join(tn.Jobs(), ds)
+	r.actions = cl.DrainActions(ctx)
+	r.ds, _ = w.Deliveries()
+	r.quiet, r.noise = Join(sent, r.ds), Join(tn.Jobs(), r.ds)
+	r.offered = len(sent) + len(tn.Jobs())
 	eq, fq := tq.Errors()
 	en, fn := tn.Errors()
 	r.errs, r.firstErr = eq+en, fq
@@ -326,4 +341,454 @@ func fairOnce(ctx context.Context, env *Env, w *Worker, o FairnessOptions, all, 
 		r.firstErr = fn
 	}
 	return r, ctx.Err()
+}
+
+// ref returns the reference run of case i's group in a mode: of the
+// group's no-noise runs, the one with the lowest quiet p99, so that a
+// stall of the shared machine during one cannot flatter the noisy runs.
+func (fr fairResults) ref(fifo bool, i int) (fairRun, int) {
+	best, bi := fairRun{}, -1
+	for j, r := range fr.runs[fifo] {
+		if r.c.ref && r.c.group == fr.set.cases[i].group && (bi < 0 || r.p(99) < best.p(99)) {
+			best, bi = r, j
+		}
+	}
+	return best, bi
+}
+
+// p99Ratio is case i's quiet p99 ÷ its reference's, in a mode.
+func (fr fairResults) p99Ratio(fifo bool, i int) float64 {
+	b, _ := fr.ref(fifo, i)
+	return durRatio(fr.runs[fifo][i].p(99), b.p(99))
+}
+
+func durRatio(a, b time.Duration) float64 {
+	if a == Never {
+		return math.Inf(1)
+	}
+	return Ratio(float64(a), float64(b))
+}
+
+func ratioCell(r float64) string {
+	if math.IsInf(r, 1) {
+		return "∞ (not delivered)"
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+// table is the breakdown of a set's runs.
+func (fr fairResults) table(o FairnessOptions) string {
+	var rows [][]string
+	for _, fifo := range []bool{false, true} {
+		for i, r := range fr.runs[fifo] {
+			l := r.c.label
+			if _, bi := fr.ref(fifo, i); bi == i {
+				l += ", the reference"
+			}
+			ratio := "—"
+			if _, bi := fr.ref(fifo, i); bi >= 0 {
+				ratio = ratioCell(fr.p99Ratio(fifo, i))
+			}
+			shares := "—"
+			if ss := r.noisyShares(); len(ss) > 1 {
+				var parts []string
+				for _, s := range ss {
+					parts = append(parts, fmt.Sprintf("%.0f %%", 100*s))
+				}
+				shares = strings.Join(parts, " : ")
+			}
+			rows = append(rows, []string{
+				r.mode(), l, r.quietCell(50), r.quietCell(99), ratio,
+				fmt.Sprintf("%d / %d", Undelivered(r.quiet), len(r.quiet)),
+				fmt.Sprintf("%.2f", r.utilization(fr.set.capacity(o))), fmt.Sprintf("%.0f %%", 100*r.busy(fr.set.slots())),
+				noisyCell(r), shares, r.actions, errCell(r.errs, r.firstErr),
+			})
+		}
+	}
+	return Table([]string{"mode", "case", "quiet p50", "quiet p99", "p99 ÷ no noise", "quiet undelivered",
+		"utilization", "slots busy", "noisy: delivered/s in load (all), p50", "noisy worker-time shares", "drainer actions", "submit errors"}, rows)
+}
+
+func noisyCell(r fairRun) string {
+	if len(r.noise) == 0 {
+		return "—"
+	}
+	d := len(r.noise) - Undelivered(r.noise)
+	return fmt.Sprintf("%.0f/s (%d of %d by the end), p50 %s", r.noisyRate(), d, len(r.noise), Ms(Percentile(Dwells(r.noise), 50)))
+}
+
+// plot writes the p99 dwell over time of quiet and noisy jobs of case i,
+// sluice against FIFO, and returns its markdown.
+func (fr fairResults) plot(o FairnessOptions, i int, file, title string) (string, error) {
+	s, f := fr.runs[false][i], fr.runs[true][i]
+	b, _ := fr.ref(false, i)
+	c := Chart{
+		Title:  title,
+		XLabel: "time job was submitted (s since load start)", YLabel: "p99 dwell per 1 s window (ms, log)", LogY: true,
+		HLines: []Mark{{X: float64(b.p(99)) / 1e6 * 1.5, Label: "goal: 1.5 × sluice's quiet p99 without noise"}},
+	}
+	add := func(r fairRun, os []Outcome, name, color string, dotted, dashed bool) {
+		x, y := DwellSeries(os, r.start, r.end, time.Second, 0, o.Duration)
+		c.Series = append(c.Series, Series{Name: name, Color: color, Dotted: dotted, Dashed: dashed, X: x, Y: y})
+	}
+	// Noisy lines first, so the quiet ones are drawn on top (in the FIFO
+	// they coincide).
+	add(s, s.noise, "sluice: noisy tenants (still waiting at the end: time waited)", Palette[3], false, false)
+	add(f, f.noise, "FIFO: noisy tenants", Palette[4], true, false)
+	add(s, s.quiet, "sluice: quiet tenants", Palette[0], false, false)
+	add(f, f.quiet, "FIFO: quiet tenants", Palette[1], false, true)
+	if err := c.WriteFile(filepath.Join(o.Plots, file)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("![%s](%s)", title, filepath.ToSlash(filepath.Join(o.RelPlots, file))), nil
+}
+
+// Fairness runs quiet tenants alone and beside 1, 3 and (among 40
+// tenants) 10 noisy tenants, in sluice mode and as a plain FIFO, and
+// reports the quiet tenants' dwell as a ratio of the run without noise
+// and the workers' utilization.
+func Fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
+	o.defaults()
+	sid, sname := suffix(o.Backend)
+	rec.Drop("2.quiet-p99-1noisy"+sid, "2.quiet-p99-3noisy"+sid)
+	counts := slices.Clone(o.Noisy)
+	if o.Many > 0 {
+		counts = append(counts, o.Many)
+	}
+	var figs []Figure
+	for i, n := range counts {
+		figs = append(figs, Figure{
+			ID: fmt.Sprintf("fair.quiet-p99-%dnoisy%s", n, sid), Item: 2, Order: 2 * i, Command: command,
+			Name: fmt.Sprintf("Fairness: quiet tenants' p99 dwell with %d noisy tenants ÷ without noise%s", n, sname), Goal: "≤ 1.5×",
+		}, Figure{
+			ID: fmt.Sprintf("fair.utilization-%dnoisy%s", n, sid), Item: 2, Order: 2*i + 1, Command: command,
+			Name: fmt.Sprintf("Fairness: delivered jobs/s ÷ min(capacity, offered) with %d noisy tenants%s", n, sname), Goal: "≥ 0.95",
+		})
+	}
+	if err := fairness(ctx, env, rec, o, figs, counts); err != nil {
+		rec.Fail(figs, err)
+		return err
+	}
+	return nil
+}
+
+// quietFigure fills a quiet-p99 figure from case i of fr.
+func quietFigure(fig Figure, fr fairResults, i int, goal float64) Figure {
+	s, f := fr.runs[false][i], fr.runs[true][i]
+	sb, _ := fr.ref(false, i)
+	fb, _ := fr.ref(true, i)
+	rs, rf := fr.p99Ratio(false, i), fr.p99Ratio(true, i)
+	fig.Measured = fmt.Sprintf("%s (p99 %s vs %s; p50 ratio %s; quiet jobs undelivered: %d); FIFO, same run: %s (p99 %s vs %s)",
+		ratioCell(rs), Ms(s.p(99)), Ms(sb.p(99)), ratioCell(durRatio(s.p(50), sb.p(50))), Undelivered(s.quiet),
+		ratioCell(rf), Ms(f.p(99)), Ms(fb.p(99)))
+	fig.Status = AtMost(rs, goal)
+	return fig
+}
+
+// utilFigure fills a utilization figure from case i of fr.
+func utilFigure(fig Figure, fr fairResults, o FairnessOptions, i int, goal float64) Figure {
+	s, f := fr.runs[false][i], fr.runs[true][i]
+	capacity := fr.set.capacity(o)
+	u := s.utilization(capacity)
+	fig.Measured = fmt.Sprintf("%.2f (%.0f jobs/s delivered during the load of %.0f/s offered, capacity %.0f/s; noisy tenants got %.0f jobs/s; slots busy %.0f %%); FIFO, same run: %.2f (noisy %.0f/s)",
+		u, float64(len(s.inLoad()))/s.dur.Seconds(), float64(s.offered)/s.dur.Seconds(), capacity, s.noisyRate(), 100*s.busy(fr.set.slots()),
+		f.utilization(capacity), f.noisyRate())
+	fig.Status = AtLeast(u, goal)
+	return fig
+}
+
+func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, figs []Figure, counts []int) error {
+	w, err := StartWorker()
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	w.SetService(o.Service)
+	sid, sname := suffix(o.Backend)
+
+	// The main set: Quiet quiet tenants, and up to max(Noisy) noisy ones;
+	// the runs without noise come before and after the noisy ones.
+	maxNoisy := slices.Max(o.Noisy)
+	quiet := quietTenants("quiet", o.Quiet, o.QuietRate)
+	noisy := noisyTenants("noisy", maxNoisy, o.NoisyRate, o.Burst)
+	main := fairSet{name: "fairness", backend: o.Backend, conc: o.Concurrency, tenants: append(slices.Clone(quiet), noisy...)}
+	main.cases = append(main.cases, fairCase{label: "no noise (before)", group: "main", ref: true, loads: loads(quiet, o.QuietRate, true)})
+	for _, n := range o.Noisy {
+		main.cases = append(main.cases, fairCase{label: fmt.Sprintf("%d noisy", n), group: "main",
+			loads: append(loads(quiet, o.QuietRate, true), loads(noisy[:n], o.Burst*o.NoisyRate, false)...)})
+	}
+	main.cases = append(main.cases, fairCase{label: "no noise (after)", group: "main", ref: true, loads: loads(quiet, o.QuietRate, true)})
+	mr, err := main.run(ctx, env, w, o)
+	if err != nil {
+		return err
+	}
+	var plots []string
+	for k, n := range o.Noisy {
+		i := k + 1
+		rec.Add(quietFigure(figs[2*k], mr, i, 1.5))
+		rec.Add(utilFigure(figs[2*k+1], mr, o, i, 0.95))
+		md, err := mr.plot(o, i, fmt.Sprintf("fairness-%dnoisy%s.svg", n, strings.ReplaceAll(sid, ".", "-")),
+			fmt.Sprintf("Fairness%s: %d quiet tenants at %g/s, %d noisy at %g× their %g/s fair rate", sname, o.Quiet, o.QuietRate, n, o.Burst, o.NoisyRate))
+		if err != nil {
+			return err
+		}
+		plots = append(plots, md)
+	}
+	body := fmt.Sprintf("%d quiet tenants at %g jobs/s each (fair-rate mark %g/s); each noisy tenant has a fair-rate mark (drain_rate) of %g/s and sends %g× that (%g/s), "+
+		"all admitted by the gateway; no tenant has a hard ceiling. The worker takes %s per job and the drainers deliver %d at once (capacity %g jobs/s). "+
+		"Load for %s per run on the %s backend, staleness bound %s; dwell = delivery start at the worker − the gateway's enqueued_at, per job, over the whole run, start-up included. "+
+		"Each mode runs without noise before and after its noisy runs, and each ratio divides by the better of those two (the "+
+		"reference), so that a stall of the shared machine in one of them cannot flatter the noisy runs. Utilization = jobs whose delivery started during the "+
+		"load ÷ its length, ÷ min(capacity, jobs/s accepted); slots busy = the worker time of those jobs ÷ (slots × load time). "+
+		"Noisy jobs still waiting at the end of a run count as not delivered (the plots draw them at the time they had waited).\n\n%s\n%s\n",
+		o.Quiet, o.QuietRate, 5*o.QuietRate, o.NoisyRate, o.Burst, o.Burst*o.NoisyRate, o.Service, o.Concurrency,
+		o.capacity(), o.Duration, o.Backend, Staleness, mr.table(o), strings.Join(plots, "\n"))
+	rec.Detail("fairness"+sid, 2, "2. Fairness"+sname, body)
+	if o.Many <= 0 {
+		return nil
+	}
+
+	// Many tenants: Many noisy among ManyTenants; the quiet ones share
+	// the main set's quiet rate, the noisy ones 3 noisy tenants' noise.
+	nq := o.ManyTenants - o.Many
+	qRate := float64(o.Quiet) * o.QuietRate / float64(nq)
+	nRate := 3 * o.NoisyRate / float64(o.Many)
+	mq := quietTenants("mquiet", nq, qRate)
+	mn := noisyTenants("mnoisy", o.Many, nRate, o.Burst)
+	many := fairSet{name: "fairness-many", backend: o.Backend, conc: o.Concurrency, tenants: append(slices.Clone(mq), mn...)}
+	many.cases = []fairCase{
+		{label: "no noise", group: "many", ref: true, loads: loads(mq, qRate, true)},
+		{label: fmt.Sprintf("%d noisy", o.Many), group: "many", loads: append(loads(mq, qRate, true), loads(mn, o.Burst*nRate, false)...)},
+	}
+	manyR, err := many.run(ctx, env, w, o)
+	if err != nil {
+		return err
+	}
+	k := len(o.Noisy)
+	rec.Add(quietFigure(figs[2*k], manyR, 1, 1.5))
+	rec.Add(utilFigure(figs[2*k+1], manyR, o, 1, 0.95))
+	md, err := manyR.plot(o, 1, fmt.Sprintf("fairness-%dnoisy%s.svg", o.Many, strings.ReplaceAll(sid, ".", "-")),
+		fmt.Sprintf("Fairness%s: %d quiet tenants at %.3g/s, %d noisy at %.3g/s each", sname, nq, qRate, o.Many, o.Burst*nRate))
+	if err != nil {
+		return err
+	}
+	body = fmt.Sprintf("%d tenants: %d quiet ones sharing %g jobs/s (%.3g/s each, fair-rate mark %.3g/s) and %d noisy ones, each with a fair-rate mark of %.3g/s and "+
+		"sending %g× that (%.3g/s; %g/s in all, as much as 3 noisy tenants of the section above). Otherwise as above; the reference is a run of the same quiet "+
+		"tenants without noise, in the same mode.\n\n%s\n%s\n",
+		o.ManyTenants, nq, float64(o.Quiet)*o.QuietRate, qRate, 5*qRate, o.Many, nRate, o.Burst, o.Burst*nRate, o.Burst*nRate*float64(o.Many),
+		manyR.table(o), md)
+	rec.Detail("fairness-many"+sid, 2, fmt.Sprintf("2. Fairness%s: %d noisy among %d tenants", sname, o.Many, o.ManyTenants), body)
+	return nil
+}
+
+// FairnessStarved is the 3-noisy variant with Hogs busy-loop processes
+// beside the cluster, in sluice mode and as a FIFO.
+func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, hogs int, command string) error {
+	o.defaults()
+	sid, sname := suffix(o.Backend)
+	fig := Figure{ID: "fair.quiet-p99-3noisy-starved" + sid, Item: 2, Order: 20, Command: command, Goal: "≤ 3× and ≤ FIFO's",
+		Name: fmt.Sprintf("Fairness on a CPU-starved machine (%d busy loops beside): quiet p99 with 3 noisy tenants ÷ without noise%s", hogs, sname)}
+	err := func() error {
+		w, err := StartWorker()
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		w.SetService(o.Service)
+		stop, err := StartHogs(hogs)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		env.Logf("  %d busy loops started; load average %s", hogs, LoadAvg())
+		set := threeNoisy("fairness-starved", o)
+		fr, err := set.run(ctx, env, w, o)
+		if err != nil {
+			return err
+		}
+		fig = quietFigure(fig, fr, 1, 3)
+		if rs, rf := fr.p99Ratio(false, 1), fr.p99Ratio(true, 1); rs > rf {
+			fig.Status = Misses
+			fig.Measured += " — worse than the FIFO"
+		}
+		rec.Add(fig)
+		md, err := fr.plot(o, 1, "fairness-3noisy-starved"+strings.ReplaceAll(sid, ".", "-")+".svg",
+			fmt.Sprintf("Fairness%s, CPU-starved (%d busy loops): %d quiet tenants, 3 noisy", sname, hogs, o.Quiet))
+		if err != nil {
+			return err
+		}
+		body := fmt.Sprintf("The 3-noisy case of the fairness section, with %d `sh -c 'while :; do :; done'` processes running beside the cluster and "+
+			"the harness throughout (started before the first run, killed after the last; load average at the end %s). Reference: the same quiet "+
+			"tenants without noise, in the same mode, on the same starved machine.\n\n%s\n%s\n", hogs, LoadAvg(), fr.table(o), md)
+		rec.Detail("fairness-starved"+sid, 2, "2. Fairness on a CPU-starved machine"+sname, body)
+		return nil
+	}()
+	if err != nil {
+		rec.Fail([]Figure{fig}, err)
+	}
+	return err
+}
+
+// threeNoisy is the set of the quiet tenants alone and beside 3 noisy
+// ones.
+func threeNoisy(name string, o FairnessOptions) fairSet {
+	quiet := quietTenants("quiet", o.Quiet, o.QuietRate)
+	noisy := noisyTenants("noisy", 3, o.NoisyRate, o.Burst)
+	return fairSet{name: name, backend: o.Backend, conc: o.Concurrency, tenants: append(slices.Clone(quiet), noisy...), cases: []fairCase{
+		{label: "no noise", group: "q", ref: true, loads: loads(quiet, o.QuietRate, true)},
+		{label: "3 noisy", group: "q", loads: append(loads(quiet, o.QuietRate, true), loads(noisy, o.Burst*o.NoisyRate, false)...)},
+	}}
+}
+
+// FairnessSQS is the 3-noisy variant on the local SQS server with two
+// drainer processes, each with half the slots.
+func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
+	o.Backend = SQS
+	o.defaults()
+	fig := Figure{ID: "fair.sqs-2drainers", Item: 2, Order: 30, Command: command, Goal: "≤ 2× and utilization ≥ 0.9",
+		Name: "Fairness on SQS with two drainer processes: quiet p99 with 3 noisy tenants ÷ without noise, and utilization"}
+	err := func() error {
+		w, err := StartWorker()
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		w.SetService(o.Service)
+		set := threeNoisy("fairness-sqs", o)
+		set.drainers, set.conc = 2, o.Concurrency/2
+		fr, err := set.run(ctx, env, w, o)
+		if err != nil {
+			return err
+		}
+		q := quietFigure(fig, fr, 1, 2)
+		u := utilFigure(fig, fr, o, 1, 0.9)
+		fig.Measured = q.Measured + "; utilization " + u.Measured
+		fig.Status = q.Status
+		if u.Status != Meets {
+			fig.Status = u.Status
+		}
+		rec.Add(fig)
+		md, err := fr.plot(o, 1, "fairness-3noisy-sqs-2drainers.svg",
+			fmt.Sprintf("Fairness on SQS, 2 drainers: %d quiet tenants, 3 noisy", o.Quiet))
+		if err != nil {
+			return err
+		}
+		body := fmt.Sprintf("The 3-noisy case of the fairness section on the local SQS server (test/fauxqs), with the gateway and two `drainer run` "+
+			"processes of %d slots each (capacity %g jobs/s in all, as on the embedded backend). Reference: the same quiet tenants without noise, in the same mode.\n\n%s\n%s\n",
+			set.conc, set.capacity(o), fr.table(o), md)
+		rec.Detail("fairness-sqs", 2, "2. Fairness on SQS with two drainers", body)
+		return nil
+	}()
+	if err != nil {
+		rec.Fail([]Figure{fig}, err)
+	}
+	return err
+}
+
+// SlowTenant runs the quiet tenants beside two saturating tenants, one of
+// whose jobs take 10× as long as the other's.
+func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
+	o.defaults()
+	sid, sname := suffix(o.Backend)
+	fig := Figure{ID: "fair.slow-tenant" + sid, Item: 2, Order: 40, Command: command, Goal: "≤ 1.5×, and slow share 0.5 ± 10 %",
+		Name: "Slow tenant: quiet p99 ÷ without noise beside two saturating tenants, one with 10× longer jobs; the slow one's share of their worker time" + sname}
+	err := func() error {
+		w, err := StartWorker()
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		w.SetService(o.Service)
+		quiet := quietTenants("quiet", o.Quiet, o.QuietRate)
+		fast := noisyTenants("fast", 1, o.NoisyRate, o.Burst)
+		slow := noisyTenants("slow", 1, o.NoisyRate/10, o.Burst)
+		// Each sends more than the whole capacity's worth of its jobs.
+		fastRate, slowRate := o.capacity(), o.capacity()/4
+		set := fairSet{name: "slow", backend: o.Backend, conc: o.Concurrency, tenants: append(append(slices.Clone(quiet), fast...), slow...),
+			service: map[string]time.Duration{slow[0].ID: 10 * o.Service}, cases: []fairCase{
+				{label: "no noise", group: "q", ref: true, loads: loads(quiet, o.QuietRate, true)},
+				{label: "fast + slow", group: "q", loads: slices.Concat(loads(quiet, o.QuietRate, true), loads(fast, fastRate, false), loads(slow, slowRate, false))},
+			}}
+		fr, err := set.run(ctx, env, w, o)
+		if err != nil {
+			return err
+		}
+		q := quietFigure(fig, fr, 1, 1.5)
+		share := func(fifo bool) float64 {
+			ss := fr.runs[fifo][1].noisyShares()
+			return ss[1]
+		}
+		ss := share(false)
+		fig.Measured = fmt.Sprintf("%s; slow tenant's share of the two's worker time %.2f (FIFO, same run: %.2f); quiet p99 ratio detail: %s",
+			ratioCell(fr.p99Ratio(false, 1)), ss, share(true), q.Measured)
+		fig.Status = q.Status
+		if math.Abs(ss-0.5) > 0.05 || math.IsNaN(ss) {
+			fig.Status = Misses
+		}
+		rec.Add(fig)
+		md, err := fr.plot(o, 1, "slow-tenant"+strings.ReplaceAll(sid, ".", "-")+".svg",
+			fmt.Sprintf("Slow tenant%s: %d quiet tenants, a fast and a 10× slower saturating tenant", sname, o.Quiet))
+		if err != nil {
+			return err
+		}
+		body := fmt.Sprintf("%d quiet tenants at %g jobs/s each beside two saturating tenants of equal weight: `fast` sends %g jobs/s of %s jobs, `slow` "+
+			"%g jobs/s of %s jobs (the worker takes 10× longer for them), each with a fair-rate mark below what it sends. Capacity %d slots. "+
+			"A tenant's worker time = the time the worker spent on its jobs whose delivery started during the load; the goal is each of the two "+
+			"getting half of their worker time (±10 %%: 0.45–0.55).\n\n%s\n%s\n",
+			o.Quiet, o.QuietRate, fastRate, o.Service, slowRate, 10*o.Service, o.Concurrency, fr.table(o), md)
+		rec.Detail("slow-tenant"+sid, 2, "2. Fairness: a slow tenant"+sname, body)
+		return nil
+	}()
+	if err != nil {
+		rec.Fail([]Figure{fig}, err)
+	}
+	return err
+}
+
+// Weights runs two saturating tenants with weights 1 and 3.
+func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
+	o.defaults()
+	sid, sname := suffix(o.Backend)
+	fig := Figure{ID: "fair.weights" + sid, Item: 2, Order: 50, Command: command, Goal: "3 ± 10 % (2.7–3.3)",
+		Name: "Weights: worker time of a weight-3 tenant ÷ a weight-1 tenant's, both saturating" + sname}
+	err := func() error {
+		w, err := StartWorker()
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		w.SetService(o.Service)
+		light := NewTenants("light", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 1})
+		heavy := NewTenants("heavy", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 3})
+		rate := o.capacity()
+		set := fairSet{name: "weights", backend: o.Backend, conc: o.Concurrency, tenants: append(slices.Clone(light), heavy...), cases: []fairCase{
+			{label: "weights 1 : 3", group: "w", loads: append(loads(light, rate, false), loads(heavy, rate, false)...)},
+		}}
+		fr, err := set.run(ctx, env, w, o)
+		if err != nil {
+			return err
+		}
+		ratio := func(fifo bool) (float64, []float64) {
+			ss := fr.runs[fifo][0].noisyShares()
+			return ss[1] / ss[0], ss
+		}
+		rs, ss := ratio(false)
+		rf, _ := ratio(true)
+		fig.Measured = fmt.Sprintf("%.2f (worker time %.0f %% : %.0f %%, utilization %.2f); FIFO, same run (weights ignored): %.2f",
+			rs, 100*ss[0], 100*ss[1], fr.runs[false][0].utilization(set.capacity(o)), rf)
+		fig.Status = Misses
+		if rs >= 2.7 && rs <= 3.3 {
+			fig.Status = Meets
+		}
+		rec.Add(fig)
+		body := fmt.Sprintf("Two tenants, `weight: 1` and `weight: 3`, each sending %g jobs/s (the whole capacity: %d slots × %s jobs), both over their "+
+			"fair-rate mark of %g/s. Worker time = the time the worker spent on each one's jobs whose delivery started during the %s load.\n\n%s\n",
+			rate, o.Concurrency, o.Service, o.NoisyRate, o.Duration, fr.table(o))
+		rec.Detail("weights"+sid, 2, "2. Fairness: weights"+sname, body)
+		return nil
+	}()
+	if err != nil {
+		rec.Fail([]Figure{fig}, err)
+	}
+	return err
 }

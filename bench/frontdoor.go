@@ -89,7 +89,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	if err != nil {
 		return err
 	}
-	defer bare.Stop(10 * time.Second)
+	defer func() { _ = bare.Stop(10 * time.Second) }()
 	bareAddr, err := bare.Addr(ctx, "bare server listening")
 	if err != nil {
 		return err
@@ -127,7 +127,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 		for _, t := range targets {
 			r := ClosedLoop(ctx, conc, warm, o.Duration, unary(t.c))
 			if r.OK == 0 {
-				return fmt.Errorf("%s at concurrency %d: no call succeeded: %v", t.name, conc, r.FirstErr)
+				return fmt.Errorf("%s at concurrency %d: no call succeeded: %w", t.name, conc, r.FirstErr)
 			}
 			rows = append(rows, []string{"Submit", t.name, fmt.Sprint(conc), Num(r.Rate()), Ms(Percentile(r.Latencies, 50)), Ms(Percentile(r.Latencies, 99)), errCell(r.Errors, r.FirstErr)})
 			env.Logf("  Submit %-13s concurrency %4d: %8s calls/s p50 %s p99 %s", t.name, conc, Num(r.Rate()), Ms(Percentile(r.Latencies, 50)), Ms(Percentile(r.Latencies, 99)))

@@ -71,8 +71,10 @@ type GoBenchOptions struct {
 
 // GoBenchCommand is the command GoBench runs, for the docs.
 func GoBenchCommand(o GoBenchOptions) []string {
-	return []string{"go", "test", "-run", "^$", "-bench", "Admission|Embedded", "-benchtime", cmpStr(o.Benchtime, "1s"),
-		"-cpu", "2", "-count", "1", "-p", "1", "./gateway/", "./queue/embeddedqueue/"}
+	return []string{
+		"go", "test", "-run", "^$", "-bench", "Admission|Embedded", "-benchtime", cmpStr(o.Benchtime, "1s"),
+		"-cpu", "2", "-count", "1", "-p", "1", "./gateway/", "./queue/embeddedqueue/",
+	}
 }
 
 func cmpStr(s, def string) string {

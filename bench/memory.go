@@ -24,8 +24,10 @@ func Memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, comma
 	if o.Concurrency == 0 {
 		o.Concurrency = 64
 	}
-	fig := Figure{ID: "5.gateway-rss", Item: 5, Order: 2, Command: command,
-		Name: fmt.Sprintf("Gateway RSS with %s active tenants (embedded backend)", Num(float64(o.Tenants)))}
+	fig := Figure{
+		ID: "5.gateway-rss", Item: 5, Order: 2, Command: command,
+		Name: fmt.Sprintf("Gateway RSS with %s active tenants (embedded backend)", Num(float64(o.Tenants))),
+	}
 	if err := memory(ctx, env, rec, o, fig); err != nil {
 		rec.Fail([]Figure{fig}, err)
 		return err

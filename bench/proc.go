@@ -109,7 +109,7 @@ func (p *Proc) WaitLog(ctx context.Context, msg string, timeout time.Duration) (
 			if ok {
 				return m, nil
 			}
-			return nil, fmt.Errorf("%s exited (%v) before logging %q; last lines:\n%s", p.Name, p.err, msg, p.lastLines())
+			return nil, fmt.Errorf("%s exited (%w) before logging %q; last lines:\n%s", p.Name, p.err, msg, p.lastLines())
 		case <-deadline.C:
 			return nil, fmt.Errorf("%s logged no %q within %s; last lines:\n%s", p.Name, msg, timeout, p.lastLines())
 		case <-ctx.Done():

@@ -176,6 +176,13 @@ func (r *Recorder) Add(f Figure) {
 	r.env.Logf("FIGURE %d %s: %s (goal %s: %s)", f.Item, f.Name, f.Measured, cmp.Or(f.Goal, "none"), f.Status)
 }
 
+// Drop removes figures that a scenario's new ones replace.
+func (r *Recorder) Drop(ids ...string) {
+	for _, id := range ids {
+		delete(r.Results.Figures, id)
+	}
+}
+
 // Fail records every figure of a scenario as not measured, with why.
 func (r *Recorder) Fail(figs []Figure, err error) {
 	for _, f := range figs {

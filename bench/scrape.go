@@ -28,7 +28,7 @@ func ParseMetrics(page string) []Sample {
 			continue
 		}
 		s := Sample{Labels: map[string]string{}}
-		rest := line
+		var rest string
 		if i := strings.IndexByte(line, '{'); i >= 0 {
 			j := strings.LastIndexByte(line, '}')
 			if j < i {

@@ -17,8 +17,9 @@ import (
 type Delivery struct {
 	JobID    string
 	Tenant   string
-	Enqueued time.Time // accepted by the gateway (ProcessRequest.enqueued_at)
-	Start    time.Time // the worker's clock when Process was entered
+	Enqueued time.Time     // accepted by the gateway (ProcessRequest.enqueued_at)
+	Start    time.Time     // the worker's clock when Process was entered
+	Took     time.Duration // worker time the call used; 0 while under way
 }
 
 // Dwell is the time from acceptance to the start of delivery.
@@ -34,6 +35,8 @@ type Worker struct {
 
 	service atomic.Int64 // nanoseconds per call
 	total   atomic.Int64 // calls, repeats included
+
+	perTenant sync.Map // tenant → time.Duration: its own service time
 
 	mu         sync.Mutex
 	seen       map[string]struct{}
@@ -61,6 +64,10 @@ func (w *Worker) Stop() { w.srv.Stop() }
 // SetService sets the time each call takes.
 func (w *Worker) SetService(d time.Duration) { w.service.Store(int64(d)) }
 
+// SetTenantService sets the time each call of one tenant's jobs takes,
+// overriding SetService for that tenant.
+func (w *Worker) SetTenantService(tenant string, d time.Duration) { w.perTenant.Store(tenant, d) }
+
 // Reset forgets every delivery recorded so far.
 func (w *Worker) Reset() {
 	w.mu.Lock()
@@ -68,21 +75,28 @@ func (w *Worker) Reset() {
 	w.seen = map[string]struct{}{}
 	w.deliveries = nil
 	w.repeats = 0
+	w.perTenant.Clear()
 }
 
 // Process records the delivery and waits for the service time.
 func (w *Worker) Process(ctx context.Context, req *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
 	start := time.Now()
 	w.total.Add(1)
+	idx := -1
 	w.mu.Lock()
 	if _, dup := w.seen[req.GetJobId()]; dup {
 		w.repeats++
 	} else {
 		w.seen[req.GetJobId()] = struct{}{}
+		idx = len(w.deliveries)
 		w.deliveries = append(w.deliveries, Delivery{JobID: req.GetJobId(), Tenant: req.GetTenant(), Enqueued: req.GetEnqueuedAt().AsTime(), Start: start})
 	}
 	w.mu.Unlock()
-	if d := time.Duration(w.service.Load()); d > 0 {
+	d := time.Duration(w.service.Load())
+	if v, ok := w.perTenant.Load(req.GetTenant()); ok {
+		d = v.(time.Duration)
+	}
+	if d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -90,6 +104,14 @@ func (w *Worker) Process(ctx context.Context, req *workerv1.ProcessRequest) (*wo
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if idx >= 0 {
+		w.mu.Lock()
+		// Reset may have replaced the slice meanwhile.
+		if idx < len(w.deliveries) && w.deliveries[idx].JobID == req.GetJobId() {
+			w.deliveries[idx].Took = time.Since(start)
+		}
+		w.mu.Unlock()
 	}
 	return &workerv1.ProcessResponse{}, nil
 }

@@ -96,7 +96,8 @@ func quotaStatus(subject string, retry time.Duration) *status.Status {
 
 func invalidStatus(field string) *status.Status {
 	st, err := status.New(codes.InvalidArgument, "invalid job").WithDetails(&errdetails.BadRequest{
-		FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: "must not be empty"}}})
+		FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: "must not be empty"}},
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -154,32 +155,52 @@ func TestSubmitRetries(t *testing.T) {
 		minGaps   []time.Duration
 		wantErr   func(error) bool // nil: success
 	}{
-		{name: "over rate, then accepted", answers: []error{errRate(300 * time.Millisecond), nil},
-			wantCalls: 2, minGaps: []time.Duration{300 * time.Millisecond}},
-		{name: "lane backlog, then accepted", answers: []error{errBacklog(200 * time.Millisecond), nil},
-			wantCalls: 2, minGaps: []time.Duration{200 * time.Millisecond}},
-		{name: "unavailable twice, then accepted", answers: []error{errUnavailable, errUnavailable, nil},
-			wantCalls: 3, minGaps: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond}},
-		{name: "unavailable until the attempts run out", answers: []error{errUnavailable}, cfg: client.Config{MaxAttempts: 3},
-			wantCalls: 3, wantErr: isCode(codes.Unavailable)},
-		{name: "invalid argument is not retried", answers: []error{invalidStatus("payload").Err()},
+		{
+			name: "over rate, then accepted", answers: []error{errRate(300 * time.Millisecond), nil},
+			wantCalls: 2, minGaps: []time.Duration{300 * time.Millisecond},
+		},
+		{
+			name: "lane backlog, then accepted", answers: []error{errBacklog(200 * time.Millisecond), nil},
+			wantCalls: 2, minGaps: []time.Duration{200 * time.Millisecond},
+		},
+		{
+			name: "unavailable twice, then accepted", answers: []error{errUnavailable, errUnavailable, nil},
+			wantCalls: 3, minGaps: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond},
+		},
+		{
+			name: "unavailable until the attempts run out", answers: []error{errUnavailable}, cfg: client.Config{MaxAttempts: 3},
+			wantCalls: 3, wantErr: isCode(codes.Unavailable),
+		},
+		{
+			name: "invalid argument is not retried", answers: []error{invalidStatus("payload").Err()},
 			wantCalls: 1, wantErr: func(err error) bool {
 				var inv *client.InvalidArgumentError
 				return errors.As(err, &inv) && inv.Violations[0].Field == "payload" && status.Code(err) == codes.InvalidArgument
-			}},
-		{name: "unauthenticated is not retried", answers: []error{status.Error(codes.Unauthenticated, "unknown API key")},
-			wantCalls: 1, wantErr: isCode(codes.Unauthenticated)},
-		{name: "permission denied is not retried", answers: []error{status.Error(codes.PermissionDenied, "no")},
-			wantCalls: 1, wantErr: isCode(codes.PermissionDenied)},
-		{name: "resource exhausted without RetryInfo is not retried", answers: []error{status.Error(codes.ResourceExhausted, "message too large")},
-			wantCalls: 1, wantErr: isCode(codes.ResourceExhausted)},
-		{name: "a hint beyond MaxRetryWait is returned at once", answers: []error{errRate(time.Minute)}, cfg: client.Config{MaxRetryWait: time.Second},
+			},
+		},
+		{
+			name: "unauthenticated is not retried", answers: []error{status.Error(codes.Unauthenticated, "unknown API key")},
+			wantCalls: 1, wantErr: isCode(codes.Unauthenticated),
+		},
+		{
+			name: "permission denied is not retried", answers: []error{status.Error(codes.PermissionDenied, "no")},
+			wantCalls: 1, wantErr: isCode(codes.PermissionDenied),
+		},
+		{
+			name: "resource exhausted without RetryInfo is not retried", answers: []error{status.Error(codes.ResourceExhausted, "message too large")},
+			wantCalls: 1, wantErr: isCode(codes.ResourceExhausted),
+		},
+		{
+			name: "a hint beyond MaxRetryWait is returned at once", answers: []error{errRate(time.Minute)}, cfg: client.Config{MaxRetryWait: time.Second},
 			wantCalls: 1, wantErr: func(err error) bool {
 				var q *client.QuotaError
 				return errors.As(err, &q) && q.RetryAfter == time.Minute && q.Subject == "rate:t1"
-			}},
-		{name: "MaxAttempts 1 turns retries off", answers: []error{errUnavailable, nil}, cfg: client.Config{MaxAttempts: 1},
-			wantCalls: 1, wantErr: isCode(codes.Unavailable)},
+			},
+		},
+		{
+			name: "MaxAttempts 1 turns retries off", answers: []error{errUnavailable, nil}, cfg: client.Config{MaxAttempts: 1},
+			wantCalls: 1, wantErr: isCode(codes.Unavailable),
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -124,6 +124,16 @@ func (c *Cache) Waiting(q string) int64 {
 	return 0
 }
 
+// Pending returns the messages of q not yet done: waiting (visible or
+// delayed) and in flight (being delivered, or read ahead and held by a
+// drainer). It is what a lane's high-water mark limits.
+func (c *Cache) Pending(q string) int64 {
+	if e := c.entries[q]; e != nil {
+		return e.waiting.Load() + e.inFlight.Load()
+	}
+	return 0
+}
+
 // Add records n messages sent to q by this process since the last refresh.
 func (c *Cache) Add(q string, n int64) {
 	if e := c.entries[q]; e != nil {

@@ -1,22 +1,26 @@
 // Package drainer takes jobs off the queues and delivers them to workers,
-// fresh traffic first and no tenant able to monopolise a shard.
+// fresh traffic first and shared fairly among tenants by weight, in worker
+// time, with no worker idle while a job waits.
 //
-// Pollers (two per shard, one per sideline queue) long-poll the backend,
-// a full batch at a time, into a small per-queue buffer. A dispatcher fills delivery slots: it picks a lane by smooth
-// weighted round-robin over the lanes that have work (an idle lane's share
-// goes to the others; no lane starves), then within the lane either a
-// shard (round-robin) or, for a guaranteed minority share plus all spare
-// capacity, the lane's spillover and backlog queues. For each message the
-// sideliner decides: deliver, spill (tenant over its drain rate or at its
-// in-flight limit), backlog (older than the lane's staleness bound), drop
-// (past its TTL), dead-letter, or defer. Moves are send-then-delete and run
-// beside deliveries, so sidelining a flood costs no delivery slots.
+// Pollers (two per shard, one per sideline queue) long-poll the backend a
+// full batch at a time. Each received message is judged by the sideliner
+// (malformed, expired, out of attempts, stale) and the deliverable ones
+// are held, read ahead, in their tenant's bounded queue in the scheduler
+// (package scheduler): fresh from a shard, or spillover, or backlog. A
+// dispatcher hands every free delivery slot to the job the scheduler
+// picks. A tenant whose read-ahead budget is full has the rest of its
+// jobs moved to the lane's spillover queue, so the shards' heads stay
+// clear for everyone else; stale jobs go to the backlog queue once the
+// stale read-ahead is full. Moves are batched (one send and one delete
+// per receive and destination) and run on a budget of their own, so
+// sidelining never takes delivery slots.
 //
-// A delivery holds the tenant's drain token and in-flight slot, extends the
-// message's visibility while the worker runs (heartbeat), and then acks
-// (delete), retries with exponential backoff through a delayed copy, or
-// dead-letters. A drainer that loses a lease cannot ack or extend the
-// message any more (the backend refuses its receipt).
+// A delivery extends the message's visibility while the worker runs
+// (heartbeat), and then acks (delete), retries with exponential backoff
+// through a delayed copy, or dead-letters. Held jobs have their visibility
+// renewed while they wait. A handler that panics fails its attempt, with
+// the stack in the log. A drainer that loses a lease cannot ack or extend
+// the message any more (the backend refuses its receipt).
 package drainer
 
 import (
@@ -26,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +43,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/scheduler"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/topology"
 )
@@ -50,9 +56,11 @@ const (
 	HandlerTimeoutDefault = 15 * time.Minute
 	opTimeout             = 30 * time.Second
 	// movesMin is the least number of concurrent moves (spill, backlog,
-	// retry, dead-letter). Moves are two cheap backend calls that benefit
-	// from batching, so they get their own, larger pool.
+	// retry, dead-letter). Moves are cheap backend calls that benefit from
+	// batching, so they get their own, larger pool.
 	movesMin = 64
+	// statsInterval is how often the fairness gauges are refreshed.
+	statsInterval = 2 * time.Second
 )
 
 // Config configures a Drainer.
@@ -63,19 +71,24 @@ type Config struct {
 	Topology topology.Topology
 	// Handler receives each job. Required.
 	Handler Handler
-	// Limits returns a tenant's drain limits (rate, burst, in flight).
-	// Defaults to no per-tenant limits.
-	Limits func(tenant string) sideliner.Limits
+	// Limits returns a tenant's scheduling limits: weight, guaranteed
+	// share, fair rate and hard ceilings. Defaults to weight 1 and no
+	// limits.
+	Limits func(tenant string) scheduler.Limits
 	// Policy holds the retry and deferral settings (MaxAttempts,
 	// RetryBase, RetryCap, DeferDelay); each lane's staleness bound and
 	// the topology's max receive count are filled in per lane.
 	Policy sideliner.Policy
 	// Concurrency is the most jobs delivered at once. Defaults to 32.
 	Concurrency int
-	// SidelineShare is the percentage of a lane's deliveries guaranteed to
-	// its spillover and backlog queues while its shards have work; they
-	// also get all capacity the shards leave. Defaults to 10.
+	// SidelineShare is the percentage of the delivery slots guaranteed to
+	// spillover and backlog work while it waits; it also gets every slot
+	// that fresh work leaves free. Defaults to 10.
 	SidelineShare int
+	// ReadAhead is the most jobs of one tenant held in memory, waiting for
+	// a slot; more are moved to the spillover queue. Defaults to
+	// max(Concurrency, 20).
+	ReadAhead int
 	// PollWait is each Receive's long-poll wait. Defaults to queue.MaxWait
 	// (20 s): a wait ends as soon as a message arrives, so a long one only
 	// saves empty receives (billed calls on SQS). Stop cancels it at once.
@@ -88,8 +101,8 @@ type Config struct {
 	ReceiveLinger time.Duration
 	// HandlerTimeout bounds one delivery. Defaults to 15 minutes.
 	HandlerTimeout time.Duration
-	// Metrics records outcomes, dwell and age of first attempt; nil
-	// records nothing.
+	// Metrics records outcomes, dwell, age of first attempt and the
+	// fairness gauges; nil records nothing.
 	Metrics *metrics.Metrics
 	// TracerProvider makes the drainer's spans (sluice.deliver,
 	// sluice.move, sluice.defer, sluice.drop), which continue the trace
@@ -114,21 +127,26 @@ type Counts struct {
 	Requeued     int64 // re-sent to their sideline queue to reset the receive count
 	LeaseLost    int64 // deliveries whose lease another consumer took
 	MoveFailed   int64 // moves whose send failed (the job stays where it was)
+	Panicked     int64 // deliveries whose handler panicked (each also retried or dead-lettered)
 }
 
 // Drainer delivers jobs from a topology's queues to a Handler.
 type Drainer struct {
-	cfg     Config
-	lanes   []*laneInbox
-	picker  *weightedPicker
-	limiter *sideliner.Limiter
-	tracer  trace.Tracer
+	cfg    Config
+	lanes  []*laneInbox
+	tracer trace.Tracer
 
-	mu     sync.Mutex    // guards buffers, pickers and round-robin positions
-	notify chan struct{} // signalled when a buffer gains work
-	slots  chan struct{} // one token per running delivery
-	moves  chan struct{} // one token per running move
-	acks   chan struct{} // one token per ack running after its delivery slot was freed
+	mu        sync.Mutex // guards sched and the fields below
+	sched     *scheduler.Scheduler[*job]
+	heldMax   int           // most jobs held in all
+	staleMax  int           // most stale jobs held rather than moved
+	sideMax   int           // most spillover/backlog jobs held
+	roomFreed chan struct{} // closed and replaced when held jobs leave and a poller waits
+	roomWait  bool          // a poller waits on roomFreed
+
+	wake  chan struct{} // signalled when the dispatcher may have work
+	moves chan struct{} // one token per running move
+	acks  chan struct{} // one token per ack running after its delivery slot was freed
 
 	pollCancel     context.CancelFunc
 	dispatchCancel context.CancelFunc
@@ -143,33 +161,26 @@ type Drainer struct {
 
 	counts struct {
 		delivered, retried, spilled, backlogged, dropped, deadLettered,
-		deferred, requeued, leaseLost, moveFailed atomic.Int64
+		deferred, requeued, leaseLost, moveFailed, panicked atomic.Int64
 	}
 }
 
 type laneInbox struct {
-	lane      topology.Lane
-	policy    sideliner.Policy
-	shards    []*queueBuf
-	side      []*queueBuf // spillover, backlog
-	class     *weightedPicker
-	shardNext int
-	sideNext  int
-	spillover string
-	backlog   string
-	dlq       string
+	lane       topology.Lane
+	policy     sideliner.Policy
+	visibility time.Duration
+	shards     []*queueBuf
+	side       []*queueBuf // spillover, backlog
+	spillover  string
+	backlog    string
+	dlq        string
 }
 
-// queueBuf holds messages received from one queue, waiting for a slot.
+// queueBuf is one queue the drainer reads.
 type queueBuf struct {
 	inbox  *laneInbox
 	name   string
 	source sideliner.Source
-	buf    []queue.Message
-	space  chan struct{} // free places in buf
-	// more is whether the last receive came back full, so the queue
-	// likely has more waiting; guarded by Drainer.mu.
-	more bool
 }
 
 // New validates cfg and returns a drainer.
@@ -185,6 +196,10 @@ func New(cfg Config) (*Drainer, error) {
 	if cfg.SidelineShare < 1 || cfg.SidelineShare > 99 {
 		return nil, fmt.Errorf("drainer: sideline share %d%%: must be 1 to 99", cfg.SidelineShare)
 	}
+	if cfg.Concurrency < 1 || cfg.ReadAhead < 0 {
+		return nil, errors.New("drainer: concurrency must be at least 1 and read-ahead not negative")
+	}
+	cfg.ReadAhead = cmp.Or(cfg.ReadAhead, max(cfg.Concurrency, 20))
 	cfg.PollWait = cmp.Or(cfg.PollWait, PollWaitDefault)
 	cfg.HandlerTimeout = cmp.Or(cfg.HandlerTimeout, HandlerTimeoutDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
@@ -192,21 +207,16 @@ func New(cfg Config) (*Drainer, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Limits == nil {
-		cfg.Limits = func(string) sideliner.Limits { return sideliner.Limits{} }
-	}
-	limiter, err := sideliner.NewLimiter(sideliner.LimiterConfig{Limits: cfg.Limits})
-	if err != nil {
-		return nil, fmt.Errorf("drainer: %w", err)
+		cfg.Limits = func(string) scheduler.Limits { return scheduler.Limits{} }
 	}
 	d := &Drainer{
-		cfg: cfg, limiter: limiter, tracer: tracing.Tracer(cfg.TracerProvider),
-		notify: make(chan struct{}, 1),
-		slots:  make(chan struct{}, cfg.Concurrency),
-		moves:  make(chan struct{}, max(cfg.Concurrency, movesMin)),
-		acks:   make(chan struct{}, 4*cfg.Concurrency),
+		cfg: cfg, tracer: tracing.Tracer(cfg.TracerProvider),
+		wake:      make(chan struct{}, 1),
+		roomFreed: make(chan struct{}),
+		moves:     make(chan struct{}, max(cfg.Concurrency, movesMin)),
+		acks:      make(chan struct{}, 4*cfg.Concurrency),
 	}
-	weights := make([]int, len(cfg.Topology.Lanes))
-	for i, l := range cfg.Topology.Lanes {
+	for _, l := range cfg.Topology.Lanes {
 		p := cfg.Policy
 		p.StalenessBound = time.Duration(l.StalenessBound)
 		p.MaxReceives = cfg.Topology.MaxReceiveCount
@@ -214,42 +224,53 @@ func New(cfg Config) (*Drainer, error) {
 			return nil, fmt.Errorf("drainer: lane %s: %w", l.Name, err)
 		}
 		in := &laneInbox{
-			lane: l, policy: p,
-			class:     newWeightedPicker([]int{100 - cfg.SidelineShare, cfg.SidelineShare}),
+			lane: l, policy: p, visibility: time.Duration(l.VisibilityTimeout),
 			spillover: cfg.Topology.SpilloverQueue(l.Name),
 			backlog:   cfg.Topology.BacklogQueue(l.Name),
 			dlq:       cfg.Topology.DLQ(l.Name),
 		}
 		for s := range l.Shards {
-			in.shards = append(in.shards, newQueueBuf(in, cfg.Topology.ShardQueue(l.Name, s), sideliner.SourceShard))
+			in.shards = append(in.shards, &queueBuf{inbox: in, name: cfg.Topology.ShardQueue(l.Name, s), source: sideliner.SourceShard})
 		}
 		in.side = []*queueBuf{
-			newQueueBuf(in, in.spillover, sideliner.SourceSpillover),
-			newQueueBuf(in, in.backlog, sideliner.SourceBacklog),
+			{inbox: in, name: in.spillover, source: sideliner.SourceSpillover},
+			{inbox: in, name: in.backlog, source: sideliner.SourceBacklog},
 		}
 		d.lanes = append(d.lanes, in)
-		weights[i] = l.Weight
 	}
-	d.picker = newWeightedPicker(weights)
+	// Read ahead enough for several tenants' budgets and a batch from
+	// every poller; hold at most a slot's worth of stale and sideline jobs
+	// each, so that old work never crowds out the view of fresh work.
+	pollers := 0
+	for _, in := range d.lanes {
+		pollers += bufferBatches*len(in.shards) + len(in.side)
+	}
+	d.heldMax = max(4*cfg.ReadAhead, 2*cfg.Concurrency) + pollers*queue.MaxBatch
+	d.staleMax = cfg.Concurrency
+	d.sideMax = cfg.Concurrency
+	readAhead := cfg.ReadAhead
+	if cfg.Policy.NoSideline {
+		// A plain FIFO (the benchmarks' baseline): every job is held as
+		// one tenant's, in the order read, and nothing is moved aside.
+		readAhead = d.heldMax + pollers*queue.MaxBatch
+	}
+	sched, err := scheduler.New[*job](scheduler.Config{
+		Slots: cfg.Concurrency, SidelineShare: float64(cfg.SidelineShare) / 100,
+		ReadAhead: readAhead, Limits: cfg.Limits,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drainer: %w", err)
+	}
+	d.sched = sched
 	return d, nil
 }
 
-// bufferBatches is each queue buffer's size in receive batches. With two,
-// a poller asks for a whole batch whenever half the buffer is free, so
-// receives are full batches (one claim, one billed call, for ten jobs)
-// while the dispatcher still has the other half to work on.
+// bufferBatches is the number of pollers per shard queue, so that one
+// receive can be under way while the other's jobs are taken.
 const bufferBatches = 2
 
-func newQueueBuf(in *laneInbox, name string, src sideliner.Source) *queueBuf {
-	n := bufferBatches * queue.MaxBatch
-	q := &queueBuf{inbox: in, name: name, source: src, space: make(chan struct{}, n)}
-	for range n {
-		q.space <- struct{}{}
-	}
-	return q
-}
-
-// Start launches the pollers and the dispatcher and returns.
+// Start launches the pollers, the dispatcher and the housekeeping, and
+// returns.
 func (d *Drainer) Start(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
 		return errors.New("drainer: already started, or stopped")
@@ -260,9 +281,6 @@ func (d *Drainer) Start(ctx context.Context) error {
 	dispatchCtx, d.dispatchCancel = context.WithCancel(base)
 	d.handlerCtx, d.handlerCancel = context.WithCancel(base)
 	for _, in := range d.lanes {
-		// Shards get a poller per buffered batch, so one receive can be
-		// under way while the other's jobs are dispatched; the sideline
-		// queues, which serve only a share, get one.
 		for _, q := range in.shards {
 			for range bufferBatches {
 				d.pollers.Go(func() { d.poll(pollCtx, q) })
@@ -273,7 +291,8 @@ func (d *Drainer) Start(ctx context.Context) error {
 		}
 	}
 	d.dispatcher.Go(func() { d.dispatch(dispatchCtx) })
-	d.pollers.Go(func() { d.sweepLimiter(pollCtx) })
+	d.pollers.Go(func() { d.renewHeld(pollCtx) })
+	d.pollers.Go(func() { d.housekeep(pollCtx) })
 	return nil
 }
 
@@ -290,7 +309,7 @@ func (d *Drainer) Stop(ctx context.Context) error {
 		d.pollers.Wait()
 		d.dispatchCancel()
 		d.dispatcher.Wait()
-		d.releaseBuffered()
+		d.releaseHeld()
 		done := make(chan struct{})
 		go func() { d.work.Wait(); close(done) }()
 		select {
@@ -312,23 +331,92 @@ func (d *Drainer) Counts() Counts {
 		Delivered: c.delivered.Load(), Retried: c.retried.Load(), Spilled: c.spilled.Load(),
 		Backlogged: c.backlogged.Load(), Dropped: c.dropped.Load(), DeadLettered: c.deadLettered.Load(),
 		Deferred: c.deferred.Load(), Requeued: c.requeued.Load(), LeaseLost: c.leaseLost.Load(),
-		MoveFailed: c.moveFailed.Load(),
+		MoveFailed: c.moveFailed.Load(), Panicked: c.panicked.Load(),
+	}
+}
+
+// Fairness returns each lane's recent fairness figures, with up to top
+// tenants each (≤ 0: all).
+func (d *Drainer) Fairness(top int) []scheduler.GroupStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sched.Stats(d.cfg.Now(), top)
+}
+
+// Slots returns the number of delivery slots and how many are busy.
+func (d *Drainer) Slots() (slots, busy int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sched.Slots(), d.sched.Running()
+}
+
+// Held returns the number of jobs read ahead and waiting for a slot.
+func (d *Drainer) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sched.Held()
+}
+
+// job is a received message with its decoded envelope (nil if malformed).
+type job struct {
+	q        *queueBuf
+	msg      queue.Message
+	env      *envelope.Envelope
+	bad      error     // why env is nil
+	leasedAt time.Time // when its visibility was last set
+}
+
+func (d *Drainer) signal() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom blocks until the drainer may hold another batch from q: room
+// in the read-ahead, and for a sideline queue room for sideline work.
+func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) bool {
+	for {
+		d.mu.Lock()
+		room := d.sched.Held()+queue.MaxBatch <= d.heldMax
+		if q.source != sideliner.SourceShard {
+			room = room && d.sched.HeldIn(scheduler.Spillover)+d.sched.HeldIn(scheduler.Backlog) < d.sideMax
+		}
+		if room {
+			d.mu.Unlock()
+			return true
+		}
+		d.roomWait = true
+		ch := d.roomFreed
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// freeRoomLocked wakes the pollers waiting for room; callers hold d.mu.
+func (d *Drainer) freeRoomLocked() {
+	if d.roomWait {
+		close(d.roomFreed)
+		d.roomFreed = make(chan struct{})
+		d.roomWait = false
 	}
 }
 
 func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 	log := d.cfg.Logger.With(slog.String("queue", q.name))
 	for {
-		n, ok := takeSpace(ctx, q.space)
-		if !ok {
+		if !d.waitRoom(ctx, q) {
 			return
 		}
 		// The lane's visibility timeout is the queue's default; passing it
 		// lets the backend know the lease, so acks in time skip SQS's
 		// fencing call.
-		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{Queue: q.name, Max: n, Wait: d.cfg.PollWait,
-			VisibilityTimeout: time.Duration(q.inbox.lane.VisibilityTimeout)})
-		giveSpace(q.space, n-len(msgs))
+		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{Queue: q.name, Max: queue.MaxBatch, Wait: d.cfg.PollWait,
+			VisibilityTimeout: q.inbox.visibility})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -339,209 +427,174 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 			}
 			continue
 		}
-		d.mu.Lock()
-		wasMore := q.more
-		q.more = len(msgs) == n
-		q.buf = append(q.buf, msgs...)
-		d.mu.Unlock()
-		if len(msgs) == 0 && !wasMore {
-			continue
+		if len(msgs) > 0 {
+			d.take(q, msgs)
 		}
-		select {
-		case d.notify <- struct{}{}:
-		default:
-		}
-		if len(msgs) < n && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
+		if len(msgs) < queue.MaxBatch && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
 			return
 		}
 	}
 }
 
-// takeSpace blocks until a whole batch of buffer places is free and takes
-// it, so that every receive asks for a full batch.
-func takeSpace(ctx context.Context, space chan struct{}) (int, bool) {
-	for n := range queue.MaxBatch {
-		select {
-		case <-space:
-		case <-ctx.Done():
-			giveSpace(space, n)
-			return 0, false
-		}
-	}
-	return queue.MaxBatch, true
-}
-
-func giveSpace(space chan struct{}, n int) {
-	for range n {
-		space <- struct{}{}
-	}
-}
-
-// job is a message taken from a buffer, with its decoded envelope (nil if
-// malformed).
-type job struct {
-	q   *queueBuf
-	msg queue.Message
-	env *envelope.Envelope
-	bad error // why env is nil
-}
-
-func (d *Drainer) dispatch(ctx context.Context) {
-	for {
-		select {
-		case d.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		// Sideline decisions do not use the slot: keep taking messages
-		// until one is to be delivered.
-		for {
-			j := d.next(ctx)
-			if j == nil {
-				<-d.slots
-				return
+// take judges a received batch: the deliverable jobs are held for the
+// scheduler; the others are moved, in one batch per destination, or
+// handled one by one (drop, dead-letter, defer).
+func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
+	now := d.cfg.Now()
+	in := q.inbox
+	var spill, stale []*job
+	var single []decided
+	d.mu.Lock()
+	for _, m := range msgs {
+		j := &job{q: q, msg: m, leasedAt: now}
+		j.env, j.bad = envelope.Decode(m.Body)
+		decision := in.policy.Decide(d.input(j, now, false))
+		switch decision.Action {
+		case sideliner.Deliver:
+			tenant := j.env.GetTenant()
+			if in.policy.NoSideline {
+				tenant = ""
 			}
-			decision, release := d.decide(j)
-			d.work.Add(1)
-			if decision.Action == sideliner.Deliver {
-				go d.deliver(j, release)
-				break
+			// Sideline jobs are always held: their pollers read only
+			// while the sideline read-ahead has room.
+			if d.sched.Push(now, tenant, in.lane.Name, classOf(q.source), j) {
+				continue
 			}
-			select {
-			case d.moves <- struct{}{}:
-			case <-ctx.Done():
-				d.work.Done()
-				<-d.slots
-				return
+			// The tenant's read-ahead is full: let the others be seen.
+			decision = in.policy.Decide(d.input(j, now, true))
+			if decision.Action == sideliner.Spill {
+				spill = append(spill, j)
+				continue
 			}
-			go func() {
-				defer d.work.Done()
-				defer func() { <-d.moves }()
-				d.carryOut(context.Background(), j, decision)
-			}()
-		}
-	}
-}
-
-// next waits for the next message by lane weight and sideline share; nil
-// when ctx ends.
-func (d *Drainer) next(ctx context.Context) *job {
-	patient := true
-	for {
-		d.mu.Lock()
-		q, waiting := d.pickLocked(patient)
-		if q != nil {
-			m := q.buf[0]
-			q.buf = q.buf[1:]
-			d.mu.Unlock()
-			giveSpace(q.space, 1)
-			j := &job{q: q, msg: m}
-			j.env, j.bad = envelope.Decode(m.Body)
-			return j
-		}
-		d.mu.Unlock()
-		if waiting {
-			// A shard's next batch is on its way: give it a moment, then
-			// let the sideline queues have the spare capacity after all.
-			select {
-			case <-d.notify:
-			case <-time.After(refillPatience):
-				patient = false
-			case <-ctx.Done():
-				return nil
+		case sideliner.Backlog:
+			if d.sched.HeldIn(scheduler.Backlog) < d.staleMax && d.sched.Push(now, j.env.GetTenant(), in.lane.Name, scheduler.Backlog, j) {
+				continue
 			}
+			stale = append(stale, j)
 			continue
 		}
-		patient = true
-		select {
-		case <-d.notify:
-		case <-ctx.Done():
-			return nil
-		}
+		single = append(single, decided{j, decision})
+	}
+	d.mu.Unlock()
+	d.signal()
+	if len(spill) > 0 {
+		d.moveBatch(spill, in.spillover, sideliner.Decision{Action: sideliner.Spill, Reason: sideliner.ReasonReadAheadFull})
+	}
+	if len(stale) > 0 {
+		d.moveBatch(stale, in.backlog, sideliner.Decision{Action: sideliner.Backlog, Reason: sideliner.ReasonStale})
+	}
+	for _, s := range single {
+		d.work.Add(1)
+		d.moves <- struct{}{}
+		go func() {
+			defer d.work.Done()
+			defer func() { <-d.moves }()
+			d.carryOut(context.Background(), s.j, s.decision)
+		}()
 	}
 }
 
-// refillPatience is how long the dispatcher holds spare capacity for a
-// shard whose buffer ran dry while its queue still had more, before giving
-// it to the sideline queues.
-const refillPatience = 5 * time.Millisecond
-
-// pickLocked chooses the buffer to serve next; callers hold d.mu. When
-// patient, a shard whose buffer ran dry while its queue still holds more
-// (its last receive came back full) still counts as having work, so the
-// sideline queues get their share and not the whole lane while its next
-// batch is on the way: fresh work keeps going first. It then returns nil
-// and waiting true.
-func (d *Drainer) pickLocked(patient bool) (q *queueBuf, waiting bool) {
-	i := d.picker.pick(func(i int) bool { return d.lanes[i].hasWork() })
-	if i < 0 {
-		return nil, false
-	}
-	in := d.lanes[i]
-	class := in.class.pick(func(c int) bool {
-		if c == 0 {
-			return anyBuffered(in.shards) || (patient && anyMore(in.shards))
-		}
-		return anyBuffered(in.side)
-	})
-	if class == 0 {
-		q = roundRobin(in.shards, &in.shardNext)
-		return q, q == nil
-	}
-	return roundRobin(in.side, &in.sideNext), false
+type decided struct {
+	j        *job
+	decision sideliner.Decision
 }
 
-func (in *laneInbox) hasWork() bool { return anyBuffered(in.shards) || anyBuffered(in.side) }
-
-func anyMore(qs []*queueBuf) bool {
-	for _, q := range qs {
-		if q.more {
-			return true
-		}
+func classOf(s sideliner.Source) scheduler.Class {
+	switch s {
+	case sideliner.SourceShard:
+		return scheduler.Fresh
+	case sideliner.SourceSpillover:
+		return scheduler.Spillover
 	}
-	return false
+	return scheduler.Backlog
 }
 
-func anyBuffered(qs []*queueBuf) bool {
-	for _, q := range qs {
-		if len(q.buf) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// roundRobin returns the next non-empty buffer after *next and advances it.
-func roundRobin(qs []*queueBuf, next *int) *queueBuf {
-	for range qs {
-		q := qs[*next%len(qs)]
-		*next = (*next + 1) % len(qs)
-		if len(q.buf) > 0 {
-			return q
-		}
-	}
-	return nil
-}
-
-// decide asks the sideliner what to do with j, holding the tenant's
-// token and slot when the answer is Deliver.
-func (d *Drainer) decide(j *job) (sideliner.Decision, func()) {
-	in := sideliner.Input{Now: d.cfg.Now(), Source: j.q.source, ReceiveCount: j.msg.ReceiveCount, Jitter: rand.Float64()}
+// input is what the sideliner knows of j at now.
+func (d *Drainer) input(j *job, now time.Time, readAheadFull bool) sideliner.Input {
+	in := sideliner.Input{Now: now, Source: j.q.source, ReceiveCount: j.msg.ReceiveCount, Jitter: rand.Float64(), ReadAheadFull: readAheadFull}
 	if j.env == nil {
 		in.Malformed = true
-		return j.q.inbox.policy.Decide(in), func() {}
+		return in
 	}
 	in.EnqueuedAt = j.env.GetEnqueuedAt().AsTime()
 	if e := j.env.GetExpiresAt(); e != nil {
 		in.ExpiresAt = e.AsTime()
 	}
 	in.Attempts = int(j.env.GetAttempts())
-	return d.limiter.Admit(j.q.inbox.policy, j.env.GetTenant(), in)
+	return in
 }
 
-func (d *Drainer) deliver(j *job, release func()) {
+// dispatch hands every free slot the job the scheduler picks.
+func (d *Drainer) dispatch(ctx context.Context) {
+	var timer *time.Timer
+	for {
+		d.mu.Lock()
+		tk, wait := d.sched.Next(d.cfg.Now())
+		if tk != nil {
+			d.freeRoomLocked()
+		}
+		d.mu.Unlock()
+		if tk != nil {
+			d.work.Add(1)
+			go d.run(tk)
+			continue
+		}
+		var timeout <-chan time.Time
+		if wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			timeout = timer.C
+		}
+		select {
+		case <-d.wake:
+		case <-timeout:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// run delivers a granted job, or drops it if it expired while held, and
+// gives the slot back with the worker time it used.
+func (d *Drainer) run(tk *scheduler.Ticket[*job]) {
 	defer d.work.Done()
-	defer func() { <-d.slots }()
+	j := tk.Item
+	start := d.cfg.Now()
+	if e := j.env.GetExpiresAt(); e != nil && !start.Before(e.AsTime()) {
+		d.finish(tk, 0)
+		d.carryOut(context.Background(), j, sideliner.Decision{Action: sideliner.Drop, Reason: sideliner.ReasonTTLExpired})
+		return
+	}
+	d.deliver(j, func() { d.finish(tk, d.cfg.Now().Sub(start)) })
+}
+
+// finish returns tk's slot to the scheduler, charging used.
+func (d *Drainer) finish(tk *scheduler.Ticket[*job], used time.Duration) {
+	d.mu.Lock()
+	d.sched.Done(d.cfg.Now(), tk, used)
+	d.mu.Unlock()
+	d.signal()
+}
+
+// handle calls the handler, turning a panic into a failed attempt.
+func (d *Drainer) handle(ctx context.Context, job *Job, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.counts.panicked.Add(1)
+			d.cfg.Metrics.Drain(job.Lane, metrics.ActionPanicked, "")
+			log.ErrorContext(ctx, "handler panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			err = &PanicError{Value: r}
+		}
+	}()
+	return d.cfg.Handler.Handle(ctx, job)
+}
+
+// deliver runs j through the handler; done is called as soon as the
+// handler returns, to free the delivery slot.
+func (d *Drainer) deliver(j *job, done func()) {
 	env := j.env
 	log := d.jobLogger(j)
 	attempt := int(env.GetAttempts()) + 1
@@ -553,7 +606,7 @@ func (d *Drainer) deliver(j *job, release func()) {
 		env.FirstAttemptAt = timestamppb.New(now)
 		d.cfg.Metrics.AgeOfFirstAttempt(lane, dwell)
 	}
-	vis := time.Duration(j.q.inbox.lane.VisibilityTimeout)
+	vis := j.q.inbox.visibility
 	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
 	spanCtx, span := d.startDeliver(d.handlerCtx, j, attempt)
 	outcome, failure := "ack", error(nil)
@@ -565,14 +618,14 @@ func (d *Drainer) deliver(j *job, release func()) {
 		log.WarnContext(ctx, "lease lost during delivery; cancelling it", slog.Any("error", err))
 		cancel()
 	})
-	err := d.cfg.Handler.Handle(ctx, &Job{
+	err := d.handle(ctx, &Job{
 		ID: env.GetJobId(), Tenant: env.GetTenant(), Lane: env.GetLane(), Payload: env.GetPayload(),
 		Attributes: env.GetAttributes(), Attempt: attempt, EnqueuedAt: env.GetEnqueuedAt().AsTime(),
 		TraceContext: tracing.Inject(ctx),
-	})
+	}, log)
 	stopHeartbeat()
 	cancel()
-	release()
+	done()
 	if lost.Load() {
 		outcome, failure = "lease_lost", ErrLeaseLost
 		d.counts.leaseLost.Add(1)
@@ -612,11 +665,21 @@ func (d *Drainer) deliver(j *job, release func()) {
 	log.WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
 		slog.Duration("delay", decision.Delay), slog.Any("error", err))
 	env.Attempts = uint32(attempt)
-	if decision.Action == sideliner.DeadLetter && decision.Reason == sideliner.ReasonPermanentFailure {
+	var pe *PanicError
+	switch {
+	case decision.Action != sideliner.DeadLetter:
+	case errors.As(err, &pe):
+		decision.Reason = sideliner.Reason(pe.Error())
+	case decision.Reason == sideliner.ReasonPermanentFailure:
 		decision.Reason = sideliner.Reason(string(decision.Reason) + ": " + err.Error())
 	}
 	d.carryOut(spanCtx, j, decision)
 }
+
+// PanicError is the failure of an attempt whose handler panicked.
+type PanicError struct{ Value any }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 func (d *Drainer) ack(j *job, l *lease, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -710,7 +773,7 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 		}
 		body = b
 	}
-	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: []queue.SendEntry{{ID: "0", Body: body, Delay: min(delay, queue.MaxDelay)}}})
+	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: []queue.SendEntry{{ID: "0", Body: body, Delay: min(delay, queue.MaxDelay), GroupID: j.env.GetTenant()}}})
 	if err == nil && len(res) > 0 {
 		err = res[0].Err
 	}
@@ -742,28 +805,209 @@ func (d *Drainer) jobLogger(j *job) *slog.Logger {
 	return log
 }
 
-// releaseBuffered makes jobs that were received but never started visible
-// again, so another drainer takes them at once.
-func (d *Drainer) releaseBuffered() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// moveBatch moves jobs, all read from one queue, to dest with one send
+// and one delete per batch of queue.MaxBatch, on the move budget: the
+// caller (a poller) waits for a place, so reading slows down to what can
+// be moved rather than piling up held leases. Send-then-delete: a job
+// whose send fails stays on its queue and comes back after its visibility
+// timeout; a failed delete may leave a duplicate. Nothing is lost.
+func (d *Drainer) moveBatch(jobs []*job, dest string, decision sideliner.Decision) {
+	d.moves <- struct{}{}
+	d.work.Add(1)
+	go func() {
+		defer d.work.Done()
+		defer func() { <-d.moves }()
+		for start := 0; start < len(jobs); start += queue.MaxBatch {
+			d.moveChunk(jobs[start:min(start+queue.MaxBatch, len(jobs))], dest, decision)
+		}
+	}()
+}
+
+func (d *Drainer) moveChunk(jobs []*job, dest string, decision sideliner.Decision) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	for _, in := range d.lanes {
-		for _, q := range append(append([]*queueBuf{}, in.shards...), in.side...) {
-			receipts := make([]string, len(q.buf))
-			for i, m := range q.buf {
-				receipts[i] = m.ReceiptHandle
+	src := jobs[0].q
+	lane := src.inbox.lane.Name
+	entries := make([]queue.SendEntry, 0, len(jobs))
+	spans := make([]trace.Span, len(jobs))
+	for i, j := range jobs {
+		jctx, span := d.startSideline(ctx, j, decision)
+		spanDestination(jctx, dest)
+		spans[i] = span
+		body := j.msg.Body
+		if j.env != nil {
+			b, err := envelope.Encode(j.env)
+			if err != nil {
+				d.jobLogger(j).ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
+				continue
 			}
-			if err := queue.SetVisibility(ctx, d.cfg.Backend, q.name, receipts, 0); err != nil {
-				d.cfg.Logger.Warn("release received jobs", slog.String("queue", q.name), slog.Int("jobs", len(receipts)), slog.Any("error", err))
+			body = b
+		}
+		entries = append(entries, queue.SendEntry{ID: fmt.Sprint(i), Body: body, GroupID: j.env.GetTenant()})
+	}
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
+	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: entries})
+	sent := map[string]bool{}
+	if err == nil {
+		for _, r := range res {
+			if r.Err == nil {
+				sent[r.ID] = true
 			}
-			q.buf = nil
+		}
+	}
+	var receipts []string
+	for i, j := range jobs {
+		if !sent[fmt.Sprint(i)] {
+			failure := err
+			if failure == nil {
+				failure = errors.New("send refused")
+				for _, r := range res {
+					if r.ID == fmt.Sprint(i) && r.Err != nil {
+						failure = r.Err
+					}
+				}
+			}
+			tracing.Fail(spans[i], failure)
+			d.moveFailed(j)
+			d.jobLogger(j).WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", failure))
+			continue
+		}
+		receipts = append(receipts, j.msg.ReceiptHandle)
+	}
+	if len(receipts) == 0 {
+		return
+	}
+	if errs, err := d.cfg.Backend.Delete(ctx, &queue.DeleteParams{Queue: src.name, ReceiptHandles: receipts}); err != nil {
+		d.cfg.Logger.WarnContext(ctx, "move: delete of the originals failed; duplicates may follow", slog.String("queue", src.name), slog.String("to", dest), slog.Int("jobs", len(receipts)), slog.Any("error", err))
+	} else {
+		for _, e := range errs {
+			if e != nil {
+				d.cfg.Logger.WarnContext(ctx, "move: delete of an original failed; a duplicate may follow", slog.String("queue", src.name), slog.String("to", dest), slog.Any("error", e))
+			}
+		}
+	}
+	counter, action := &d.counts.spilled, metrics.ActionSpilled
+	if decision.Action == sideliner.Backlog {
+		counter, action = &d.counts.backlogged, metrics.ActionBacklogged
+	}
+	counter.Add(int64(len(receipts)))
+	for range receipts {
+		d.cfg.Metrics.Drain(lane, action, string(decision.Reason))
+	}
+}
+
+// releaseHeld makes the jobs that were read ahead but never started
+// visible again, so another drainer takes them at once.
+func (d *Drainer) releaseHeld() {
+	d.mu.Lock()
+	held := d.sched.RemoveIf(func(string, scheduler.Class, *job) bool { return true })
+	d.freeRoomLocked()
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for q, receipts := range byQueue(held) {
+		if err := queue.SetVisibility(ctx, d.cfg.Backend, q, receipts, 0); err != nil {
+			d.cfg.Logger.Warn("release received jobs", slog.String("queue", q), slog.Int("jobs", len(receipts)), slog.Any("error", err))
 		}
 	}
 }
 
-// sweepLimiter evicts idle tenants' drain state so memory stays bounded.
-func (d *Drainer) sweepLimiter(ctx context.Context) {
-	periodic.Every(ctx, sideliner.IdleTTLDefault/2, func(context.Context) { d.limiter.Sweep(d.cfg.Now()) })
+func byQueue(jobs []*job) map[string][]string {
+	m := map[string][]string{}
+	for _, j := range jobs {
+		m[j.q.name] = append(m[j.q.name], j.msg.ReceiptHandle)
+	}
+	return m
+}
+
+// renewHeld extends the leases of jobs held past a third of their lane's
+// visibility timeout, in batches, so that a job waiting for a slot is not
+// taken by another drainer. A renewal the backend refuses means the lease
+// is gone: the job is dropped from the read-ahead (another consumer has
+// it, or will).
+func (d *Drainer) renewHeld(ctx context.Context) {
+	shortest := time.Duration(0)
+	for _, in := range d.lanes {
+		if shortest == 0 || in.visibility < shortest {
+			shortest = in.visibility
+		}
+	}
+	t := time.NewTicker(max(shortest/6, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := d.cfg.Now()
+		var due []*job
+		d.mu.Lock()
+		d.sched.Each(func(_ string, _ scheduler.Class, j *job) {
+			if now.Sub(j.leasedAt) > j.q.inbox.visibility/3 {
+				due = append(due, j)
+				j.leasedAt = now
+			}
+		})
+		d.mu.Unlock()
+		lost := map[*job]bool{}
+		for _, j := range due {
+			l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
+			if err := l.extend(ctx, j.q.inbox.visibility); errors.Is(err, ErrLeaseLost) {
+				lost[j] = true
+			}
+		}
+		if len(lost) > 0 {
+			d.mu.Lock()
+			d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return lost[j] })
+			d.freeRoomLocked()
+			d.mu.Unlock()
+			d.cfg.Logger.WarnContext(ctx, "held jobs lost their lease while waiting; another consumer takes them", slog.Int("jobs", len(lost)))
+		}
+	}
+}
+
+// housekeep refreshes tenant limits and the fairness gauges, and forgets
+// idle tenants.
+func (d *Drainer) housekeep(ctx context.Context) {
+	t := time.NewTicker(statsInterval)
+	defer t.Stop()
+	sweeps := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := d.cfg.Now()
+		d.mu.Lock()
+		d.sched.Refresh(now)
+		if sweeps++; sweeps%30 == 0 {
+			d.sched.Sweep(now)
+		}
+		stats := d.sched.Stats(now, fairnessTop)
+		d.mu.Unlock()
+		d.signal() // limits may have been raised
+		d.recordFairness(stats)
+	}
+}
+
+// fairnessTop is the number of tenants per lane the gauges show.
+const fairnessTop = 10
+
+func (d *Drainer) recordFairness(stats []scheduler.GroupStats) {
+	if d.cfg.Metrics == nil {
+		return
+	}
+	for _, g := range stats {
+		tenants := make([]metrics.TenantShare, len(g.Tenants))
+		for i, t := range g.Tenants {
+			tenants[i] = metrics.TenantShare{Tenant: t.Tenant, State: string(t.State), Share: t.Share}
+		}
+		d.cfg.Metrics.Fairness(g.Group, g.Utilization, g.Jain, g.Held, tenants)
+	}
 }

@@ -66,12 +66,16 @@ type recorder struct {
 	order []*Job
 	fail  func(*Job) error
 	hold  chan struct{} // when set, each delivery waits for it to close
+	work  time.Duration // when set, each delivery takes this long
 	got   chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{got: make(chan struct{}, 1)} }
 
 func (r *recorder) Handle(ctx context.Context, j *Job) error {
+	if r.work > 0 {
+		time.Sleep(r.work)
+	}
 	if r.hold != nil {
 		select {
 		case <-r.hold:

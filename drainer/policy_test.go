@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/router"
+	"github.com/sluice-dev/sluice/scheduler"
 	"github.com/sluice-dev/sluice/sideliner"
 )
 
@@ -20,9 +21,9 @@ const oneLane = topotest.OneLane
 
 // TestFloodDoesNotDelayQuietTenants puts a flood from one tenant on its
 // shards and, behind it on the same shards, a few jobs from quiet tenants.
-// With sidelining the flood's over-rate jobs are spilled, so every quiet
-// job is delivered before the flood's tail; a plain FIFO would deliver
-// them last.
+// The flood fills its read-ahead and the rest of it is spilled, so the
+// quiet jobs behind it are seen and, within their fair rate, delivered
+// before the flood's tail; a plain FIFO would deliver them last.
 func TestFloodDoesNotDelayQuietTenants(t *testing.T) {
 	t.Parallel()
 	onEachBackend(t, oneLane, testFlood)
@@ -44,15 +45,17 @@ func testFlood(t *testing.T, tb *testBundle) {
 		}
 	}
 	rec := newRecorder()
+	rec.work = 5 * time.Millisecond // a worker slower than reading, as in life
 	d := startDrainer(t, Config{
 		Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 4,
-		Limits: func(tenant string) sideliner.Limits {
+		Limits: func(tenant string) scheduler.Limits {
 			if tenant == "noisy" {
-				return sideliner.Limits{DrainRate: 50, DrainBurst: 5, MaxInFlight: 2}
+				return scheduler.Limits{FairRate: 50, FairBurst: 5}
 			}
-			return sideliner.Limits{DrainRate: 1000, DrainBurst: 100, MaxInFlight: 4}
+			return scheduler.Limits{FairRate: 1000, FairBurst: 100}
 		},
-		Policy: sideliner.Policy{DeferDelay: time.Second},
+		ReadAhead: 8,
+		Policy:    sideliner.Policy{DeferDelay: time.Second},
 	})
 	order := rec.waitCount(t, floodJobs+quiet)
 
@@ -94,6 +97,10 @@ func TestFreshBeforeBacklog(t *testing.T) {
 		tb.enqueue(t, q, testEnvelope("t", fmt.Sprintf("fresh-%02d", i), now))
 	}
 	rec := newRecorder()
+	// While the fresh jobs are not yet read, the old ones keep the worker
+	// busy (no slot idles); a worker slower than reading, as in life,
+	// meets the fresh jobs early.
+	rec.work = 5 * time.Millisecond
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 1})
 	order := rec.waitCount(t, oldJobs+freshJobs)
 
@@ -112,8 +119,10 @@ func TestFreshBeforeBacklog(t *testing.T) {
 	if oldBeforeLastFresh > oldJobs/4 {
 		t.Fatalf("%d old jobs were delivered before the last fresh one; want fresh first", oldBeforeLastFresh)
 	}
-	if c := d.Counts(); c.Backlogged != oldJobs {
-		t.Fatalf("backlogged %d, want %d", c.Backlogged, oldJobs)
+	// A slot's worth of stale jobs waits in memory; the rest must be moved
+	// to see the fresh ones behind them.
+	if c := d.Counts(); c.Backlogged < oldJobs*3/4 {
+		t.Fatalf("backlogged %d of %d old jobs; want most moved aside", c.Backlogged, oldJobs)
 	}
 }
 

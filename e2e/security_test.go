@@ -421,20 +421,41 @@ func TestCorruptConfigRefusedAtStart(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"tenant limit NaN", []string{"--tenants", writeFile(t, dir, "nan.yaml", "tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh-1]\n    submit_rate: .nan\n")},
-			`nan.yaml: line 2: tenant "a": submit_rate must be positive`},
-		{"tier field misspelt", []string{"--tenants", writeFile(t, dir, "tier.yaml", "tiers:\n  free:\n    drain_rat: 5\ntenants: []\n")},
-			`tier.yaml: line 3: unknown tier field "drain_rat"`},
-		{"plain key as a hash", []string{"--tenants", writeFile(t, dir, "hash.yaml", "tenants:\n  - id: a\n    tier: free\n    api_key_sha256: [sk_live_do_not_echo_me]\n")},
-			`hash.yaml: line 2: tenant "a": api_key_sha256[0] is not 64 hex digits`},
-		{"lane weight overflow", []string{"--tenants", good, "--queues", writeFile(t, dir, "q.yaml", "lanes:\n  - {name: premium, weight: 9223372036854775807}\n  - {name: standard}\n  - {name: free}\n")},
-			"weight 9223372036854775807 must be 1 to 1000"},
-		{"setting twice", []string{"--config", writeFile(t, dir, "c.yaml", "log-level: info\nconcurrency: 4\nlog-level: debug\n")},
-			"c.yaml: line 3: log-level is set twice (first on line 1)"},
-		{"TLS key of another certificate", []string{"--tenants", good, "--tls-cert", pki.ServerCert, "--tls-key", pki.ClientKey},
-			"--tls-cert/--tls-key: tls: private key does not match public key"},
-		{"client CA without a certificate", []string{"--tenants", good, "--admin-tls-client-ca", pki.CA},
-			"--admin-tls-cert and --admin-tls-key go together"},
+		{
+			"tenant limit NaN",
+			[]string{"--tenants", writeFile(t, dir, "nan.yaml", "tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh-1]\n    submit_rate: .nan\n")},
+			`nan.yaml: line 2: tenant "a": submit_rate must be positive`,
+		},
+		{
+			"tier field misspelt",
+			[]string{"--tenants", writeFile(t, dir, "tier.yaml", "tiers:\n  free:\n    drain_rat: 5\ntenants: []\n")},
+			`tier.yaml: line 3: unknown tier field "drain_rat"`,
+		},
+		{
+			"plain key as a hash",
+			[]string{"--tenants", writeFile(t, dir, "hash.yaml", "tenants:\n  - id: a\n    tier: free\n    api_key_sha256: [sk_live_do_not_echo_me]\n")},
+			`hash.yaml: line 2: tenant "a": api_key_sha256[0] is not 64 hex digits`,
+		},
+		{
+			"lane weight overflow",
+			[]string{"--tenants", good, "--queues", writeFile(t, dir, "q.yaml", "lanes:\n  - {name: premium, weight: 9223372036854775807}\n  - {name: standard}\n  - {name: free}\n")},
+			"weight 9223372036854775807 must be 1 to 1000",
+		},
+		{
+			"setting twice",
+			[]string{"--config", writeFile(t, dir, "c.yaml", "log-level: info\nconcurrency: 4\nlog-level: debug\n")},
+			"c.yaml: line 3: log-level is set twice (first on line 1)",
+		},
+		{
+			"TLS key of another certificate",
+			[]string{"--tenants", good, "--tls-cert", pki.ServerCert, "--tls-key", pki.ClientKey},
+			"--tls-cert/--tls-key: tls: private key does not match public key",
+		},
+		{
+			"client CA without a certificate",
+			[]string{"--tenants", good, "--admin-tls-client-ca", pki.CA},
+			"--admin-tls-cert and --admin-tls-key go together",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

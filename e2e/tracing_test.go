@@ -58,8 +58,10 @@ func (c *collector) Export(_ context.Context, req *coltracepb.ExportTraceService
 		}
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
-				c.spans = append(c.spans, collected{service: service, name: s.GetName(), traceID: hex.EncodeToString(s.GetTraceId()),
-					spanID: hex.EncodeToString(s.GetSpanId()), parentID: hex.EncodeToString(s.GetParentSpanId())})
+				c.spans = append(c.spans, collected{
+					service: service, name: s.GetName(), traceID: hex.EncodeToString(s.GetTraceId()),
+					spanID: hex.EncodeToString(s.GetSpanId()), parentID: hex.EncodeToString(s.GetParentSpanId()),
+				})
 			}
 		}
 	}

@@ -278,7 +278,7 @@ func TestIdempotencyFailedFirstFreesKey(t *testing.T) {
 func TestIdempotencyWaitHonoursContext(t *testing.T) {
 	t.Parallel()
 	s := newIdempotency(time.Minute)
-	s.begin(context.Background(), "t", "k", 1, t0)
+	_, _, _ = s.begin(context.Background(), "t", "k", 1, t0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := s.begin(ctx, "t", "k", 2, t0); err == nil {

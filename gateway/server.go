@@ -288,7 +288,7 @@ func (b *batch) claimedBy(e *idemEntry) *result {
 func (b *batch) laneBacklog() int64 {
 	var n int64
 	for _, q := range b.lane.waiting {
-		n += b.s.cfg.Depth.Waiting(q)
+		n += b.s.cfg.Depth.Pending(q)
 	}
 	return n
 }
@@ -395,7 +395,7 @@ func (r *result) finalOutcome() string {
 func (b *batch) send(q string, rs []*result) {
 	entries := make([]queue.SendEntry, len(rs))
 	for i, r := range rs {
-		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay}
+		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID}
 	}
 	start := time.Now()
 	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})

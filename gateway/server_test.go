@@ -49,6 +49,13 @@ func setup(t testing.TB) *testBundle {
 // filled in).
 func setupWith(t testing.TB, cfg Config) *testBundle {
 	t.Helper()
+	return setupWrapped(t, cfg, nil)
+}
+
+// setupWrapped is setupWith with the gateway's backend wrapped by wrap
+// (when not nil); testBundle.backend stays the real one.
+func setupWrapped(t testing.TB, cfg Config, wrap func(queue.Backend) queue.Backend) *testBundle {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	topo := topology.Default()
 	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: log})
@@ -68,6 +75,9 @@ func setupWith(t testing.TB, cfg Config) *testBundle {
 		t.Fatal(err)
 	}
 	cfg.Backend, cfg.Topology, cfg.Tenants, cfg.Depth, cfg.Logger = b, topo, func() *tenant.Config { return tenants }, depths, log
+	if wrap != nil {
+		cfg.Backend = wrap(b)
+	}
 	gw, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -53,8 +53,11 @@ func TestTraceContextWithTracingOff(t *testing.T) {
 		md   []string
 		want map[string]string
 	}{
-		{"traceparent and tracestate", []string{"traceparent", clientParent, "tracestate", "vendor=abc"},
-			map[string]string{"traceparent": clientParent, "tracestate": "vendor=abc"}},
+		{
+			"traceparent and tracestate",
+			[]string{"traceparent", clientParent, "tracestate", "vendor=abc"},
+			map[string]string{"traceparent": clientParent, "tracestate": "vendor=abc"},
+		},
 		{"traceparent", []string{"traceparent", clientParent}, map[string]string{"traceparent": clientParent}},
 		{"none", nil, nil},
 		{"malformed", []string{"traceparent", "00-not-a-trace-01", "tracestate", "vendor=abc"}, nil},
@@ -110,7 +113,7 @@ func TestSpansOfSubmitBatch(t *testing.T) {
 		}
 		a := map[string]string{}
 		for _, kv := range s.Attributes() {
-			a[string(kv.Key)] = kv.Value.Emit()
+			a[string(kv.Key)] = kv.Value.String()
 		}
 		if a["sluice.tenant"] != "acme" || a["sluice.lane"] != "premium" {
 			t.Errorf("%s attributes %v, want tenant acme, lane premium", s.Name(), a)

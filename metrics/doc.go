@@ -41,8 +41,8 @@
 //   - sluice_drain_actions_total: what the drainers did with each job they
 //     read: delivered, retried, spilled, backlogged, dropped, dead_lettered,
 //     deferred, requeued, lease_lost, move_failed (the drainer.Counts), with
-//     the sideliner reason of the decision (within_limits, over_rate,
-//     at_concurrency, stale, ttl_expired, attempts_exhausted,
+//     the sideliner reason of the decision (within_limits, read_ahead_full,
+//     stale, ttl_expired, attempts_exhausted,
 //     permanent_failure, retryable_failure, malformed_envelope,
 //     expires_before_retry; "" when there is none). Sidelined by reason =
 //     the spilled and backlogged actions by reason.

@@ -25,6 +25,13 @@ const (
 	NameAgeOfFirstAttempt = "sluice_age_of_first_attempt_seconds"
 	NameBackendCalls      = "sluice_backend_calls_total"
 	NameTenantReloads     = "sluice_tenant_config_reloads_total"
+	NameDrainUtilization  = "sluice_drain_utilization_ratio"
+	NameDrainFairness     = "sluice_drain_fairness_index"
+	NameDrainHeld         = "sluice_drain_held_jobs"
+	NameDrainTopShare     = "sluice_drain_top_tenant_share"
+	// NameDrainTenantShare is labelled by tenant: Prometheus only, never
+	// published to CloudWatch (which would add the shares up).
+	NameDrainTenantShare = "sluice_drain_tenant_share"
 )
 
 // OtherValue replaces a label value that is not kept: a tenant outside the
@@ -77,13 +84,14 @@ const (
 	ActionRequeued     = "requeued"
 	ActionLeaseLost    = "lease_lost"
 	ActionMoveFailed   = "move_failed"
+	ActionPanicked     = "panicked"
 )
 
 var (
 	outcomes = set(OutcomeAdmitted, OutcomeDuplicate, OutcomeThrottledRate, OutcomeThrottledBacklog,
 		OutcomeInvalid, OutcomeUnauthenticated, OutcomeUnavailable)
 	actions = set(ActionDelivered, ActionRetried, ActionSpilled, ActionBacklogged, ActionDropped,
-		ActionDeadLettered, ActionDeferred, ActionRequeued, ActionLeaseLost, ActionMoveFailed)
+		ActionDeadLettered, ActionDeferred, ActionRequeued, ActionLeaseLost, ActionMoveFailed, ActionPanicked)
 )
 
 func set(vs ...string) map[string]bool {
@@ -120,6 +128,12 @@ type Metrics struct {
 	ageOfFirstAttempt *prometheus.HistogramVec
 	backendCalls      *prometheus.CounterVec
 	tenantReloads     *prometheus.CounterVec
+	drainUtilization  *prometheus.GaugeVec
+	drainFairness     *prometheus.GaugeVec
+	drainHeld         *prometheus.GaugeVec
+	drainTopShare     *prometheus.GaugeVec
+	drainTenantShare  *prometheus.GaugeVec
+	fairnessMu        sync.Mutex // one lane's tenant shares are replaced as a whole
 
 	tenants *topK
 
@@ -191,6 +205,26 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: NameTenantReloads,
 			Help: "Tenant config reloads (SIGHUP or a change to the file) by result: ok, or refused (the previous config stays).",
 		}, []string{"result"}),
+		drainUtilization: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameDrainUtilization,
+			Help: "Busy delivery slots ÷ slots over the last tens of seconds, counted while the lane's jobs waited: 1 means no slot idle while work waited.",
+		}, []string{"lane"}),
+		drainFairness: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameDrainFairness,
+			Help: "Jain's fairness index over the lane's active tenants' worker-time shares, each against its weighted max-min fair share (1 = every tenant got its fair share).",
+		}, []string{"lane"}),
+		drainHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameDrainHeld,
+			Help: "Jobs of the lane read ahead by the drainer and waiting for a delivery slot (in flight on the queue, not yet delivering).",
+		}, []string{"lane"}),
+		drainTopShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameDrainTopShare,
+			Help: "The largest share of the lane's recent worker time that one tenant used.",
+		}, []string{"lane"}),
+		drainTenantShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NameDrainTenantShare,
+			Help: "Share of the lane's recent worker time of each of its top tenants, with the tenant's state (in_share, over_rate, capped, sidelined).",
+		}, []string{"lane", "tenant", "state"}),
 
 		lanes:      newBounded(maxLanes),
 		tiers:      newBounded(maxTiers),
@@ -205,7 +239,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
 			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
-			m.tenantReloads)
+			m.tenantReloads, m.drainUtilization, m.drainFairness, m.drainHeld, m.drainTopShare, m.drainTenantShare)
 	}
 	return m
 }
@@ -265,6 +299,38 @@ func (m *Metrics) Drain(lane, action, reason string) {
 		reason = reason[:i]
 	}
 	m.drainActions.WithLabelValues(m.lanes.value(lane), action, m.reasons.value(strings.TrimSpace(reason))).Inc()
+}
+
+// TenantShare is one tenant's share of a lane's recent worker time.
+type TenantShare struct {
+	Tenant, State string
+	Share         float64
+}
+
+// Fairness sets a lane's fairness gauges: utilization and Jain's index
+// (negative: unknown, left unset), jobs held, and its top tenants' shares,
+// which replace the lane's previous ones.
+func (m *Metrics) Fairness(lane string, utilization, jain float64, held int, top []TenantShare) {
+	if m == nil {
+		return
+	}
+	lane = m.lanes.value(lane)
+	if utilization >= 0 {
+		m.drainUtilization.WithLabelValues(lane).Set(utilization)
+	}
+	if jain >= 0 {
+		m.drainFairness.WithLabelValues(lane).Set(jain)
+	}
+	m.drainHeld.WithLabelValues(lane).Set(float64(held))
+	largest := 0.0
+	m.fairnessMu.Lock()
+	defer m.fairnessMu.Unlock()
+	m.drainTenantShare.DeletePartialMatch(prometheus.Labels{"lane": lane})
+	for _, t := range top {
+		largest = max(largest, t.Share)
+		m.drainTenantShare.WithLabelValues(lane, t.Tenant, t.State).Set(t.Share)
+	}
+	m.drainTopShare.WithLabelValues(lane).Set(largest)
 }
 
 // Dwell records the time from acceptance to the start of a delivery attempt.

@@ -108,6 +108,11 @@ type SendEntry struct {
 	// Delay hides the message for this long after it is stored (0 to
 	// MaxDelay).
 	Delay time.Duration
+	// GroupID names the message's group: sluice sets it to the tenant.
+	// Amazon SQS fair queues use it (MessageGroupId on a standard queue)
+	// to keep one tenant's backlog from delaying the others' messages;
+	// the embedded backend ignores it.
+	GroupID string
 }
 
 // SendParams are the arguments of Backend.Send.

@@ -119,8 +119,10 @@ func newCluster(env *Env, dir string, cfg clusterConfig) (*cluster, error) {
 	if c.ingestAddr, err = FreePort(); err != nil {
 		return nil, err
 	}
-	common := []string{"--queues", queues, "--tenants", tenants, "--metrics-listen", "", "--admin-key", c.adminKey,
-		"--concurrency", fmt.Sprint(max(1, cfg.Concurrency)), "--shutdown-grace", "10s", "--log-level", "info"}
+	common := []string{
+		"--queues", queues, "--tenants", tenants, "--metrics-listen", "", "--admin-key", c.adminKey,
+		"--concurrency", fmt.Sprint(max(1, cfg.Concurrency)), "--shutdown-grace", "10s", "--log-level", "info",
+	}
 	var procEnv []string
 	if cfg.Backend == "sqs" {
 		common = append(common, "--backend", "sqs", "--sqs-endpoint", cfg.SQSEndpoint, "--aws-region", fauxqs.Region)
@@ -322,7 +324,7 @@ func (c *cluster) drain(ctx context.Context, ledger *Ledger, timeout time.Durati
 			return time.Since(start), nil
 		}
 		if time.Now().After(deadline) {
-			return time.Since(start), fmt.Errorf("not drained after %s: %d acknowledged jobs not delivered, %d messages in live queues, %d in DLQs for %d acknowledged jobs bound there (last stats error: %v)",
+			return time.Since(start), fmt.Errorf("not drained after %s: %d acknowledged jobs not delivered, %d messages in live queues, %d in DLQs for %d acknowledged jobs bound there (last stats error: %w)",
 				timeout, missing, live, dlq, bound, err)
 		}
 		select {

@@ -88,8 +88,10 @@ var crashMix = Mix{Flaky: 0.05, Poison: 0.02, Doomed: 0.01}
 // crashLoad is the load of the crash and fault runs: all four tenants
 // (the drain-limited one too), a share of batches, and the crash mix.
 func crashLoad(addr string, callers int, rate float64) LoadConfig {
-	return LoadConfig{Addr: addr, Keys: crashKeys, Callers: callers, Rate: rate,
-		BatchShare: 0.3, Mix: crashMix, PayloadSize: 200, CallTimeout: 30 * time.Second}
+	return LoadConfig{
+		Addr: addr, Keys: crashKeys, Callers: callers, Rate: rate,
+		BatchShare: 0.3, Mix: crashMix, PayloadSize: 200, CallTimeout: 30 * time.Second,
+	}
 }
 
 // drainFlags make retries quick so doomed jobs reach their DLQ within the

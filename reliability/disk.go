@@ -115,8 +115,10 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 		return nil, err
 	}
 	ledger := &Ledger{}
-	load, err := NewLoad(LoadConfig{Addr: c.ingestAddr, Keys: crashKeys, Callers: 16, BatchShare: 0.5,
-		PayloadSize: 8 << 10, CallTimeout: 30 * time.Second}, ledger)
+	load, err := NewLoad(LoadConfig{
+		Addr: c.ingestAddr, Keys: crashKeys, Callers: 16, BatchShare: 0.5,
+		PayloadSize: 8 << 10, CallTimeout: 30 * time.Second,
+	}, ledger)
 	if err != nil {
 		return nil, err
 	}

@@ -19,12 +19,12 @@ func TestFaultProxy(t *testing.T) {
 	var lastEntries atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
-		var req struct{ Entries []struct{ Id string } }
+		var req struct{ Entries []struct{ ID string } }
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		lastEntries.Store(int64(len(req.Entries)))
 		var ok []map[string]string
 		for _, e := range req.Entries {
-			ok = append(ok, map[string]string{"Id": e.Id, "MessageId": "m" + e.Id})
+			ok = append(ok, map[string]string{"Id": e.ID, "MessageId": "m" + e.ID})
 		}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		_ = json.NewEncoder(w).Encode(map[string]any{"Successful": ok})
@@ -49,8 +49,8 @@ func TestFaultProxy(t *testing.T) {
 		return resp, b, err
 	}
 	type answer struct {
-		Successful []struct{ Id string }
-		Failed     []struct{ Id, Code string }
+		Successful []struct{ ID string }
+		Failed     []struct{ ID, Code string }
 		Type       string `json:"__type"`
 	}
 

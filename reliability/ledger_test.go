@@ -32,8 +32,10 @@ func TestLedgerCheck(t *testing.T) {
 				{id: "c", kind: KindPoison, dlq: 1},
 				{id: "d", kind: KindOK, dlq: 2},
 			},
-			want: Accounting{Submitted: 4, Acked: 4, Delivered: 2, DeadLettered: 2, HealthyDeadLettered: 1,
-				Duplicates: 2, MaxDeliveries: 3, DLQDuplicates: 1},
+			want: Accounting{
+				Submitted: 4, Acked: 4, Delivered: 2, DeadLettered: 2, HealthyDeadLettered: 1,
+				Duplicates: 2, MaxDeliveries: 3, DLQDuplicates: 1,
+			},
 		},
 		{
 			name: "lost",

@@ -104,8 +104,10 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 		return nil, err
 	}
 
-	load, err := NewLoad(LoadConfig{Addr: c.ingestAddr, Keys: keys, Callers: cfg.Callers, Conns: 4,
-		Rate: cfg.Factor * res.Capacity, PayloadSize: 256, CallTimeout: 5 * time.Second, KeepLatency: true}, ledger)
+	load, err := NewLoad(LoadConfig{
+		Addr: c.ingestAddr, Keys: keys, Callers: cfg.Callers, Conns: 4,
+		Rate: cfg.Factor * res.Capacity, PayloadSize: 256, CallTimeout: 5 * time.Second, KeepLatency: true,
+	}, ledger)
 	if err != nil {
 		return nil, err
 	}

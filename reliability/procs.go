@@ -216,7 +216,7 @@ func (p *Proc) WaitLog(ctx context.Context, msg string, timeout time.Duration) (
 			if l := p.Find(msg); l != nil {
 				return l, nil
 			}
-			return nil, fmt.Errorf("%s exited (%v) before logging %q; last lines: %s", p.Spec.Name, p.err, msg, p.Tail(5))
+			return nil, fmt.Errorf("%s exited (%w) before logging %q; last lines: %s", p.Spec.Name, p.err, msg, p.Tail(5))
 		case <-deadline.C:
 			return nil, fmt.Errorf("%s logged no %q within %s; last lines: %s", p.Spec.Name, msg, timeout, p.Tail(5))
 		case <-ctx.Done():

@@ -138,8 +138,10 @@ func OpenEmbedded(dataDir string) (queue.Backend, error) {
 // OpenSQS returns a backend on the SQS-compatible server at endpoint,
 // for the harness's own reads (it never goes through the fault proxy).
 func OpenSQS(ctx context.Context, endpoint, region string, topo topology.Topology) (queue.Backend, error) {
-	b, err := sqsqueue.New(ctx, sqsqueue.Config{Endpoint: endpoint, Region: region, QueueURLs: topo.QueueURLs, Logger: quietLogger(),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	b, err := sqsqueue.New(ctx, sqsqueue.Config{
+		Endpoint: endpoint, Region: region, QueueURLs: topo.QueueURLs, Logger: quietLogger(),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open the SQS backend: %w", err)
 	}

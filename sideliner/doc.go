@@ -5,11 +5,11 @@
 // workload", "Using delay queues"), and after a failed delivery whether to
 // retry it with backoff or dead-letter it. It does no I/O.
 //
-// [Policy.Decide] and [Policy.AfterFailure] are pure functions: time, the
-// tenant's drain state and randomness (jitter) are inputs. [Limiter] holds
-// the per-tenant drain state they need (a token bucket and an in-flight
-// semaphore per tenant), with time injected; [Limiter.Admit] joins the two
-// so that a spill is decided on the same state a delivery would consume.
+// [Policy.Decide] and [Policy.AfterFailure] are pure functions: time,
+// whether the tenant's read-ahead is full, and randomness (jitter) are
+// inputs. Which held job runs next, and tenants' rates and shares, are the
+// scheduler's (package scheduler): a tenant over its fair rate is served
+// after the others, never held back here.
 //
 // # Decide
 //
@@ -22,14 +22,12 @@
 //	| 2 | ExpiresAt set and Now ≥ ExpiresAt | Drop       | Drop       | Drop       | ttl_expired        |
 //	| 3 | Attempts ≥ MaxAttempts            | DeadLetter | DeadLetter | DeadLetter | attempts_exhausted |
 //	| 4 | Now − EnqueuedAt > StalenessBound | Backlog    | not judged | not judged | stale              |
-//	| 5 | tenant over rate                  | Spill      | Defer*     | Defer*     | over_rate          |
-//	| 6 | tenant at its in-flight limit     | Spill      | Defer*     | Defer*     | at_concurrency     |
-//	| 7 | otherwise                         | Deliver    | Deliver    | Deliver    | within_limits      |
+//	| 5 | the tenant's read-ahead is full   | Spill      | Defer*     | Defer*     | read_ahead_full    |
+//	| 6 | otherwise                         | Deliver    | Deliver    | Deliver    | within_limits      |
 //
 //	Defer*: Requeue instead when ReceiveCount ≥ MaxReceives (the last receive
 //	before the backend would redrive the message to the dead-letter queue).
-//	Delay = min(MaxDelay, d + Jitter·d), d = max(min(DeferDelay·2^(ReceiveCount−1),
-//	DeferCap), TenantWait if over rate), TenantWait capped at MaxDelay (900 s).
+//	Delay = min(MaxDelay, d + Jitter·d), d = min(DeferDelay·2^(ReceiveCount−1), DeferCap).
 //
 // Boundaries: a job is expired exactly at ExpiresAt; a job is stale only
 // past StalenessBound (exactly at the bound it is fresh); a job with
@@ -42,18 +40,18 @@
 // job is worthless however it got there, so it costs a delete and not a
 // dead-letter page; exhausted jobs never reach a worker again; staleness is
 // a property of the message and is settled before the tenant's state, so an
-// old wave leaves the hot path whoever owns it; tenant limits come last and
-// over rate is reported before at concurrency.
+// old wave leaves the hot path whoever owns it; the tenant's read-ahead
+// comes last.
 //
 // Staleness is judged on shard reads only. A backlog message is old by
 // definition and is never backlogged again; a spillover message that has
-// grown stale is delivered when its tenant is within limits, because the
+// grown stale is delivered when its tenant's read-ahead has room, because the
 // spillover and backlog queues share the drainer's guaranteed minority
 // share and a second move would buy no ordering for two more calls and
 // another duplicate risk. A job thus moves to another queue at most once
 // between two delivery attempts. Held-back jobs on the sideline queues are
 // deferred, not re-spilled (which would churn), with a delay that doubles
-// per receive so a long-throttled tenant's jobs are polled less and less;
+// per receive so a long-busy tenant's jobs are polled less and less;
 // on the last receive before redrive they are requeued, so waiting for a
 // busy tenant never dead-letters a job.
 //
@@ -73,9 +71,9 @@
 //
 //	| action     | drainer I/O                                                                                   |
 //	|------------|-----------------------------------------------------------------------------------------------|
-//	| Deliver    | deliver holding the Limiter slot, heartbeat; ack → delete; error → AfterFailure; then release |
-//	| Spill      | send the envelope to the lane's spillover queue, then delete                                  |
-//	| Backlog    | send the envelope to the lane's backlog queue, then delete                                    |
+//	| Deliver    | hold for the scheduler; in a slot: deliver, heartbeat; ack → delete; error → AfterFailure       |
+//	| Spill      | send the envelope to the lane's spillover queue, then delete (batched per receive)            |
+//	| Backlog    | hold as backlog work, or when that read-ahead is full send to the backlog queue, then delete  |
 //	| Drop       | delete; count and log (never silent)                                                          |
 //	| DeadLetter | send the envelope with dead_letter_reason = Reason to the lane's DLQ, then delete             |
 //	| Defer      | ChangeVisibility(Delay) on the current queue                                                  |

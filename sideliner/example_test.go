@@ -13,8 +13,8 @@ func ExamplePolicy_Decide() {
 	for _, in := range []sideliner.Input{
 		{Now: now, Source: sideliner.SourceShard, EnqueuedAt: now.Add(-time.Second), ReceiveCount: 1},
 		{Now: now, Source: sideliner.SourceShard, EnqueuedAt: now.Add(-time.Hour), ReceiveCount: 1},
-		{Now: now, Source: sideliner.SourceShard, EnqueuedAt: now.Add(-time.Second), ReceiveCount: 1, TenantOverRate: true},
-		{Now: now, Source: sideliner.SourceSpillover, EnqueuedAt: now.Add(-time.Hour), ReceiveCount: 2, TenantOverRate: true},
+		{Now: now, Source: sideliner.SourceShard, EnqueuedAt: now.Add(-time.Second), ReceiveCount: 1, ReadAheadFull: true},
+		{Now: now, Source: sideliner.SourceSpillover, EnqueuedAt: now.Add(-time.Hour), ReceiveCount: 2, ReadAheadFull: true},
 		{Now: now, Source: sideliner.SourceBacklog, ExpiresAt: now, ReceiveCount: 1},
 	} {
 		d := p.Decide(in)
@@ -23,8 +23,8 @@ func ExamplePolicy_Decide() {
 	// Output:
 	// deliver within_limits 0s
 	// backlog stale 0s
-	// spill over_rate 0s
-	// defer over_rate 10s
+	// spill read_ahead_full 0s
+	// defer read_ahead_full 10s
 	// drop ttl_expired 0s
 }
 
@@ -45,28 +45,4 @@ func ExamplePolicy_AfterFailure() {
 	// retry retryable_failure 1m0s
 	// dead_letter attempts_exhausted 0s
 	// dead_letter permanent_failure 0s
-}
-
-func ExampleLimiter_Admit() {
-	limits := func(tenant string) sideliner.Limits {
-		return sideliner.Limits{DrainRate: 1, DrainBurst: 1, MaxInFlight: 4}
-	}
-	lim, err := sideliner.NewLimiter(sideliner.LimiterConfig{Limits: limits})
-	if err != nil {
-		panic(err)
-	}
-	p := sideliner.Policy{StalenessBound: 5 * time.Minute}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	msg := sideliner.Input{Now: now, Source: sideliner.SourceShard, EnqueuedAt: now, ReceiveCount: 1}
-
-	d, release := lim.Admit(p, "acme", msg)
-	fmt.Println(d.Action, d.Reason) // deliver while holding the slot
-	defer release()
-
-	d, release = lim.Admit(p, "acme", msg)
-	defer release()
-	fmt.Println(d.Action, d.Reason) // the bucket is empty: move it aside
-	// Output:
-	// deliver within_limits
-	// spill over_rate
 }

@@ -9,12 +9,12 @@ import (
 // validReasons lists the reasons each action may carry.
 var validReasons = map[Action][]Reason{
 	Deliver:    {ReasonWithinLimits},
-	Spill:      {ReasonOverRate, ReasonAtConcurrency},
+	Spill:      {ReasonReadAheadFull, ReasonReadAheadFull},
 	Backlog:    {ReasonStale},
 	Drop:       {ReasonTTLExpired, ReasonExpiresBeforeRetry},
 	DeadLetter: {ReasonMalformed, ReasonAttemptsExhausted, ReasonPermanentFailure},
-	Defer:      {ReasonOverRate, ReasonAtConcurrency},
-	Requeue:    {ReasonOverRate, ReasonAtConcurrency},
+	Defer:      {ReasonReadAheadFull, ReasonReadAheadFull},
+	Requeue:    {ReasonReadAheadFull, ReasonReadAheadFull},
 	Retry:      {ReasonRetryableFailure},
 }
 
@@ -63,8 +63,7 @@ func FuzzDecide(f *testing.F) {
 		in := Input{
 			Now: now, Source: Source(source), Malformed: malformed,
 			Attempts: attempts, ReceiveCount: receives,
-			TenantOverRate: overRate, TenantAtConcurrency: atConc,
-			TenantWait: time.Duration(wait), Jitter: jitter,
+			ReadAheadFull: overRate || atConc, Jitter: jitter,
 		}
 		if hasEnq {
 			in.EnqueuedAt = now.Add(-time.Duration(age))
@@ -87,9 +86,9 @@ func FuzzDecide(f *testing.F) {
 		case Retry:
 			t.Fatal("Decide chose retry")
 		case Deliver:
-			if malformed || isExpired || attempts >= n.MaxAttempts || overRate || atConc {
-				t.Fatalf("delivered %+v: malformed %v, expired %v, attempts %d/%d, over rate %v, at concurrency %v",
-					in, malformed, isExpired, attempts, n.MaxAttempts, overRate, atConc)
+			if malformed || isExpired || attempts >= n.MaxAttempts || (in.ReadAheadFull && !p.NoSideline) {
+				t.Fatalf("delivered %+v: malformed %v, expired %v, attempts %d/%d, read-ahead full %v",
+					in, malformed, isExpired, attempts, n.MaxAttempts, in.ReadAheadFull)
 			}
 		case Backlog, Spill:
 			if in.Source != SourceShard {
@@ -103,11 +102,8 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("%v at receive %d of %d", d.Action, receives, n.MaxReceives)
 			}
 			// However many receives, a deferral waits at most twice the cap
-			// (jitter), or twice the tenant's own wait when over rate.
+			// (jitter).
 			longest := n.DeferCap
-			if overRate {
-				longest = max(longest, min(in.TenantWait, MaxDelay))
-			}
 			if d.Delay > min(2*longest, MaxDelay) {
 				t.Fatalf("%v delayed %s, beyond twice %s", d.Action, d.Delay, longest)
 			}
@@ -169,96 +165,6 @@ func FuzzAfterFailure(f *testing.F) {
 		b := p.Backoff(attempts, jitter)
 		if b < n.RetryBase || b > n.RetryCap || b > MaxDelay {
 			t.Fatalf("Backoff = %v outside [%v, %v]", b, n.RetryBase, n.RetryCap)
-		}
-	})
-}
-
-// FuzzLimiter drives a Limiter with a byte tape of operations against a
-// fake clock and checks it against a model of the slots held: Check and
-// Acquire agree on the same state, in-flight counts match the model, and
-// Sweep never loses a held slot.
-func FuzzLimiter(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 1, 0, 0, 2, 10, 3, 4, 4, 0, 5, 1})
-	f.Add([]byte{0, 1, 0, 1, 0, 1, 1, 0, 2, 255, 4, 0, 3, 0, 0, 1})
-	f.Fuzz(func(t *testing.T, tape []byte) {
-		const tenants = 3
-		limits := [tenants]Limits{
-			{DrainRate: 2, DrainBurst: 2, MaxInFlight: 2},
-			{DrainRate: 0.5, DrainBurst: 1, MaxInFlight: 1},
-			{},
-		}
-		lim, err := NewLimiter(LimiterConfig{
-			Limits:  func(tenant string) Limits { return limits[tenant[0]-'a'] },
-			IdleTTL: time.Second,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := func(i byte) string { return string(rune('a' + i%tenants)) }
-		now, latest := t0, t0
-		var held [tenants][]func()
-		next := func() byte {
-			if len(tape) == 0 {
-				return 0
-			}
-			b := tape[0]
-			tape = tape[1:]
-			return b
-		}
-		for len(tape) > 0 {
-			op, arg := next()%6, next()
-			i := arg % tenants
-			switch op {
-			case 0: // check, then acquire: they must agree
-				st := lim.Check(name(i), now)
-				release, ok, ast := lim.Acquire(name(i), now)
-				if ok != (!st.OverRate && !st.AtConcurrency) {
-					t.Fatalf("Check said %+v, Acquire ok = %v (%+v)", st, ok, ast)
-				}
-				if !ok && (ast.OverRate != st.OverRate || ast.AtConcurrency != st.AtConcurrency) {
-					t.Fatalf("Check said %+v, Acquire refused with %+v", st, ast)
-				}
-				if ok {
-					held[i] = append(held[i], release)
-				}
-			case 1: // release the oldest slot, twice
-				if len(held[i]) > 0 {
-					held[i][0]()
-					held[i][0]()
-					held[i] = held[i][1:]
-				}
-			case 2: // time passes
-				now = now.Add(time.Duration(arg) * 10 * time.Millisecond)
-				if now.After(latest) {
-					latest = now
-				}
-			case 3: // time steps back a little
-				now = now.Add(-time.Duration(arg) * time.Millisecond)
-			case 4: // limits change
-				limits[i] = Limits{DrainRate: float64(arg%5) / 2, DrainBurst: int(arg % 4), MaxInFlight: int(arg%3) - 1}
-			case 5:
-				lim.Sweep(now)
-			}
-			for j := range byte(tenants) {
-				st := lim.Check(name(j), now)
-				if st.InFlight != len(held[j]) {
-					t.Fatalf("tenant %s: InFlight = %d, model holds %d", name(j), st.InFlight, len(held[j]))
-				}
-				if m := limits[j].MaxInFlight; m > 0 && st.AtConcurrency != (len(held[j]) >= m) {
-					t.Fatalf("tenant %s: AtConcurrency = %v with %d held of %d", name(j), st.AtConcurrency, len(held[j]), m)
-				}
-				if st.OverRate != (st.Wait > 0) {
-					t.Fatalf("tenant %s: %+v", name(j), st)
-				}
-			}
-		}
-		for i := range held {
-			for _, r := range held[i] {
-				r()
-			}
-		}
-		if _, rem := lim.Sweep(latest.Add(time.Hour)); rem != 0 {
-			t.Fatalf("%d tenants left after releasing everything and idling an hour", rem)
 		}
 	})
 }

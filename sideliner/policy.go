@@ -64,9 +64,8 @@ type Action int
 
 // Actions. The zero Action is not valid and is never returned.
 const (
-	// Deliver hands the job to a worker. The tenant's token and in-flight
-	// slot must be held (Limiter.Acquire or Limiter.Admit) until the
-	// delivery ends.
+	// Deliver hands the job to a worker, when the scheduler gives it a
+	// slot.
 	Deliver Action = iota + 1
 	// Spill moves the message to the lane's spillover queue.
 	Spill
@@ -124,8 +123,7 @@ const (
 	ReasonTTLExpired         Reason = "ttl_expired"          // Drop
 	ReasonAttemptsExhausted  Reason = "attempts_exhausted"   // DeadLetter
 	ReasonStale              Reason = "stale"                // Backlog
-	ReasonOverRate           Reason = "over_rate"            // Spill, Defer, Requeue
-	ReasonAtConcurrency      Reason = "at_concurrency"       // Spill, Defer, Requeue
+	ReasonReadAheadFull      Reason = "read_ahead_full"      // Spill, Defer, Requeue
 	ReasonPermanentFailure   Reason = "permanent_failure"    // DeadLetter
 	ReasonRetryableFailure   Reason = "retryable_failure"    // Retry
 	ReasonExpiresBeforeRetry Reason = "expires_before_retry" // Drop
@@ -163,8 +161,7 @@ type Policy struct {
 	// DeferCap bounds the doubling of DeferDelay. Receive counts grow with
 	// every lost receive answer and every lease a crash drops, so without a
 	// cap a large max receive count could hold a job back for MaxDelay
-	// after its tenant is idle again. A tenant's own wait (over rate) may
-	// exceed it, up to MaxDelay. Defaults to 1m; at least DeferDelay.
+	// after its tenant is idle again. Defaults to 1m; at least DeferDelay.
 	DeferCap time.Duration
 	// RetryBase is the least retry delay and the first retry's ceiling.
 	// Defaults to 2s.
@@ -281,13 +278,11 @@ type Input struct {
 	// ReceiveCount counts receives on the current queue, including this
 	// one (queue.Message.ReceiveCount). It resets when a message is moved.
 	ReceiveCount int
-	// TenantOverRate means the tenant's drain bucket holds no token.
-	TenantOverRate bool
-	// TenantAtConcurrency means the tenant's in-flight limit is reached.
-	TenantAtConcurrency bool
-	// TenantWait is the time until the tenant's bucket holds a token
-	// (Status.Wait); a deferral for being over rate lasts at least as long.
-	TenantWait time.Duration
+	// ReadAheadFull means the drainer already holds as many of the
+	// tenant's jobs as it reads ahead for one tenant (package scheduler):
+	// this one must wait on a queue, so that others' jobs behind it are
+	// seen.
+	ReadAheadFull bool
 	// Jitter is a uniform random number in [0, 1) supplied by the caller
 	// (values outside are clamped). It spreads a deferral d over [d, 2d) so
 	// that a batch of held-back jobs does not come back at once. Zero gives
@@ -303,9 +298,9 @@ type Input struct {
 //  3. Attempts ≥ MaxAttempts → DeadLetter (attempts_exhausted).
 //  4. From a shard, StalenessBound > 0, EnqueuedAt known and
 //     Now − EnqueuedAt > StalenessBound → Backlog (stale).
-//  5. Tenant over rate (over_rate), else at its in-flight limit
-//     (at_concurrency): from a shard → Spill; from spillover or backlog →
-//     Defer, or Requeue when ReceiveCount ≥ MaxReceives.
+//  5. The tenant's read-ahead is full (read_ahead_full): from a shard →
+//     Spill; from spillover or backlog → Defer, or Requeue when
+//     ReceiveCount ≥ MaxReceives.
 //  6. Otherwise → Deliver (within_limits).
 //
 // With NoSideline, rules 4 and 5 are skipped.
@@ -331,15 +326,10 @@ func (p Policy) Decide(in Input) Decision {
 	case in.Source == SourceShard && p.stale(in.Now, in.EnqueuedAt):
 		return Decision{Action: Backlog, Reason: ReasonStale}
 	}
-	var reason Reason
-	switch {
-	case in.TenantOverRate:
-		reason = ReasonOverRate
-	case in.TenantAtConcurrency:
-		reason = ReasonAtConcurrency
-	default:
+	if !in.ReadAheadFull {
 		return Decision{Action: Deliver, Reason: ReasonWithinLimits}
 	}
+	reason := ReasonReadAheadFull
 	if in.Source == SourceShard {
 		return Decision{Action: Spill, Reason: reason}
 	}
@@ -363,13 +353,9 @@ func (p Policy) stale(now, enqueuedAt time.Time) bool {
 }
 
 // deferDelay is DeferDelay doubled for each receive after the first up to
-// DeferCap, at least TenantWait when over rate, spread by Jitter, within
-// MaxDelay.
+// DeferCap, spread by Jitter, within MaxDelay.
 func (p Policy) deferDelay(in Input) time.Duration {
 	d := doubled(p.DeferDelay, max(in.ReceiveCount, 1)-1, p.DeferCap)
-	if in.TenantOverRate {
-		d = max(d, min(in.TenantWait, MaxDelay))
-	}
 	return min(d+time.Duration(unit(in.Jitter)*float64(d)), MaxDelay)
 }
 

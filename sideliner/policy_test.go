@@ -38,7 +38,7 @@ func TestDecide(t *testing.T) {
 		// Rule 1: malformed beats everything.
 		{"malformed", lane, with(func(in *Input) { in.Malformed = true }), Decision{Action: DeadLetter, Reason: ReasonMalformed}},
 		{"malformed, expired, exhausted, stale, over rate", lane, with(func(in *Input) {
-			in.Malformed, in.ExpiresAt, in.Attempts, in.EnqueuedAt, in.TenantOverRate = true, t0, 9, t0.Add(-time.Hour), true
+			in.Malformed, in.ExpiresAt, in.Attempts, in.EnqueuedAt, in.ReadAheadFull = true, t0, 9, t0.Add(-time.Hour), true
 		}), Decision{Action: DeadLetter, Reason: ReasonMalformed}},
 		{"malformed from backlog", lane, with(func(in *Input) { in.Malformed, in.Source = true, SourceBacklog }), Decision{Action: DeadLetter, Reason: ReasonMalformed}},
 
@@ -49,7 +49,7 @@ func TestDecide(t *testing.T) {
 		{"no TTL", lane, with(func(in *Input) { in.ExpiresAt = time.Time{} }), deliver},
 		{"expired beats exhausted", lane, with(func(in *Input) { in.ExpiresAt, in.Attempts = t0, 5 }), Decision{Action: Drop, Reason: ReasonTTLExpired}},
 		{"expired from spillover over rate", lane, with(func(in *Input) {
-			in.Source, in.ExpiresAt, in.TenantOverRate = SourceSpillover, t0, true
+			in.Source, in.ExpiresAt, in.ReadAheadFull = SourceSpillover, t0, true
 		}), Decision{Action: Drop, Reason: ReasonTTLExpired}},
 
 		// Rule 3: attempts.
@@ -64,37 +64,37 @@ func TestDecide(t *testing.T) {
 		// Rule 4: staleness, shard only.
 		{"age exactly at bound is fresh", lane, with(func(in *Input) { in.EnqueuedAt = t0.Add(-bound) }), deliver},
 		{"age one ns past bound", lane, with(func(in *Input) { in.EnqueuedAt = t0.Add(-bound - time.Nanosecond) }), Decision{Action: Backlog, Reason: ReasonStale}},
-		{"stale beats over rate", lane, with(func(in *Input) { in.EnqueuedAt, in.TenantOverRate = t0.Add(-time.Hour), true }), Decision{Action: Backlog, Reason: ReasonStale}},
+		{"stale beats over rate", lane, with(func(in *Input) { in.EnqueuedAt, in.ReadAheadFull = t0.Add(-time.Hour), true }), Decision{Action: Backlog, Reason: ReasonStale}},
 		{"bound 0 never backlogs", Policy{}, with(func(in *Input) { in.EnqueuedAt = t0.Add(-24 * time.Hour) }), deliver},
 		{"unknown age is not stale", lane, with(func(in *Input) { in.EnqueuedAt = time.Time{} }), deliver},
 		{"enqueued in the future (skew) is not stale", lane, with(func(in *Input) { in.EnqueuedAt = t0.Add(time.Hour) }), deliver},
 		{"stale in spillover is delivered", lane, with(func(in *Input) { in.Source, in.EnqueuedAt = SourceSpillover, t0.Add(-time.Hour) }), deliver},
 		{"stale in spillover over rate is deferred", lane, with(func(in *Input) {
-			in.Source, in.EnqueuedAt, in.TenantOverRate = SourceSpillover, t0.Add(-time.Hour), true
-		}), deferred(Defer, ReasonOverRate)},
+			in.Source, in.EnqueuedAt, in.ReadAheadFull = SourceSpillover, t0.Add(-time.Hour), true
+		}), deferred(Defer, ReasonReadAheadFull)},
 		{"stale in backlog is never re-backlogged", lane, with(func(in *Input) { in.Source, in.EnqueuedAt = SourceBacklog, t0.Add(-time.Hour) }), deliver},
 
 		// Rules 5 and 6: tenant limits.
-		{"over rate from shard", lane, with(func(in *Input) { in.TenantOverRate = true }), Decision{Action: Spill, Reason: ReasonOverRate}},
-		{"at concurrency from shard", lane, with(func(in *Input) { in.TenantAtConcurrency = true }), Decision{Action: Spill, Reason: ReasonAtConcurrency}},
-		{"both from shard: over rate first", lane, with(func(in *Input) { in.TenantOverRate, in.TenantAtConcurrency = true, true }), Decision{Action: Spill, Reason: ReasonOverRate}},
-		{"over rate from spillover", lane, with(func(in *Input) { in.Source, in.TenantOverRate = SourceSpillover, true }), deferred(Defer, ReasonOverRate)},
-		{"at concurrency from spillover", lane, with(func(in *Input) { in.Source, in.TenantAtConcurrency = SourceSpillover, true }), deferred(Defer, ReasonAtConcurrency)},
-		{"over rate from backlog", lane, with(func(in *Input) { in.Source, in.TenantOverRate = SourceBacklog, true }), deferred(Defer, ReasonOverRate)},
-		{"at concurrency from backlog", lane, with(func(in *Input) { in.Source, in.TenantAtConcurrency = SourceBacklog, true }), deferred(Defer, ReasonAtConcurrency)},
-		{"receive max-1 is deferred", lane, with(func(in *Input) { in.Source, in.TenantOverRate, in.ReceiveCount = SourceSpillover, true, 4 }),
-			Decision{Action: Defer, Reason: ReasonOverRate, Delay: 40 * time.Second}},
-		{"receive = max is requeued", lane, with(func(in *Input) { in.Source, in.TenantOverRate, in.ReceiveCount = SourceSpillover, true, 5 }),
-			Decision{Action: Requeue, Reason: ReasonOverRate, Delay: DeferCapDefault}}, // 5s·2^4 = 80s, capped
-		{"receive > max is requeued", lane, with(func(in *Input) { in.Source, in.TenantAtConcurrency, in.ReceiveCount = SourceBacklog, true, 9 }),
-			Decision{Action: Requeue, Reason: ReasonAtConcurrency, Delay: DeferCapDefault}}, // 5s·2^8 = 1280s, capped
-		{"negative max receives counts as default", Policy{MaxReceives: -1}, with(func(in *Input) { in.Source, in.TenantOverRate, in.ReceiveCount = SourceBacklog, true, 4 }),
-			Decision{Action: Defer, Reason: ReasonOverRate, Delay: 40 * time.Second}},
-		{"custom max receives", Policy{MaxReceives: 2}, with(func(in *Input) { in.Source, in.TenantOverRate, in.ReceiveCount = SourceBacklog, true, 2 }),
-			Decision{Action: Requeue, Reason: ReasonOverRate, Delay: 10 * time.Second}},
+		{"over rate from shard", lane, with(func(in *Input) { in.ReadAheadFull = true }), Decision{Action: Spill, Reason: ReasonReadAheadFull}},
+		{"at concurrency from shard", lane, with(func(in *Input) { in.ReadAheadFull = true }), Decision{Action: Spill, Reason: ReasonReadAheadFull}},
+		{"both from shard: over rate first", lane, with(func(in *Input) { in.ReadAheadFull = true }), Decision{Action: Spill, Reason: ReasonReadAheadFull}},
+		{"over rate from spillover", lane, with(func(in *Input) { in.Source, in.ReadAheadFull = SourceSpillover, true }), deferred(Defer, ReasonReadAheadFull)},
+		{"at concurrency from spillover", lane, with(func(in *Input) { in.Source, in.ReadAheadFull = SourceSpillover, true }), deferred(Defer, ReasonReadAheadFull)},
+		{"over rate from backlog", lane, with(func(in *Input) { in.Source, in.ReadAheadFull = SourceBacklog, true }), deferred(Defer, ReasonReadAheadFull)},
+		{"at concurrency from backlog", lane, with(func(in *Input) { in.Source, in.ReadAheadFull = SourceBacklog, true }), deferred(Defer, ReasonReadAheadFull)},
+		{"receive max-1 is deferred", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceSpillover, true, 4 }),
+			Decision{Action: Defer, Reason: ReasonReadAheadFull, Delay: 40 * time.Second}},
+		{"receive = max is requeued", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceSpillover, true, 5 }),
+			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: DeferCapDefault}}, // 5s·2^4 = 80s, capped
+		{"receive > max is requeued", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 9 }),
+			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: DeferCapDefault}}, // 5s·2^8 = 1280s, capped
+		{"negative max receives counts as default", Policy{MaxReceives: -1}, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 4 }),
+			Decision{Action: Defer, Reason: ReasonReadAheadFull, Delay: 40 * time.Second}},
+		{"custom max receives", Policy{MaxReceives: 2}, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 2 }),
+			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: 10 * time.Second}},
 
 		// Unknown sources behave as backlog: never moved to another queue.
-		{"zero source, stale, over rate", lane, with(func(in *Input) { in.Source, in.EnqueuedAt, in.TenantOverRate = 0, t0.Add(-time.Hour), true }), deferred(Defer, ReasonOverRate)},
+		{"zero source, stale, over rate", lane, with(func(in *Input) { in.Source, in.EnqueuedAt, in.ReadAheadFull = 0, t0.Add(-time.Hour), true }), deferred(Defer, ReasonReadAheadFull)},
 		{"unknown source, stale", lane, with(func(in *Input) { in.Source, in.EnqueuedAt = 42, t0.Add(-time.Hour) }), deliver},
 	}
 	for _, tt := range tests {
@@ -129,12 +129,6 @@ func TestDeferDelay(t *testing.T) {
 		{"custom cap jittered stays at MaxDelay", Policy{MaxReceives: 1000, DeferCap: 15 * time.Minute}, 500, true, 0, almostOne, MaxDelay},
 		{"cap below the defer delay rises to it", Policy{MaxReceives: 100, DeferDelay: 2 * time.Minute, DeferCap: time.Second}, 3, true, 0, 0, 2 * time.Minute},
 		{"default cap rises to a long defer delay", Policy{MaxReceives: 100, DeferDelay: 2 * time.Minute}, 3, true, 0, 0, 2 * time.Minute},
-		{"token wait beyond the cap", Policy{MaxReceives: 100}, 9, true, 5 * time.Minute, 0, 5 * time.Minute},
-		{"token wait longer than defer delay", Policy{}, 1, true, 30 * time.Second, 0, 30 * time.Second},
-		{"token wait shorter than defer delay", Policy{}, 1, true, 100 * time.Millisecond, 0, 5 * time.Second},
-		{"huge token wait capped", Policy{}, 1, true, math.MaxInt64, 0, MaxDelay},
-		{"negative token wait ignored", Policy{}, 1, true, -time.Hour, 0, 5 * time.Second},
-		{"token wait ignored at concurrency", Policy{}, 1, false, 30 * time.Second, 0, 5 * time.Second},
 		{"jitter 0.5", Policy{}, 1, true, 0, 0.5, 7500 * time.Millisecond},
 		{"jitter just under 1", Policy{}, 1, true, 0, almostOne, 10*time.Second - time.Nanosecond},
 		{"jitter above 1 clamps to 1", Policy{}, 1, true, 0, 7, 10 * time.Second},
@@ -149,8 +143,7 @@ func TestDeferDelay(t *testing.T) {
 			t.Parallel()
 			in := Input{
 				Now: t0, Source: SourceSpillover, ReceiveCount: tt.receives,
-				TenantOverRate: tt.overRate, TenantAtConcurrency: !tt.overRate,
-				TenantWait: tt.wait, Jitter: tt.jitter,
+				ReadAheadFull: true, Jitter: tt.jitter,
 			}
 			got := tt.p.Decide(in)
 			if got.Action != Defer && got.Action != Requeue {

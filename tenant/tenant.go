@@ -48,12 +48,27 @@ type Limits struct {
 	// HWMFraction is the share of the lane's high-water mark above which
 	// this tenant's submits are refused (free 0.5, standard 0.8, premium 1).
 	HWMFraction float64 `yaml:"hwm_fraction"`
-	// DrainRate is the jobs per second the drainers deliver for this tenant
-	// before sidelining the rest to the spillover queue.
+	// DrainRate and DrainBurst mark the tenant's fair rate: jobs per
+	// second (with a bucket of DrainBurst) delivered ahead of other
+	// tenants' spare work. Past it the tenant is served after everyone
+	// within theirs, with every slot they leave: never held back while
+	// workers are free.
 	DrainRate float64 `yaml:"drain_rate"`
-	// DrainBurst is the drain token bucket's size.
+	// DrainBurst is the fair-rate bucket's size.
 	DrainBurst int `yaml:"drain_burst"`
-	// MaxInFlight is the most jobs of this tenant being delivered at once.
+	// Weight is the tenant's share of the workers' time relative to the
+	// other tenants with work. Zero takes the lane's weight (topology).
+	Weight float64 `yaml:"weight"`
+	// MinShare is the fraction of the delivery slots guaranteed to the
+	// tenant whenever it has work, in [0, 1). Zero: none.
+	MinShare float64 `yaml:"min_share"`
+	// MaxDrainRate is an optional hard ceiling, in jobs per second, on
+	// the tenant's deliveries, for a downstream that needs one (its bucket
+	// holds MaxDrainBurst, default the rate rounded up). Zero: none.
+	MaxDrainRate  float64 `yaml:"max_drain_rate"`
+	MaxDrainBurst int     `yaml:"max_drain_burst"`
+	// MaxInFlight is an optional hard ceiling on the tenant's jobs being
+	// delivered at once. Zero: none beyond the drainers' concurrency.
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxPayloadBytes is the largest payload accepted.
 	MaxPayloadBytes int `yaml:"max_payload_bytes"`
@@ -71,15 +86,15 @@ func DefaultTiers() map[string]Limits {
 	return map[string]Limits{
 		"premium": {
 			Lane: "premium", SubmitRate: 1000, SubmitBurst: 2000, HWMFraction: 1.0,
-			DrainRate: 500, DrainBurst: 1000, MaxInFlight: 64, MaxPayloadBytes: MaxPayloadBytesCeiling,
+			DrainRate: 500, DrainBurst: 1000, MaxPayloadBytes: MaxPayloadBytesCeiling,
 		},
 		"standard": {
 			Lane: "standard", SubmitRate: 200, SubmitBurst: 400, HWMFraction: 0.8,
-			DrainRate: 100, DrainBurst: 200, MaxInFlight: 16, MaxPayloadBytes: 64 * 1024,
+			DrainRate: 100, DrainBurst: 200, MaxPayloadBytes: 64 * 1024,
 		},
 		"free": {
 			Lane: "free", SubmitRate: 20, SubmitBurst: 40, HWMFraction: 0.5,
-			DrainRate: 10, DrainBurst: 20, MaxInFlight: 4, MaxPayloadBytes: 16 * 1024,
+			DrainRate: 10, DrainBurst: 20, MaxPayloadBytes: 16 * 1024,
 		},
 	}
 }
@@ -103,6 +118,18 @@ func (l Limits) inherit(def Limits) Limits {
 	}
 	if l.DrainBurst == 0 {
 		l.DrainBurst = def.DrainBurst
+	}
+	if l.Weight == 0 {
+		l.Weight = def.Weight
+	}
+	if l.MinShare == 0 {
+		l.MinShare = def.MinShare
+	}
+	if l.MaxDrainRate == 0 {
+		l.MaxDrainRate = def.MaxDrainRate
+	}
+	if l.MaxDrainBurst == 0 {
+		l.MaxDrainBurst = def.MaxDrainBurst
 	}
 	if l.MaxInFlight == 0 {
 		l.MaxInFlight = def.MaxInFlight
@@ -134,8 +161,20 @@ func (l Limits) validate() []string {
 	if l.DrainBurst < 1 {
 		p = append(p, "drain_burst must be at least 1")
 	}
-	if l.MaxInFlight < 1 {
-		p = append(p, "max_in_flight must be at least 1")
+	if !(l.Weight >= 0) || math.IsInf(l.Weight, 0) {
+		p = append(p, "weight must not be negative (0 takes the lane's weight)")
+	}
+	if !(l.MinShare >= 0 && l.MinShare < 1) {
+		p = append(p, "min_share must be in [0, 1)")
+	}
+	if !(l.MaxDrainRate >= 0) || math.IsInf(l.MaxDrainRate, 0) {
+		p = append(p, "max_drain_rate must not be negative (0: no ceiling)")
+	}
+	if l.MaxDrainBurst < 0 {
+		p = append(p, "max_drain_burst must not be negative")
+	}
+	if l.MaxInFlight < 0 {
+		p = append(p, "max_in_flight must not be negative (0: no ceiling)")
 	}
 	if l.MaxPayloadBytes < 1 || l.MaxPayloadBytes > MaxPayloadBytesCeiling {
 		p = append(p, fmt.Sprintf("max_payload_bytes must be 1 to %d", MaxPayloadBytesCeiling))
@@ -233,6 +272,30 @@ type Config struct {
 	tiers   map[string]Limits
 	tenants map[string]*Tenant
 	byKey   map[[sha256.Size]byte]*Tenant
+	notices []string
+}
+
+// Notices are lines to log when the config is loaded: settings whose
+// meaning changed in this version of sluice.
+func (c *Config) Notices() []string { return c.notices }
+
+// meaningChanged notes, once per field, where a file sets a limit whose
+// meaning changed.
+func (c *Config) meaningChanged(line int, l Limits, seen map[string]bool) {
+	note := func(field, text string) {
+		if !seen[field] {
+			seen[field] = true
+			c.notices = append(c.notices, fmt.Sprintf("line %d: %s %s", line, field, text))
+		}
+	}
+	if l.DrainRate != 0 || l.DrainBurst != 0 {
+		note("drain_rate", "now marks the tenant's fair rate: past it the tenant is served after the others, "+
+			"but never held back while workers are free (it used to throttle); set max_drain_rate for a hard ceiling")
+	}
+	if l.MaxInFlight != 0 {
+		note("max_in_flight", "is a hard ceiling that holds the tenant's jobs back even while workers are free; "+
+			"the built-in tiers no longer set one")
+	}
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -273,8 +336,10 @@ func build(f file) (*Config, error) {
 		byKey:   map[[sha256.Size]byte]*Tenant{},
 	}
 	var errs []error
+	seen := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(f.Tiers)) {
 		e := f.Tiers[name]
+		c.meaningChanged(e.line, e.Limits, seen)
 		l := e.Limits.inherit(c.tiers[name])
 		for _, p := range l.validate() {
 			errs = append(errs, fmt.Errorf("line %d: tier %s: %s", e.line, name, p))
@@ -296,6 +361,7 @@ func build(f file) (*Config, error) {
 		if !ok {
 			fail("unknown tier %q (known: %v)", e.Tier, slices.Sorted(maps.Keys(c.tiers)))
 		}
+		c.meaningChanged(e.line, e.Limits, seen)
 		t := &Tenant{ID: e.ID, Tier: e.Tier, Limits: e.Limits.inherit(def)}
 		for _, p := range t.Limits.validate() {
 			fail("%s", p)

@@ -71,8 +71,10 @@ func TestOutcomes(t *testing.T) {
 		wantAfter time.Duration // the least delay asked, for a retry
 	}{
 		{name: "nil acks", handler: func() error { return nil }, wantOK: true},
-		{name: "RetryAfter retries no sooner than asked", handler: func() error { return worker.RetryAfter(errors.New("rate limited downstream"), 3*time.Second) },
-			wantRetry: true, wantAfter: 3 * time.Second},
+		{
+			name: "RetryAfter retries no sooner than asked", handler: func() error { return worker.RetryAfter(errors.New("rate limited downstream"), 3*time.Second) },
+			wantRetry: true, wantAfter: 3 * time.Second,
+		},
 		{name: "Permanent dead-letters", handler: func() error { return worker.Permanent(errors.New("bad payload")) }},
 		{name: "a plain error retries with backoff", handler: func() error { return errors.New("database down") }, wantRetry: true},
 		{name: "a status from another service is not passed on", handler: func() error {

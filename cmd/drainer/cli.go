@@ -27,6 +27,8 @@ const cliUsage = `usage:
   drainer [run] [flags]                 run the drainers and the admin API
   drainer stats [flags]                 queue depths, in flight, delayed, oldest age
   drainer limits [flags] tenant         a tenant's effective limits and the config version
+  drainer top [flags]                   live fairness: utilization, Jain's index, top tenants
+                                        by share of worker time (--once, --interval, --top)
   drainer dlq list [flags]              list dead-lettered jobs
   drainer dlq replay [flags]            replay dead-lettered jobs (--dry-run to preview)
   drainer dlq status [flags] [id]       a replay's progress, or all replays
@@ -118,7 +120,10 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 	var rps float64
 	var lane string
 	var perSecond int
+	var top topFlags
 	switch cmd {
+	case "top":
+		top.register(fs)
 	case "dlq redrive":
 		fs.StringVar(&lane, "lane", "", "lane whose DLQ to redrive (required)")
 		fs.IntVar(&perSecond, "rate", 0, "messages per second, 1-500 (default: as fast as SQS allows)")
@@ -156,6 +161,8 @@ func runCLI(ctx context.Context, cmd string, args []string, stdout, stderr io.Wr
 	switch cmd {
 	case "stats":
 		return c.stats(call, *addr)
+	case "top":
+		return c.top(call, *addr, top)
 	case "limits":
 		if fs.NArg() != 1 {
 			return errors.New("give the tenant whose limits to show, e.g. drainer limits acme")
@@ -281,7 +288,9 @@ func (c *cli) limits(call func() (context.Context, context.CancelFunc), addr, te
 	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "tenant\t%s (tier %s, lane %s)\n", resp.GetTenant(), resp.GetTier(), l.GetLane())
 	fmt.Fprintf(tw, "submit\t%g jobs/s, burst %d, refused above %.0f%% of the lane's high-water mark\n", l.GetSubmitRate(), l.GetSubmitBurst(), l.GetHwmFraction()*100)
-	fmt.Fprintf(tw, "drain\t%g jobs/s, burst %d, at most %d in flight\n", l.GetDrainRate(), l.GetDrainBurst(), l.GetMaxInFlight())
+	fmt.Fprintf(tw, "fair rate\t%g jobs/s, burst %d (past it: served after the others, never held back while workers are free)\n", l.GetDrainRate(), l.GetDrainBurst())
+	fmt.Fprintf(tw, "share\tweight %s, guaranteed %.0f%% of the slots\n", weightText(l.GetWeight()), l.GetMinShare()*100)
+	fmt.Fprintf(tw, "ceilings\t%s\n", ceilingsText(l))
 	fmt.Fprintf(tw, "payload\tat most %d bytes\n", l.GetMaxPayloadBytes())
 	fmt.Fprintf(tw, "config\t%s, loaded %s\n", source, v.GetLoadedAt().AsTime().UTC().Format(time.RFC3339))
 	return tw.Flush()

@@ -47,7 +47,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch args[0] {
 	case "run":
 		return run(ctx, args[1:], stderr)
-	case "stats", "limits":
+	case "stats", "limits", "top":
 		return runCLI(ctx, args[0], args[1:], stdout, stderr)
 	case "dlq":
 		if len(args) > 1 {
@@ -156,7 +156,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer closeHandler()
+	defer func() { _ = closeHandler() }()
 	return node.RunDrain(ctx, node.DrainConfig{
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
 		Tenants: tenants, Policy: policy, SidelineShare: share, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,

@@ -200,7 +200,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer closeHandler()
+		defer func() { _ = closeHandler() }()
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
 				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,

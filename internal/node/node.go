@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
 	"github.com/sluice-dev/sluice/queue/sqsqueue"
+	"github.com/sluice-dev/sluice/scheduler"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/tenant"
 	"github.com/sluice-dev/sluice/topology"
@@ -190,17 +192,31 @@ func Handler(t Target, log *slog.Logger) (drainer.Handler, func() error, error) 
 	return drainer.NewGRPCWorker(conn), conn.Close, nil
 }
 
-// TenantLimits returns the drainers' per-tenant limits from the current
-// tenant config. A tenant the config no longer knows (its jobs may outlive
-// it) gets the standard tier's limits.
-func TenantLimits(current func() *tenant.Config) func(string) sideliner.Limits {
-	return func(id string) sideliner.Limits {
+// TenantLimits returns the drainers' per-tenant scheduling limits from the
+// current tenant config. A tenant the config no longer knows (its jobs may
+// outlive it) gets the standard tier's limits. A tenant without a weight
+// of its own takes its lane's (topology).
+func TenantLimits(current func() *tenant.Config, topo topology.Topology) func(string) scheduler.Limits {
+	return func(id string) scheduler.Limits {
 		cfg := current()
 		l, _ := cfg.Tier("standard")
 		if t, ok := cfg.Tenant(id); ok {
 			l = t.Limits
 		}
-		return sideliner.Limits{DrainRate: l.DrainRate, DrainBurst: l.DrainBurst, MaxInFlight: l.MaxInFlight}
+		weight := l.Weight
+		if lane, ok := topo.Lane(l.Lane); ok && weight == 0 {
+			weight = float64(lane.Weight)
+		}
+		maxBurst := l.MaxDrainBurst
+		if maxBurst == 0 {
+			maxBurst = int(math.Ceil(l.MaxDrainRate))
+		}
+		return scheduler.Limits{
+			Weight: weight, MinShare: l.MinShare,
+			FairRate: l.DrainRate, FairBurst: l.DrainBurst,
+			MaxRate: l.MaxDrainRate, MaxBurst: maxBurst,
+			MaxInFlight: l.MaxInFlight,
+		}
 	}
 }
 
@@ -237,7 +253,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		Backend:       cfg.Backend,
 		Topology:      cfg.Topology,
 		Handler:       cfg.Handler,
-		Limits:        TenantLimits(cfg.Tenants.Config),
+		Limits:        TenantLimits(cfg.Tenants.Config, cfg.Topology),
 		Policy:        cfg.Policy,
 		Metrics:       cfg.Metrics,
 		SidelineShare: cfg.SidelineShare,
@@ -258,6 +274,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}, opts...)
 	adminSrv := admin.NewServer(cfg.Backend, cfg.Topology, cfg.Logger)
 	adminSrv.ServeTenants(cfg.Tenants)
+	adminSrv.ServeFairness(func(top int) *adminv1.GetFairnessResponse { return FairnessReport(d, top) })
 	adminv1.RegisterAdminServiceServer(srv.GRPC, adminSrv)
 	if err := errors.Join(adminSrv.Start(ctx), d.Start(ctx)); err != nil {
 		return errors.Join(err, lis.Close())
@@ -349,4 +366,21 @@ func LogAPICalls(b queue.Backend, log *slog.Logger) {
 	}
 	attrs = append(attrs, slog.Int64("total", total))
 	log.Info("backend API calls", attrs...)
+}
+
+// FairnessReport turns d's fairness figures into the admin API's answer.
+func FairnessReport(d *drainer.Drainer, top int) *adminv1.GetFairnessResponse {
+	slots, busy := d.Slots()
+	resp := &adminv1.GetFairnessResponse{Slots: int32(slots), Busy: int32(busy)}
+	for _, g := range d.Fairness(top) {
+		lane := &adminv1.LaneFairness{Lane: g.Group, Utilization: g.Utilization, JainIndex: g.Jain, Held: int64(g.Held)}
+		for _, t := range g.Tenants {
+			lane.Tenants = append(lane.Tenants, &adminv1.TenantFairness{
+				Tenant: t.Tenant, Share: t.Share, Weight: t.Weight, State: string(t.State),
+				InFlight: int32(t.InFlight), Held: int32(t.Held), Backlogged: t.Backlogged,
+			})
+		}
+		resp.Lanes = append(resp.Lanes, lane)
+	}
+	return resp
 }

@@ -49,8 +49,10 @@ func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, lo
 			m.TenantConfigReload(true)
 			log.InfoContext(ctx, "tenant config reloaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
 				slog.Int("tenants", len(v.Config.Tenants())))
+			logNotices(ctx, log, v.Config)
 		}
 	}
+	logNotices(ctx, log, live.Config())
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -77,4 +79,12 @@ func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, lo
 			log.ErrorContext(ctx, "tenant config file not watched; SIGHUP still reloads it", slog.Any("error", err))
 		}
 	}()
+}
+
+// logNotices logs the settings of cfg whose meaning changed in this
+// version, so an operator upgrading sees what now behaves differently.
+func logNotices(ctx context.Context, log *slog.Logger, cfg *tenant.Config) {
+	for _, n := range cfg.Notices() {
+		log.WarnContext(ctx, "tenant config: a setting's meaning changed", slog.String("notice", n))
+	}
 }

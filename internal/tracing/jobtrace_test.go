@@ -35,6 +35,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
+	"github.com/sluice-dev/sluice/scheduler"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/tenant"
 	"github.com/sluice-dev/sluice/topology"
@@ -66,6 +67,9 @@ func (w *worker) Process(ctx context.Context, req *workerv1.ProcessRequest) (*wo
 	if string(req.GetPayload()) == "hold" {
 		close(w.held)
 		<-w.release
+		return &workerv1.ProcessResponse{}, nil
+	}
+	if string(req.GetPayload()) == "filler" {
 		return &workerv1.ProcessResponse{}, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -157,8 +161,10 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	gw, err := gateway.New(gateway.Config{Backend: backend, Topology: topo, Tenants: func() *tenant.Config { return tenants },
-		Depth: depths, Logger: quiet, TracerProvider: tp})
+	gw, err := gateway.New(gateway.Config{
+		Backend: backend, Topology: topo, Tenants: func() *tenant.Config { return tenants },
+		Depth: depths, Logger: quiet, TracerProvider: tp,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,9 +180,10 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 
 	d, err := drainer.New(drainer.Config{
 		Backend: backend, Topology: topo, Handler: drainer.NewGRPCWorker(workerConn), Concurrency: 4,
-		Limits:   func(string) sideliner.Limits { return sideliner.Limits{MaxInFlight: 1} },
-		Policy:   sideliner.Policy{RetryBase: 10 * time.Millisecond, RetryCap: 50 * time.Millisecond, DeferDelay: 50 * time.Millisecond},
-		PollWait: 200 * time.Millisecond, TracerProvider: tp, Logger: quiet,
+		Limits:    func(string) scheduler.Limits { return scheduler.Limits{MaxInFlight: 1} },
+		ReadAhead: 1,
+		Policy:    sideliner.Policy{RetryBase: 10 * time.Millisecond, RetryCap: 50 * time.Millisecond, DeferDelay: 50 * time.Millisecond},
+		PollWait:  200 * time.Millisecond, TracerProvider: tp, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +226,10 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	}
 	submit(t.Context(), "hold")
 	<-w.held
+	// A second waits in the tenant's read-ahead (one job), so the next
+	// is spilled.
+	submit(t.Context(), "filler")
+	waitFor(t, "the filler held", func() bool { return d.Held() == 1 })
 
 	// The traced job: the client's span context goes out as traceparent.
 	ctx, clientSpan := tp.Tracer("test").Start(t.Context(), "client.submit", trace.WithSpanKind(trace.SpanKindClient))
@@ -233,7 +244,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	replayID := resp.GetReplay().GetId()
-	waitFor(t, "both deliveries", func() bool { return d.Counts().Delivered == 2 })
+	waitFor(t, "the deliveries", func() bool { return d.Counts().Delivered == 3 })
 	stop() // every span has ended once the drainer stops
 
 	traceID := clientSpan.SpanContext().TraceID()
@@ -266,8 +277,10 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	for _, s := range tree {
 		names = append(names, s.Name())
 	}
-	wantNames := []string{"client.submit", "sluice.admit", "sluice.enqueue", "sluice.move", "sluice.deliver", "sluice.move",
-		"sluice.deliver", "sluice.move", "sluice.replay", "sluice.deliver"}
+	wantNames := []string{
+		"client.submit", "sluice.admit", "sluice.enqueue", "sluice.move", "sluice.deliver", "sluice.move",
+		"sluice.deliver", "sluice.move", "sluice.replay", "sluice.deliver",
+	}
 	if !slices.Equal(names, wantNames) {
 		t.Fatalf("spans of the job's trace, by start time:\n%s\nwant %v", describe(mine), wantNames)
 	}
@@ -306,7 +319,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	}{
 		{"admit", admit, clientSub, trace.SpanKindServer, with("sluice.outcome", "admitted"), false},
 		{"enqueue", enqueue, admit, trace.SpanKindProducer, with("sluice.queue", shard), false},
-		{"spill", spill, enqueue, trace.SpanKindInternal, with("sluice.action", "spill", "sluice.reason", "at_concurrency",
+		{"spill", spill, enqueue, trace.SpanKindInternal, with("sluice.action", "spill", "sluice.reason", "read_ahead_full",
 			"sluice.queue", shard, "sluice.destination", spillover, "sluice.attempt", "0"), false},
 		{"deliver 1", deliver1, enqueue, trace.SpanKindConsumer, with("sluice.attempt", "1", "sluice.queue", spillover, "sluice.outcome", "retry"), true},
 		{"retry", retry, deliver1, trace.SpanKindInternal, with("sluice.action", "retry", "sluice.reason", "retryable_failure",
@@ -338,8 +351,8 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Error("retry span has no sluice.delay_ms")
 	}
 	for _, s := range byName(tracing.SpanDefer) {
-		if s.Parent().SpanID() != enqueue.SpanContext().SpanID() || attrs(s)["sluice.action"] != "defer" || attrs(s)["sluice.reason"] != "at_concurrency" {
-			t.Errorf("defer span %v with parent %s, want a child of enqueue at_concurrency", attrs(s), s.Parent().SpanID())
+		if s.Parent().SpanID() != enqueue.SpanContext().SpanID() || attrs(s)["sluice.action"] != "defer" || attrs(s)["sluice.reason"] != "read_ahead_full" {
+			t.Errorf("defer span %v with parent %s, want a child of enqueue read_ahead_full", attrs(s), s.Parent().SpanID())
 		}
 	}
 
@@ -363,7 +376,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }

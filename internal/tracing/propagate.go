@@ -41,7 +41,7 @@ const (
 	// ActionKey is the sideliner's action of a move: spill, backlog,
 	// requeue, retry or dead_letter.
 	ActionKey = attribute.Key("sluice.action")
-	// ReasonKey is the sideliner's reason, e.g. at_concurrency, stale,
+	// ReasonKey is the sideliner's reason, e.g. read_ahead_full, stale,
 	// permanent_failure: ….
 	ReasonKey = attribute.Key("sluice.reason")
 	// OutcomeKey is how a span's step ended: for sluice.admit the submit

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-dev/sluice/metrics"
 )
 
 // Prefix selects the metric families published: sluice's, except the
@@ -18,6 +20,10 @@ const (
 	Prefix    = "sluice_"
 	OwnPrefix = "sluice_cloudwatch_"
 )
+
+// prometheusOnly are the families labelled by tenant whose values are
+// meaningless added up, so they are not published.
+var prometheusOnly = map[string]bool{metrics.NameDrainTenantShare: true}
 
 // dimensions maps the Prometheus labels that become CloudWatch dimensions
 // to the dimension names. Every other label (tenant above all) is dropped
@@ -101,7 +107,7 @@ func (c *converter) convert(fams []*dto.MetricFamily, now time.Time) []types.Met
 	var key strings.Builder
 	for _, f := range fams {
 		name := f.GetName()
-		if !strings.HasPrefix(name, Prefix) || strings.HasPrefix(name, OwnPrefix) {
+		if !strings.HasPrefix(name, Prefix) || strings.HasPrefix(name, OwnPrefix) || prometheusOnly[name] {
 			continue
 		}
 		typ := f.GetType()

@@ -145,7 +145,7 @@ func (f *fakeCloudWatch) serve(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("X-Amzn-Query-Error", queryError)
 			}
 			w.WriteHeader(status)
-			w.Write(cbor.Encode(cbor.Map{
+			_, _ = w.Write(cbor.Encode(cbor.Map{
 				"__type":  cbor.String("com.amazonaws.cloudwatch#" + errType),
 				"message": cbor.String("scripted failure"),
 			}))

@@ -285,7 +285,7 @@ func (b *Backend) gather(first *op) []*op {
 	if b.knobs.beforeGroup != nil {
 		b.knobs.beforeGroup()
 	}
-	group := append(b.groupBuf[:0], first)
+	group := append(b.groupBuf[:0], first) //nolint:gocritic // reuses groupBuf's array
 	size := first.bytes
 	for len(group) < b.opts.MaxGroupCommit && size < maxGroupBytes {
 		select {

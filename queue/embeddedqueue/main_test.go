@@ -88,9 +88,9 @@ func sendOne(t *testing.T, b *Backend, q, body string, delay time.Duration) stri
 	return res[0].MessageID
 }
 
-func receive(t *testing.T, b *Backend, q string, max int, visibility time.Duration) []queue.Message {
+func receive(t *testing.T, b *Backend, q string, n int, visibility time.Duration) []queue.Message {
 	t.Helper()
-	msgs, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: max, VisibilityTimeout: visibility})
+	msgs, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: n, VisibilityTimeout: visibility})
 	if err != nil {
 		t.Fatal(err)
 	}

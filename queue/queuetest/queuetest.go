@@ -85,9 +85,9 @@ func (e *env) send(q string, bodies ...[]byte) []string {
 	return ids
 }
 
-func (e *env) receive(q string, max int, wait, visibility time.Duration) []queue.Message {
+func (e *env) receive(q string, n int, wait, visibility time.Duration) []queue.Message {
 	e.t.Helper()
-	msgs, err := e.b.Receive(e.ctx, &queue.ReceiveParams{Queue: q, Max: max, Wait: wait, VisibilityTimeout: visibility})
+	msgs, err := e.b.Receive(e.ctx, &queue.ReceiveParams{Queue: q, Max: n, Wait: wait, VisibilityTimeout: visibility})
 	if err != nil {
 		e.t.Fatalf("receive: %v", err)
 	}

@@ -81,7 +81,7 @@ func (b *Backend) Delete(ctx context.Context, params *queue.DeleteParams) ([]err
 	}
 	var first error
 	for i, err := range results {
-		if !call.whole[i] || err == nil || (first != nil && err != first) {
+		if !call.whole[i] || err == nil || (first != nil && err != first) { //nolint:errorlint // the very error the whole call failed with
 			return results, nil
 		}
 		first = err
@@ -120,7 +120,7 @@ func (b *Backend) fence(ctx context.Context, queueName, url string, handles []st
 		return err
 	}
 	for i, err := range checked {
-		if results[i] == nil && err != errLeaseHeld {
+		if results[i] == nil && !errors.Is(err, errLeaseHeld) {
 			results[i] = err
 		}
 	}

@@ -56,9 +56,3 @@ func (l *leases) heldPast(handle string, t time.Time) bool {
 	u, ok := l.until[handle]
 	return ok && u.After(t)
 }
-
-func (l *leases) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.until)
-}

@@ -20,7 +20,7 @@ func TestStartRedrive(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start local-aws-sqs: %v", err)
 	}
-	defer srv.Stop()
+	defer func() { _ = srv.Stop() }()
 	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: srv.Endpoint, Region: fauxqs.Region, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

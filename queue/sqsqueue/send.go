@@ -56,7 +56,7 @@ func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.S
 			call.results[i].Err = tooLarge[i]
 			continue
 		}
-		items = append(items, &sendItem{call: call, idx: i, body: bodies[i], delay: ceilSeconds(e.Delay)})
+		items = append(items, &sendItem{call: call, idx: i, body: bodies[i], delay: ceilSeconds(e.Delay), group: e.GroupID})
 	}
 	if len(items) == 0 {
 		return call.results, nil
@@ -74,7 +74,7 @@ func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.S
 	// Nothing stored and one cause for all: report it as the call's error.
 	var first error
 	for i, r := range call.results {
-		if !call.whole[i] || r.Err == nil || (first != nil && r.Err != first) {
+		if !call.whole[i] || r.Err == nil || (first != nil && r.Err != first) { //nolint:errorlint // the very error the whole call failed with
 			return call.results, nil
 		}
 		first = r.Err
@@ -141,6 +141,7 @@ type sendItem struct {
 	idx   int
 	body  string // base64
 	delay int32  // seconds
+	group string // MessageGroupId, "" for none
 }
 
 // sendBatch issues one SendMessageBatch for items and reports every item's
@@ -165,6 +166,11 @@ func sendBatch(bt *batcher[*sendItem], items []*sendItem) {
 		}
 		if it.delay > 0 {
 			entries[i].DelaySeconds = it.delay
+		}
+		if it.group != "" {
+			// On a standard queue this makes Amazon SQS fair queues
+			// reorder deliveries by tenant (the group).
+			entries[i].MessageGroupId = aws.String(it.group)
 		}
 	}
 	// The call outlives any one caller's context (it carries several

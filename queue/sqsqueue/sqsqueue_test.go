@@ -418,8 +418,10 @@ func TestRedrive(t *testing.T) {
 		if len(msgs) != 1 || msgs[0].ReceiveCount != i {
 			t.Fatalf("receive %d: %+v, want the message with receive count %d", i, msgs, i)
 		}
-		errs, err := b.ChangeVisibility(t.Context(), &queue.ChangeVisibilityParams{Queue: q,
-			Changes: []queue.VisibilityChange{{ReceiptHandle: msgs[0].ReceiptHandle, Timeout: 0}}})
+		errs, err := b.ChangeVisibility(t.Context(), &queue.ChangeVisibilityParams{
+			Queue:   q,
+			Changes: []queue.VisibilityChange{{ReceiptHandle: msgs[0].ReceiptHandle, Timeout: 0}},
+		})
 		if err != nil || errs[0] != nil {
 			t.Fatalf("ChangeVisibility: %v %v", err, errs)
 		}
@@ -445,8 +447,10 @@ func TestVisibilityAndStaleReceipts(t *testing.T) {
 	send(t, b, q, []byte("job"))
 	change := func(h string, d time.Duration) error {
 		t.Helper()
-		errs, err := b.ChangeVisibility(t.Context(), &queue.ChangeVisibilityParams{Queue: q,
-			Changes: []queue.VisibilityChange{{ReceiptHandle: h, Timeout: d}}})
+		errs, err := b.ChangeVisibility(t.Context(), &queue.ChangeVisibilityParams{
+			Queue:   q,
+			Changes: []queue.VisibilityChange{{ReceiptHandle: h, Timeout: d}},
+		})
 		if err != nil {
 			t.Fatalf("ChangeVisibility: %v", err)
 		}
@@ -515,8 +519,10 @@ func TestSkipDeleteFencing(t *testing.T) {
 	ensure(t, b, queue.QueueSpec{Name: q})
 	send(t, b, q, []byte("job"))
 	first := receiveAll(t, b, q, 1, time.Minute)
-	errs, err := b.ChangeVisibility(t.Context(), &queue.ChangeVisibilityParams{Queue: q,
-		Changes: []queue.VisibilityChange{{ReceiptHandle: first[0].ReceiptHandle}}})
+	errs, err := b.ChangeVisibility(t.Context(), &queue.ChangeVisibilityParams{
+		Queue:   q,
+		Changes: []queue.VisibilityChange{{ReceiptHandle: first[0].ReceiptHandle}},
+	})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("release: %v %v", err, errs)
 	}
@@ -583,7 +589,8 @@ func TestEnsureQueuesSetsAttributes(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, err := raw.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
-			QueueUrl: url.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+			QueueUrl: url.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -595,8 +602,10 @@ func TestEnsureQueuesSetsAttributes(t *testing.T) {
 	}
 
 	// The queue exists with other attributes: they are set.
-	ensure(t, b, queue.QueueSpec{Name: q, VisibilityTimeout: 45 * time.Second, Retention: time.Hour,
-		DeadLetterQueue: dlq, MaxReceiveCount: 5})
+	ensure(t, b, queue.QueueSpec{
+		Name: q, VisibilityTimeout: 45 * time.Second, Retention: time.Hour,
+		DeadLetterQueue: dlq, MaxReceiveCount: 5,
+	})
 	a = attrs()
 	wantPolicy := `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:` + dlq + `","maxReceiveCount":5}`
 	if a["VisibilityTimeout"] != "45" || a["MessageRetentionPeriod"] != "3600" || a["RedrivePolicy"] != wantPolicy {
@@ -606,8 +615,10 @@ func TestEnsureQueuesSetsAttributes(t *testing.T) {
 		t.Errorf("%d SetQueueAttributes calls, want 1", got)
 	}
 	// Same spec again: CreateQueue is idempotent, nothing to set.
-	ensure(t, b, queue.QueueSpec{Name: q, VisibilityTimeout: 45 * time.Second, Retention: time.Hour,
-		DeadLetterQueue: dlq, MaxReceiveCount: 5})
+	ensure(t, b, queue.QueueSpec{
+		Name: q, VisibilityTimeout: 45 * time.Second, Retention: time.Hour,
+		DeadLetterQueue: dlq, MaxReceiveCount: 5,
+	})
 	if got := b.APICalls()[sqsqueue.OpSetQueueAttributes]; got != 1 {
 		t.Errorf("%d SetQueueAttributes calls after an unchanged spec, want still 1", got)
 	}
@@ -652,8 +663,10 @@ func TestQueueNotFound(t *testing.T) {
 	if _, err := b2.Send(ctx, &queue.SendParams{Queue: q, Entries: []queue.SendEntry{{ID: "1", Body: []byte("x")}}}); !errors.Is(err, queue.ErrQueueNotFound) {
 		t.Errorf("Send with a stale configured URL: %v", err)
 	}
-	if _, err := b2.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q,
-		Changes: []queue.VisibilityChange{{ReceiptHandle: "h"}}}); !errors.Is(err, queue.ErrQueueNotFound) {
+	if _, err := b2.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{
+		Queue:   q,
+		Changes: []queue.VisibilityChange{{ReceiptHandle: "h"}},
+	}); !errors.Is(err, queue.ErrQueueNotFound) {
 		t.Errorf("ChangeVisibility: %v", err)
 	}
 }

@@ -470,7 +470,7 @@ func (e *evaluation) decodeBody(body *hclsyntax.Body, ctx *hcl.EvalContext) (map
 		}
 		v, diags := a.Expr.Value(ctx)
 		if diags.HasErrors() {
-			return nil, fmt.Errorf("%s: %s", name, diags)
+			return nil, fmt.Errorf("%s: %w", name, diags)
 		}
 		g, err := toGo(v)
 		if err != nil {
@@ -491,7 +491,7 @@ func (e *evaluation) decodeBody(body *hclsyntax.Body, ctx *hcl.EvalContext) (map
 			}
 			coll, diags := b.Body.Attributes["for_each"].Expr.Value(ctx)
 			if diags.HasErrors() {
-				return nil, fmt.Errorf("dynamic %s: %s", typ, diags)
+				return nil, fmt.Errorf("dynamic %s: %w", typ, diags)
 			}
 			var content *hclsyntax.Block
 			for _, c := range b.Body.Blocks {

@@ -116,14 +116,14 @@ func start(ctx context.Context, logw io.Writer, script string, health bool) (*Se
 	case addr := <-ready:
 		s.Endpoint = addr
 	case <-s.exited:
-		return nil, fmt.Errorf("fauxqs: node %s exited before it was ready: %v (its stderr went to the test log)", script, s.err)
+		return nil, fmt.Errorf("fauxqs: node %s exited before it was ready: %w (its stderr went to the test log)", script, s.err)
 	case <-ctx.Done():
-		s.Stop()
+		_ = s.Stop()
 		return nil, fmt.Errorf("fauxqs: waiting for the ready line: %w", ctx.Err())
 	}
 	if health {
 		if err := s.waitHealthy(ctx); err != nil {
-			s.Stop()
+			_ = s.Stop()
 			return nil, err
 		}
 	}
@@ -154,9 +154,9 @@ func (s *Server) waitHealthy(ctx context.Context) error {
 		select {
 		case <-tick.C:
 		case <-s.exited:
-			return fmt.Errorf("fauxqs: exited before /health answered: %v", s.err)
+			return fmt.Errorf("fauxqs: exited before /health answered: %w", s.err)
 		case <-ctx.Done():
-			return fmt.Errorf("fauxqs: %s/health did not answer 200: %w (last: %v)", s.Endpoint, ctx.Err(), last)
+			return fmt.Errorf("fauxqs: %s/health did not answer 200: %w (last: %w)", s.Endpoint, ctx.Err(), last)
 		}
 	}
 }

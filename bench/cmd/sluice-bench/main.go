@@ -36,7 +36,10 @@ func main() {
 }
 
 // scenarios in the order a full run measures them.
-var scenarios = []string{"gobench", "frontdoor", "fairness", "recovery", "cost", "memory", "drain"}
+var scenarios = []string{"gobench", "frontdoor", "fairness", "slow", "weights", "recovery", "fairness-starved", "recovery-starved", "fairness-sqs", "cost", "memory", "drain"}
+
+// hogs is the number of busy-loop processes of the CPU-starved scenarios.
+const hogs = 2
 
 type config struct {
 	run      string
@@ -69,10 +72,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.work, "work", "", "scratch directory for binaries, data and logs (default: a new temporary one, removed at the end)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch directory (process logs) after the run")
 	fs.DurationVar(&c.front.Duration, "frontdoor-duration", 0, "front door: time per measured point (default 3s, -long 10s)")
-	fs.DurationVar(&c.fair.Duration, "fairness-duration", 0, "fairness: load time per run (default 10s, -long 60s)")
+	fs.DurationVar(&c.fair.Duration, "fairness-duration", 0, "fairness, slow, weights: load time per run (default 8s, -long 60s)")
 	fs.Float64Var(&c.fair.QuietRate, "fairness-quiet-rate", 0, "fairness: jobs/s of each quiet tenant (default 20)")
 	fs.Float64Var(&c.fair.NoisyRate, "fairness-noisy-rate", 0, "fairness: a noisy tenant's drain rate, jobs/s (default 20); it sends 20× that")
-	fs.DurationVar(&c.recovery.Outage, "recovery-outage", 0, "recovery: how long the drainers are stopped (default 20s, -long 120s)")
+	fs.DurationVar(&c.recovery.Outage, "recovery-outage", 0, "recovery: how long the drainers are stopped (default 15s, -long 120s)")
 	fs.Float64Var(&c.recovery.Rate, "recovery-rate", 0, "recovery: total jobs/s submitted throughout (default 300)")
 	fs.DurationVar(&c.recovery.MaxRecovery, "recovery-max", 0, "recovery: longest wait for recovery after the restart (default 60s, -long 300s)")
 	fs.DurationVar(&c.cost.Window, "cost-window", 0, "cost: measured steady-state window (default 30s, -long 120s)")
@@ -209,10 +212,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				o.Backend, o.Plots, o.RelPlots = b, plots, relPlots
 				err = errors.Join(err, bench.Fairness(ctx, env, rec, o, command(s)))
 			}
-		case "recovery":
+		case "slow", "weights", "fairness-starved":
+			o := c.fair
+			o.Backend, o.Plots, o.RelPlots = bench.Embedded, plots, relPlots
+			switch s {
+			case "slow":
+				err = bench.SlowTenant(ctx, env, rec, o, command(s))
+			case "weights":
+				err = bench.Weights(ctx, env, rec, o, command(s))
+			default:
+				err = bench.FairnessStarved(ctx, env, rec, o, hogs, command(s))
+			}
+		case "fairness-sqs":
+			o := c.fair
+			o.Plots, o.RelPlots = plots, relPlots
+			err = bench.FairnessSQS(ctx, env, rec, o, command(s))
+		case "recovery", "recovery-starved":
 			for _, b := range backends {
 				o := c.recovery
 				o.Backend, o.Plots, o.RelPlots = b, plots, relPlots
+				if s == "recovery-starved" {
+					if b != bench.Embedded {
+						continue
+					}
+					o.Hogs = hogs
+				}
 				err = errors.Join(err, bench.Recovery(ctx, env, rec, o, command(s)))
 			}
 		case "cost":
@@ -276,7 +300,7 @@ run to run. The **FIFO baseline** is the same binaries with `+"`--sideline=false
 no backlog, no per-tenant drain limits) and one shard per lane chosen by every tenant (no
 shuffle-sharding).
 
-Run it all: `+"`make bench`"+` (short, under 10 minutes on 2 cores); longer and bigger:
+Run it all: `+"`make bench`"+` (short, about 15 minutes on 2 cores); longer and bigger:
 `+"`make bench-long`"+`; one scenario: `+"`go run ./bench/cmd/sluice-bench -run fairness`"+` (see
 `+"`-h`"+` for sizes and durations). A scenario run on its own replaces only its own figures.
 `, started.UTC().Format("2006-01-02 15:04 UTC"), m, m.Go)

@@ -101,8 +101,10 @@ func run(ctx context.Context, args []string) error {
 	}
 	runs := func(s string) bool { return len(want) == 0 || want[s] }
 
-	rep := &reliability.Report{Started: time.Now(), Mode: "default", Command: "make reliability", GoVer: runtime.Version(),
-		Commit: commit(), FuzzTime: sz.fuzzTime}
+	rep := &reliability.Report{
+		Started: time.Now(), Mode: "default", Command: "make reliability", GoVer: runtime.Version(),
+		Commit: commit(), FuzzTime: sz.fuzzTime,
+	}
 	if *long {
 		rep.Mode, rep.Command = "long", "make reliability LONG=1"
 	}
@@ -135,7 +137,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		defer server.Stop()
+		defer func() { _ = server.Stop() }()
 		env.SQSEndpoint = server.Endpoint
 	}
 	fail := func(name string, err error) {

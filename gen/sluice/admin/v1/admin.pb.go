@@ -76,7 +76,295 @@ func (x Replay_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Replay_State.Descriptor instead.
 func (Replay_State) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17, 0}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{21, 0}
+}
+
+// GetFairnessRequest asks for up to top tenants per lane (0: 10).
+type GetFairnessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Top           int32                  `protobuf:"varint,1,opt,name=top,proto3" json:"top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFairnessRequest) Reset() {
+	*x = GetFairnessRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFairnessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFairnessRequest) ProtoMessage() {}
+
+func (x *GetFairnessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFairnessRequest.ProtoReflect.Descriptor instead.
+func (*GetFairnessRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetFairnessRequest) GetTop() int32 {
+	if x != nil {
+		return x.Top
+	}
+	return 0
+}
+
+// GetFairnessResponse holds one entry per lane with recent work.
+type GetFairnessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lanes []*LaneFairness        `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// The drainers' delivery slots and how many are busy now.
+	Slots         int32 `protobuf:"varint,2,opt,name=slots,proto3" json:"slots,omitempty"`
+	Busy          int32 `protobuf:"varint,3,opt,name=busy,proto3" json:"busy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFairnessResponse) Reset() {
+	*x = GetFairnessResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFairnessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFairnessResponse) ProtoMessage() {}
+
+func (x *GetFairnessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFairnessResponse.ProtoReflect.Descriptor instead.
+func (*GetFairnessResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetFairnessResponse) GetLanes() []*LaneFairness {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *GetFairnessResponse) GetSlots() int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *GetFairnessResponse) GetBusy() int32 {
+	if x != nil {
+		return x.Busy
+	}
+	return 0
+}
+
+// LaneFairness is one lane's recent fairness figures (the last tens of
+// seconds, decaying).
+type LaneFairness struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Busy slots ÷ slots while the lane's jobs waited; -1 when they never
+	// waited.
+	Utilization float64 `protobuf:"fixed64,2,opt,name=utilization,proto3" json:"utilization,omitempty"`
+	// Jain's index over the active tenants' worker-time shares against
+	// their weighted max-min fair shares (1 = all fair); -1 with none.
+	JainIndex float64 `protobuf:"fixed64,3,opt,name=jain_index,json=jainIndex,proto3" json:"jain_index,omitempty"`
+	// Jobs read ahead and waiting for a slot.
+	Held          int64             `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`
+	Tenants       []*TenantFairness `protobuf:"bytes,5,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LaneFairness) Reset() {
+	*x = LaneFairness{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LaneFairness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LaneFairness) ProtoMessage() {}
+
+func (x *LaneFairness) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LaneFairness.ProtoReflect.Descriptor instead.
+func (*LaneFairness) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LaneFairness) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *LaneFairness) GetUtilization() float64 {
+	if x != nil {
+		return x.Utilization
+	}
+	return 0
+}
+
+func (x *LaneFairness) GetJainIndex() float64 {
+	if x != nil {
+		return x.JainIndex
+	}
+	return 0
+}
+
+func (x *LaneFairness) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *LaneFairness) GetTenants() []*TenantFairness {
+	if x != nil {
+		return x.Tenants
+	}
+	return nil
+}
+
+// TenantFairness is one tenant's share of its lane's recent worker time.
+type TenantFairness struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tenant string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Share  float64                `protobuf:"fixed64,2,opt,name=share,proto3" json:"share,omitempty"`
+	Weight float64                `protobuf:"fixed64,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// in_share, over_rate (past its fair rate: served after the others),
+	// capped (at a hard ceiling) or sidelined (spillover or backlog work
+	// waiting).
+	State    string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	InFlight int32  `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Held     int32  `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
+	// Whether the tenant had work waiting most of the time: it wanted more
+	// than it got.
+	Backlogged    bool `protobuf:"varint,7,opt,name=backlogged,proto3" json:"backlogged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TenantFairness) Reset() {
+	*x = TenantFairness{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TenantFairness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TenantFairness) ProtoMessage() {}
+
+func (x *TenantFairness) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TenantFairness.ProtoReflect.Descriptor instead.
+func (*TenantFairness) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TenantFairness) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *TenantFairness) GetShare() float64 {
+	if x != nil {
+		return x.Share
+	}
+	return 0
+}
+
+func (x *TenantFairness) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *TenantFairness) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TenantFairness) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *TenantFairness) GetHeld() int32 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *TenantFairness) GetBacklogged() bool {
+	if x != nil {
+		return x.Backlogged
+	}
+	return false
 }
 
 // RedriveDLQRequest names the lane whose DLQ to redrive.
@@ -92,7 +380,7 @@ type RedriveDLQRequest struct {
 
 func (x *RedriveDLQRequest) Reset() {
 	*x = RedriveDLQRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +392,7 @@ func (x *RedriveDLQRequest) String() string {
 func (*RedriveDLQRequest) ProtoMessage() {}
 
 func (x *RedriveDLQRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +405,7 @@ func (x *RedriveDLQRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDLQRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDLQRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RedriveDLQRequest) GetLane() string {
@@ -147,7 +435,7 @@ type RedriveDLQResponse struct {
 
 func (x *RedriveDLQResponse) Reset() {
 	*x = RedriveDLQResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +447,7 @@ func (x *RedriveDLQResponse) String() string {
 func (*RedriveDLQResponse) ProtoMessage() {}
 
 func (x *RedriveDLQResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +460,7 @@ func (x *RedriveDLQResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDLQResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDLQResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RedriveDLQResponse) GetTask() string {
@@ -200,7 +488,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +500,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +513,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetQueueStatsRequest) GetQueues() []string {
@@ -245,7 +533,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +545,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +558,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetQueueStatsResponse) GetQueues() []*QueueStats {
@@ -298,7 +586,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +598,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +611,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -398,7 +686,7 @@ type DLQFilter struct {
 
 func (x *DLQFilter) Reset() {
 	*x = DLQFilter{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +698,7 @@ func (x *DLQFilter) String() string {
 func (*DLQFilter) ProtoMessage() {}
 
 func (x *DLQFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +711,7 @@ func (x *DLQFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQFilter.ProtoReflect.Descriptor instead.
 func (*DLQFilter) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DLQFilter) GetLanes() []string {
@@ -484,7 +772,7 @@ type ListDLQRequest struct {
 
 func (x *ListDLQRequest) Reset() {
 	*x = ListDLQRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +784,7 @@ func (x *ListDLQRequest) String() string {
 func (*ListDLQRequest) ProtoMessage() {}
 
 func (x *ListDLQRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +797,7 @@ func (x *ListDLQRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDLQRequest.ProtoReflect.Descriptor instead.
 func (*ListDLQRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListDLQRequest) GetFilter() *DLQFilter {
@@ -552,7 +840,7 @@ type ListDLQResponse struct {
 
 func (x *ListDLQResponse) Reset() {
 	*x = ListDLQResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +852,7 @@ func (x *ListDLQResponse) String() string {
 func (*ListDLQResponse) ProtoMessage() {}
 
 func (x *ListDLQResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +865,7 @@ func (x *ListDLQResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDLQResponse.ProtoReflect.Descriptor instead.
 func (*ListDLQResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListDLQResponse) GetJobs() []*DeadLetter {
@@ -613,7 +901,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +913,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +926,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeadLetter) GetJobId() string {
@@ -727,7 +1015,7 @@ type ReplayDLQRequest struct {
 
 func (x *ReplayDLQRequest) Reset() {
 	*x = ReplayDLQRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +1027,7 @@ func (x *ReplayDLQRequest) String() string {
 func (*ReplayDLQRequest) ProtoMessage() {}
 
 func (x *ReplayDLQRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +1040,7 @@ func (x *ReplayDLQRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDLQRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDLQRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplayDLQRequest) GetFilter() *DLQFilter {
@@ -794,7 +1082,7 @@ type ReplayDLQResponse struct {
 
 func (x *ReplayDLQResponse) Reset() {
 	*x = ReplayDLQResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +1094,7 @@ func (x *ReplayDLQResponse) String() string {
 func (*ReplayDLQResponse) ProtoMessage() {}
 
 func (x *ReplayDLQResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +1107,7 @@ func (x *ReplayDLQResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDLQResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDLQResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplayDLQResponse) GetReplay() *Replay {
@@ -839,7 +1127,7 @@ type GetReplayRequest struct {
 
 func (x *GetReplayRequest) Reset() {
 	*x = GetReplayRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1139,7 @@ func (x *GetReplayRequest) String() string {
 func (*GetReplayRequest) ProtoMessage() {}
 
 func (x *GetReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1152,7 @@ func (x *GetReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplayRequest.ProtoReflect.Descriptor instead.
 func (*GetReplayRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetReplayRequest) GetReplayId() string {
@@ -884,7 +1172,7 @@ type GetReplayResponse struct {
 
 func (x *GetReplayResponse) Reset() {
 	*x = GetReplayResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1184,7 @@ func (x *GetReplayResponse) String() string {
 func (*GetReplayResponse) ProtoMessage() {}
 
 func (x *GetReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1197,7 @@ func (x *GetReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplayResponse.ProtoReflect.Descriptor instead.
 func (*GetReplayResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetReplayResponse) GetReplay() *Replay {
@@ -928,7 +1216,7 @@ type ListReplaysRequest struct {
 
 func (x *ListReplaysRequest) Reset() {
 	*x = ListReplaysRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1228,7 @@ func (x *ListReplaysRequest) String() string {
 func (*ListReplaysRequest) ProtoMessage() {}
 
 func (x *ListReplaysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1241,7 @@ func (x *ListReplaysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplaysRequest.ProtoReflect.Descriptor instead.
 func (*ListReplaysRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 // ListReplaysResponse lists replays, newest first.
@@ -966,7 +1254,7 @@ type ListReplaysResponse struct {
 
 func (x *ListReplaysResponse) Reset() {
 	*x = ListReplaysResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1266,7 @@ func (x *ListReplaysResponse) String() string {
 func (*ListReplaysResponse) ProtoMessage() {}
 
 func (x *ListReplaysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1279,7 @@ func (x *ListReplaysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplaysResponse.ProtoReflect.Descriptor instead.
 func (*ListReplaysResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListReplaysResponse) GetReplays() []*Replay {
@@ -1011,7 +1299,7 @@ type CancelReplayRequest struct {
 
 func (x *CancelReplayRequest) Reset() {
 	*x = CancelReplayRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1311,7 @@ func (x *CancelReplayRequest) String() string {
 func (*CancelReplayRequest) ProtoMessage() {}
 
 func (x *CancelReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1324,7 @@ func (x *CancelReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelReplayRequest.ProtoReflect.Descriptor instead.
 func (*CancelReplayRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelReplayRequest) GetReplayId() string {
@@ -1056,7 +1344,7 @@ type CancelReplayResponse struct {
 
 func (x *CancelReplayResponse) Reset() {
 	*x = CancelReplayResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1356,7 @@ func (x *CancelReplayResponse) String() string {
 func (*CancelReplayResponse) ProtoMessage() {}
 
 func (x *CancelReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1369,7 @@ func (x *CancelReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelReplayResponse.ProtoReflect.Descriptor instead.
 func (*CancelReplayResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelReplayResponse) GetReplay() *Replay {
@@ -1120,7 +1408,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1420,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1433,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Replay) GetId() string {
@@ -1256,7 +1544,7 @@ type GetTenantLimitsRequest struct {
 
 func (x *GetTenantLimitsRequest) Reset() {
 	*x = GetTenantLimitsRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1556,7 @@ func (x *GetTenantLimitsRequest) String() string {
 func (*GetTenantLimitsRequest) ProtoMessage() {}
 
 func (x *GetTenantLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1569,7 @@ func (x *GetTenantLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantLimitsRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetTenantLimitsRequest) GetTenant() string {
@@ -1304,7 +1592,7 @@ type GetTenantLimitsResponse struct {
 
 func (x *GetTenantLimitsResponse) Reset() {
 	*x = GetTenantLimitsResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1604,7 @@ func (x *GetTenantLimitsResponse) String() string {
 func (*GetTenantLimitsResponse) ProtoMessage() {}
 
 func (x *GetTenantLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1617,7 @@ func (x *GetTenantLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantLimitsResponse.ProtoReflect.Descriptor instead.
 func (*GetTenantLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetTenantLimitsResponse) GetTenant() string {
@@ -1370,19 +1658,28 @@ type TenantLimits struct {
 	SubmitBurst int32   `protobuf:"varint,3,opt,name=submit_burst,json=submitBurst,proto3" json:"submit_burst,omitempty"`
 	// Share of the lane's high-water mark above which submits are refused.
 	HwmFraction float64 `protobuf:"fixed64,4,opt,name=hwm_fraction,json=hwmFraction,proto3" json:"hwm_fraction,omitempty"`
-	// Jobs per second delivered before the rest is sidelined, and the
-	// bucket's size.
-	DrainRate       float64 `protobuf:"fixed64,5,opt,name=drain_rate,json=drainRate,proto3" json:"drain_rate,omitempty"`
-	DrainBurst      int32   `protobuf:"varint,6,opt,name=drain_burst,json=drainBurst,proto3" json:"drain_burst,omitempty"`
-	MaxInFlight     int32   `protobuf:"varint,7,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
-	MaxPayloadBytes int32   `protobuf:"varint,8,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The fair rate: jobs per second delivered ahead of other tenants'
+	// spare work, and the bucket's size. Past it the tenant is served after
+	// the others, never held back while workers are free.
+	DrainRate  float64 `protobuf:"fixed64,5,opt,name=drain_rate,json=drainRate,proto3" json:"drain_rate,omitempty"`
+	DrainBurst int32   `protobuf:"varint,6,opt,name=drain_burst,json=drainBurst,proto3" json:"drain_burst,omitempty"`
+	// Hard ceiling on deliveries at once; 0: none.
+	MaxInFlight     int32 `protobuf:"varint,7,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	MaxPayloadBytes int32 `protobuf:"varint,8,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
+	// Share of worker time relative to other tenants with work.
+	Weight float64 `protobuf:"fixed64,9,opt,name=weight,proto3" json:"weight,omitempty"`
+	// Fraction of the delivery slots guaranteed while the tenant has work.
+	MinShare float64 `protobuf:"fixed64,10,opt,name=min_share,json=minShare,proto3" json:"min_share,omitempty"`
+	// Hard ceiling on deliveries per second, and its bucket; 0: none.
+	MaxDrainRate  float64 `protobuf:"fixed64,11,opt,name=max_drain_rate,json=maxDrainRate,proto3" json:"max_drain_rate,omitempty"`
+	MaxDrainBurst int32   `protobuf:"varint,12,opt,name=max_drain_burst,json=maxDrainBurst,proto3" json:"max_drain_burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TenantLimits) Reset() {
 	*x = TenantLimits{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1691,7 @@ func (x *TenantLimits) String() string {
 func (*TenantLimits) ProtoMessage() {}
 
 func (x *TenantLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1704,7 @@ func (x *TenantLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantLimits.ProtoReflect.Descriptor instead.
 func (*TenantLimits) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TenantLimits) GetLane() string {
@@ -1466,6 +1763,34 @@ func (x *TenantLimits) GetMaxPayloadBytes() int32 {
 	return 0
 }
 
+func (x *TenantLimits) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMinShare() float64 {
+	if x != nil {
+		return x.MinShare
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxDrainRate() float64 {
+	if x != nil {
+		return x.MaxDrainRate
+	}
+	return 0
+}
+
+func (x *TenantLimits) GetMaxDrainBurst() int32 {
+	if x != nil {
+		return x.MaxDrainBurst
+	}
+	return 0
+}
+
 // TenantConfigVersion says which tenant config is loaded.
 type TenantConfigVersion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1480,7 +1805,7 @@ type TenantConfigVersion struct {
 
 func (x *TenantConfigVersion) Reset() {
 	*x = TenantConfigVersion{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1817,7 @@ func (x *TenantConfigVersion) String() string {
 func (*TenantConfigVersion) ProtoMessage() {}
 
 func (x *TenantConfigVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1830,7 @@ func (x *TenantConfigVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantConfigVersion.ProtoReflect.Descriptor instead.
 func (*TenantConfigVersion) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TenantConfigVersion) GetPath() string {
@@ -1533,7 +1858,30 @@ var File_sluice_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsluice/admin/v1/admin.proto\x12\x0fsluice.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"M\n" +
+	"\x1bsluice/admin/v1/admin.proto\x12\x0fsluice.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"&\n" +
+	"\x12GetFairnessRequest\x12\x10\n" +
+	"\x03top\x18\x01 \x01(\x05R\x03top\"t\n" +
+	"\x13GetFairnessResponse\x123\n" +
+	"\x05lanes\x18\x01 \x03(\v2\x1d.sluice.admin.v1.LaneFairnessR\x05lanes\x12\x14\n" +
+	"\x05slots\x18\x02 \x01(\x05R\x05slots\x12\x12\n" +
+	"\x04busy\x18\x03 \x01(\x05R\x04busy\"\xb2\x01\n" +
+	"\fLaneFairness\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\x12 \n" +
+	"\vutilization\x18\x02 \x01(\x01R\vutilization\x12\x1d\n" +
+	"\n" +
+	"jain_index\x18\x03 \x01(\x01R\tjainIndex\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\x03R\x04held\x129\n" +
+	"\atenants\x18\x05 \x03(\v2\x1f.sluice.admin.v1.TenantFairnessR\atenants\"\xbd\x01\n" +
+	"\x0eTenantFairness\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
+	"\x05share\x18\x02 \x01(\x01R\x05share\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1b\n" +
+	"\tin_flight\x18\x05 \x01(\x05R\binFlight\x12\x12\n" +
+	"\x04held\x18\x06 \x01(\x05R\x04held\x12\x1e\n" +
+	"\n" +
+	"backlogged\x18\a \x01(\bR\n" +
+	"backlogged\"M\n" +
 	"\x11RedriveDLQRequest\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12$\n" +
 	"\x0emax_per_second\x18\x02 \x01(\x05R\fmaxPerSecond\":\n" +
@@ -1639,7 +1987,7 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x125\n" +
 	"\x06limits\x18\x03 \x01(\v2\x1d.sluice.admin.v1.TenantLimitsR\x06limits\x12<\n" +
-	"\x06config\x18\x04 \x01(\v2$.sluice.admin.v1.TenantConfigVersionR\x06config\"\x99\x02\n" +
+	"\x06config\x18\x04 \x01(\v2$.sluice.admin.v1.TenantConfigVersionR\x06config\"\x9c\x03\n" +
 	"\fTenantLimits\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12\x1f\n" +
 	"\vsubmit_rate\x18\x02 \x01(\x01R\n" +
@@ -1651,11 +1999,16 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\vdrain_burst\x18\x06 \x01(\x05R\n" +
 	"drainBurst\x12\"\n" +
 	"\rmax_in_flight\x18\a \x01(\x05R\vmaxInFlight\x12*\n" +
-	"\x11max_payload_bytes\x18\b \x01(\x05R\x0fmaxPayloadBytes\"z\n" +
+	"\x11max_payload_bytes\x18\b \x01(\x05R\x0fmaxPayloadBytes\x12\x16\n" +
+	"\x06weight\x18\t \x01(\x01R\x06weight\x12\x1b\n" +
+	"\tmin_share\x18\n" +
+	" \x01(\x01R\bminShare\x12$\n" +
+	"\x0emax_drain_rate\x18\v \x01(\x01R\fmaxDrainRate\x12&\n" +
+	"\x0fmax_drain_burst\x18\f \x01(\x05R\rmaxDrainBurst\"z\n" +
 	"\x13TenantConfigVersion\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x127\n" +
-	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt2\xd8\x05\n" +
+	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt2\xb2\x06\n" +
 	"\fAdminService\x12^\n" +
 	"\rGetQueueStats\x12%.sluice.admin.v1.GetQueueStatsRequest\x1a&.sluice.admin.v1.GetQueueStatsResponse\x12L\n" +
 	"\aListDLQ\x12\x1f.sluice.admin.v1.ListDLQRequest\x1a .sluice.admin.v1.ListDLQResponse\x12R\n" +
@@ -1665,7 +2018,8 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\fCancelReplay\x12$.sluice.admin.v1.CancelReplayRequest\x1a%.sluice.admin.v1.CancelReplayResponse\x12U\n" +
 	"\n" +
 	"RedriveDLQ\x12\".sluice.admin.v1.RedriveDLQRequest\x1a#.sluice.admin.v1.RedriveDLQResponse\x12d\n" +
-	"\x0fGetTenantLimits\x12'.sluice.admin.v1.GetTenantLimitsRequest\x1a(.sluice.admin.v1.GetTenantLimitsResponseB\xb9\x01\n" +
+	"\x0fGetTenantLimits\x12'.sluice.admin.v1.GetTenantLimitsRequest\x1a(.sluice.admin.v1.GetTenantLimitsResponse\x12X\n" +
+	"\vGetFairness\x12#.sluice.admin.v1.GetFairnessRequest\x1a$.sluice.admin.v1.GetFairnessResponseB\xb9\x01\n" +
 	"\x13com.sluice.admin.v1B\n" +
 	"AdminProtoP\x01Z8github.com/sluice-dev/sluice/gen/sluice/admin/v1;adminv1\xa2\x02\x03SAX\xaa\x02\x0fSluice.Admin.V1\xca\x02\x0fSluice\\Admin\\V1\xe2\x02\x1bSluice\\Admin\\V1\\GPBMetadata\xea\x02\x11Sluice::Admin::V1b\x06proto3"
 
@@ -1682,77 +2036,85 @@ func file_sluice_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sluice_admin_v1_admin_proto_goTypes = []any{
 	(Replay_State)(0),               // 0: sluice.admin.v1.Replay.State
-	(*RedriveDLQRequest)(nil),       // 1: sluice.admin.v1.RedriveDLQRequest
-	(*RedriveDLQResponse)(nil),      // 2: sluice.admin.v1.RedriveDLQResponse
-	(*GetQueueStatsRequest)(nil),    // 3: sluice.admin.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil),   // 4: sluice.admin.v1.GetQueueStatsResponse
-	(*QueueStats)(nil),              // 5: sluice.admin.v1.QueueStats
-	(*DLQFilter)(nil),               // 6: sluice.admin.v1.DLQFilter
-	(*ListDLQRequest)(nil),          // 7: sluice.admin.v1.ListDLQRequest
-	(*ListDLQResponse)(nil),         // 8: sluice.admin.v1.ListDLQResponse
-	(*DeadLetter)(nil),              // 9: sluice.admin.v1.DeadLetter
-	(*ReplayDLQRequest)(nil),        // 10: sluice.admin.v1.ReplayDLQRequest
-	(*ReplayDLQResponse)(nil),       // 11: sluice.admin.v1.ReplayDLQResponse
-	(*GetReplayRequest)(nil),        // 12: sluice.admin.v1.GetReplayRequest
-	(*GetReplayResponse)(nil),       // 13: sluice.admin.v1.GetReplayResponse
-	(*ListReplaysRequest)(nil),      // 14: sluice.admin.v1.ListReplaysRequest
-	(*ListReplaysResponse)(nil),     // 15: sluice.admin.v1.ListReplaysResponse
-	(*CancelReplayRequest)(nil),     // 16: sluice.admin.v1.CancelReplayRequest
-	(*CancelReplayResponse)(nil),    // 17: sluice.admin.v1.CancelReplayResponse
-	(*Replay)(nil),                  // 18: sluice.admin.v1.Replay
-	(*GetTenantLimitsRequest)(nil),  // 19: sluice.admin.v1.GetTenantLimitsRequest
-	(*GetTenantLimitsResponse)(nil), // 20: sluice.admin.v1.GetTenantLimitsResponse
-	(*TenantLimits)(nil),            // 21: sluice.admin.v1.TenantLimits
-	(*TenantConfigVersion)(nil),     // 22: sluice.admin.v1.TenantConfigVersion
-	nil,                             // 23: sluice.admin.v1.DeadLetter.AttributesEntry
-	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
+	(*GetFairnessRequest)(nil),      // 1: sluice.admin.v1.GetFairnessRequest
+	(*GetFairnessResponse)(nil),     // 2: sluice.admin.v1.GetFairnessResponse
+	(*LaneFairness)(nil),            // 3: sluice.admin.v1.LaneFairness
+	(*TenantFairness)(nil),          // 4: sluice.admin.v1.TenantFairness
+	(*RedriveDLQRequest)(nil),       // 5: sluice.admin.v1.RedriveDLQRequest
+	(*RedriveDLQResponse)(nil),      // 6: sluice.admin.v1.RedriveDLQResponse
+	(*GetQueueStatsRequest)(nil),    // 7: sluice.admin.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),   // 8: sluice.admin.v1.GetQueueStatsResponse
+	(*QueueStats)(nil),              // 9: sluice.admin.v1.QueueStats
+	(*DLQFilter)(nil),               // 10: sluice.admin.v1.DLQFilter
+	(*ListDLQRequest)(nil),          // 11: sluice.admin.v1.ListDLQRequest
+	(*ListDLQResponse)(nil),         // 12: sluice.admin.v1.ListDLQResponse
+	(*DeadLetter)(nil),              // 13: sluice.admin.v1.DeadLetter
+	(*ReplayDLQRequest)(nil),        // 14: sluice.admin.v1.ReplayDLQRequest
+	(*ReplayDLQResponse)(nil),       // 15: sluice.admin.v1.ReplayDLQResponse
+	(*GetReplayRequest)(nil),        // 16: sluice.admin.v1.GetReplayRequest
+	(*GetReplayResponse)(nil),       // 17: sluice.admin.v1.GetReplayResponse
+	(*ListReplaysRequest)(nil),      // 18: sluice.admin.v1.ListReplaysRequest
+	(*ListReplaysResponse)(nil),     // 19: sluice.admin.v1.ListReplaysResponse
+	(*CancelReplayRequest)(nil),     // 20: sluice.admin.v1.CancelReplayRequest
+	(*CancelReplayResponse)(nil),    // 21: sluice.admin.v1.CancelReplayResponse
+	(*Replay)(nil),                  // 22: sluice.admin.v1.Replay
+	(*GetTenantLimitsRequest)(nil),  // 23: sluice.admin.v1.GetTenantLimitsRequest
+	(*GetTenantLimitsResponse)(nil), // 24: sluice.admin.v1.GetTenantLimitsResponse
+	(*TenantLimits)(nil),            // 25: sluice.admin.v1.TenantLimits
+	(*TenantConfigVersion)(nil),     // 26: sluice.admin.v1.TenantConfigVersion
+	nil,                             // 27: sluice.admin.v1.DeadLetter.AttributesEntry
+	(*durationpb.Duration)(nil),     // 28: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
 }
 var file_sluice_admin_v1_admin_proto_depIdxs = []int32{
-	5,  // 0: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
-	24, // 1: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
-	25, // 2: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
-	25, // 3: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
-	6,  // 4: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
-	9,  // 5: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
-	25, // 6: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
-	23, // 7: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
-	6,  // 8: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
-	18, // 9: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
-	18, // 10: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
-	18, // 11: sluice.admin.v1.ListReplaysResponse.replays:type_name -> sluice.admin.v1.Replay
-	18, // 12: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
-	0,  // 13: sluice.admin.v1.Replay.state:type_name -> sluice.admin.v1.Replay.State
-	6,  // 14: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
-	25, // 15: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
-	25, // 16: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	21, // 17: sluice.admin.v1.GetTenantLimitsResponse.limits:type_name -> sluice.admin.v1.TenantLimits
-	22, // 18: sluice.admin.v1.GetTenantLimitsResponse.config:type_name -> sluice.admin.v1.TenantConfigVersion
-	25, // 19: sluice.admin.v1.TenantConfigVersion.loaded_at:type_name -> google.protobuf.Timestamp
-	3,  // 20: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
-	7,  // 21: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
-	10, // 22: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
-	12, // 23: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
-	14, // 24: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
-	16, // 25: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
-	1,  // 26: sluice.admin.v1.AdminService.RedriveDLQ:input_type -> sluice.admin.v1.RedriveDLQRequest
-	19, // 27: sluice.admin.v1.AdminService.GetTenantLimits:input_type -> sluice.admin.v1.GetTenantLimitsRequest
-	4,  // 28: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
-	8,  // 29: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
-	11, // 30: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
-	13, // 31: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
-	15, // 32: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
-	17, // 33: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
-	2,  // 34: sluice.admin.v1.AdminService.RedriveDLQ:output_type -> sluice.admin.v1.RedriveDLQResponse
-	20, // 35: sluice.admin.v1.AdminService.GetTenantLimits:output_type -> sluice.admin.v1.GetTenantLimitsResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	3,  // 0: sluice.admin.v1.GetFairnessResponse.lanes:type_name -> sluice.admin.v1.LaneFairness
+	4,  // 1: sluice.admin.v1.LaneFairness.tenants:type_name -> sluice.admin.v1.TenantFairness
+	9,  // 2: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
+	28, // 3: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
+	29, // 4: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
+	29, // 5: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
+	10, // 6: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	13, // 7: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
+	29, // 8: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
+	27, // 9: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
+	10, // 10: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	22, // 11: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
+	22, // 12: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	22, // 13: sluice.admin.v1.ListReplaysResponse.replays:type_name -> sluice.admin.v1.Replay
+	22, // 14: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	0,  // 15: sluice.admin.v1.Replay.state:type_name -> sluice.admin.v1.Replay.State
+	10, // 16: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
+	29, // 17: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
+	29, // 18: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	25, // 19: sluice.admin.v1.GetTenantLimitsResponse.limits:type_name -> sluice.admin.v1.TenantLimits
+	26, // 20: sluice.admin.v1.GetTenantLimitsResponse.config:type_name -> sluice.admin.v1.TenantConfigVersion
+	29, // 21: sluice.admin.v1.TenantConfigVersion.loaded_at:type_name -> google.protobuf.Timestamp
+	7,  // 22: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
+	11, // 23: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
+	14, // 24: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
+	16, // 25: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
+	18, // 26: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
+	20, // 27: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
+	5,  // 28: sluice.admin.v1.AdminService.RedriveDLQ:input_type -> sluice.admin.v1.RedriveDLQRequest
+	23, // 29: sluice.admin.v1.AdminService.GetTenantLimits:input_type -> sluice.admin.v1.GetTenantLimitsRequest
+	1,  // 30: sluice.admin.v1.AdminService.GetFairness:input_type -> sluice.admin.v1.GetFairnessRequest
+	8,  // 31: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
+	12, // 32: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
+	15, // 33: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
+	17, // 34: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
+	19, // 35: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
+	21, // 36: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
+	6,  // 37: sluice.admin.v1.AdminService.RedriveDLQ:output_type -> sluice.admin.v1.RedriveDLQResponse
+	24, // 38: sluice.admin.v1.AdminService.GetTenantLimits:output_type -> sluice.admin.v1.GetTenantLimitsResponse
+	2,  // 39: sluice.admin.v1.AdminService.GetFairness:output_type -> sluice.admin.v1.GetFairnessResponse
+	31, // [31:40] is the sub-list for method output_type
+	22, // [22:31] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_sluice_admin_v1_admin_proto_init() }
@@ -1766,7 +2128,7 @@ func file_sluice_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_admin_v1_admin_proto_rawDesc), len(file_sluice_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

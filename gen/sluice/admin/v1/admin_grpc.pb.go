@@ -27,6 +27,7 @@ const (
 	AdminService_CancelReplay_FullMethodName    = "/sluice.admin.v1.AdminService/CancelReplay"
 	AdminService_RedriveDLQ_FullMethodName      = "/sluice.admin.v1.AdminService/RedriveDLQ"
 	AdminService_GetTenantLimits_FullMethodName = "/sluice.admin.v1.AdminService/GetTenantLimits"
+	AdminService_GetFairness_FullMethodName     = "/sluice.admin.v1.AdminService/GetFairness"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -65,6 +66,11 @@ type AdminServiceClient interface {
 	// the config does not know; drainers deliver such a tenant's queued jobs
 	// with the standard tier's drain limits.
 	GetTenantLimits(ctx context.Context, in *GetTenantLimitsRequest, opts ...grpc.CallOption) (*GetTenantLimitsResponse, error)
+	// GetFairness reports how this process's drainers share their workers:
+	// per lane, utilization while work waited, Jain's fairness index, the
+	// jobs read ahead, and the top tenants by share of recent worker time
+	// with their state. UNAVAILABLE where no drainer runs.
+	GetFairness(ctx context.Context, in *GetFairnessRequest, opts ...grpc.CallOption) (*GetFairnessResponse, error)
 }
 
 type adminServiceClient struct {
@@ -155,6 +161,16 @@ func (c *adminServiceClient) GetTenantLimits(ctx context.Context, in *GetTenantL
 	return out, nil
 }
 
+func (c *adminServiceClient) GetFairness(ctx context.Context, in *GetFairnessRequest, opts ...grpc.CallOption) (*GetFairnessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFairnessResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetFairness_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -191,6 +207,11 @@ type AdminServiceServer interface {
 	// the config does not know; drainers deliver such a tenant's queued jobs
 	// with the standard tier's drain limits.
 	GetTenantLimits(context.Context, *GetTenantLimitsRequest) (*GetTenantLimitsResponse, error)
+	// GetFairness reports how this process's drainers share their workers:
+	// per lane, utilization while work waited, Jain's fairness index, the
+	// jobs read ahead, and the top tenants by share of recent worker time
+	// with their state. UNAVAILABLE where no drainer runs.
+	GetFairness(context.Context, *GetFairnessRequest) (*GetFairnessResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -224,6 +245,9 @@ func (UnimplementedAdminServiceServer) RedriveDLQ(context.Context, *RedriveDLQRe
 }
 func (UnimplementedAdminServiceServer) GetTenantLimits(context.Context, *GetTenantLimitsRequest) (*GetTenantLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTenantLimits not implemented")
+}
+func (UnimplementedAdminServiceServer) GetFairness(context.Context, *GetFairnessRequest) (*GetFairnessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFairness not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -390,6 +414,24 @@ func _AdminService_GetTenantLimits_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetFairness_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFairnessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetFairness(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetFairness_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetFairness(ctx, req.(*GetFairnessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +470,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTenantLimits",
 			Handler:    _AdminService_GetTenantLimits_Handler,
+		},
+		{
+			MethodName: "GetFairness",
+			Handler:    _AdminService_GetFairness_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/test/fauxqs"
+)
+
+// stuckWorker takes every job and never finishes it, so the drainers hold
+// every job they read: delivering, or read ahead and waiting for a slot.
+type stuckWorker struct {
+	workerv1.UnimplementedWorkerServiceServer
+	calls atomic.Int64
+}
+
+func (w *stuckWorker) Process(ctx context.Context, _ *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
+	w.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestHighWaterMarkCountsHeldJobs floods the standard lane (mark 5, so the
+// standard tier is refused from 4) while a stuck worker makes the drainers
+// hold every job in flight: the gateway still refuses at the mark, with a
+// RetryInfo, on both backends, and keeps refusing after its depths are
+// read again (the jobs are in flight, not gone).
+func TestHighWaterMarkCountsHeldJobs(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"embedded", "sqs"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			w := &stuckWorker{}
+			workerAddr := startWorkerWith(t, w)
+			dir := t.TempDir()
+			common := []string{"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--shutdown-grace", "1s"}
+			var addr string
+			if backend == "embedded" {
+				gw := start(t, "gateway", slices.Concat(common, []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+					"--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--worker-addr", workerAddr,
+					"--queues", writeFile(t, dir, "queues.yaml", queuesYAML)})...)
+				addr = gw.addr("gateway listening")
+			} else {
+				queues := writeFile(t, dir, "queues.yaml", fmt.Sprintf("prefix: hwm%d\n%s", os.Getpid(), queuesYAML))
+				sqsArgs := slices.Concat(common, []string{"--backend", "sqs", "--sqs-endpoint", sqsEndpoint(t), "--aws-region", fauxqs.Region, "--queues", queues})
+				gw := start(t, "gateway", slices.Concat(sqsArgs, []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+					"--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--create-queues", "--drain=false", "--depth-interval", "1s"})...)
+				addr = gw.addr("gateway listening")
+				d := start(t, "drainer", slices.Concat([]string{"run"}, sqsArgs, []string{"--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+					"--data-dir", dir + "/drainer", "--worker-addr", workerAddr, "--concurrency", "2"})...)
+				d.waitLog("admin API listening")
+			}
+			c := client(t, addr)
+			submit := func() error {
+				_, err := c.Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")})
+				return err
+			}
+			accepted := 0
+			var err error
+			for range 10 {
+				if err = submit(); err != nil {
+					break
+				}
+				accepted++
+			}
+			if accepted != 4 {
+				t.Fatalf("accepted %d jobs before the refusal (%v), want 4", accepted, err)
+			}
+			checkRefusal(t, err)
+			// Wait until the drainers hold the jobs (the worker has some),
+			// then past two depth reads: the held jobs still count.
+			deadline := time.Now().Add(30 * time.Second)
+			for w.calls.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if w.calls.Load() == 0 {
+				t.Fatal("the drainers never delivered a job to the worker")
+			}
+			time.Sleep(2500 * time.Millisecond)
+			for i := range 5 {
+				err := submit()
+				if err == nil {
+					t.Fatalf("submit %d after the depth reads was accepted: jobs held in flight were not counted", i)
+				}
+				checkRefusal(t, err)
+			}
+		})
+	}
+}
+
+func checkRefusal(t *testing.T, err error) {
+	t.Helper()
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("err = %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if d := detail[*errdetails.RetryInfo](st).GetRetryDelay().AsDuration(); d < time.Second {
+		t.Fatalf("retry delay %s, want at least 1s", d)
+	}
+}

@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/faultqueue"
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/metrics/metricstest"
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// submitOne sends one job by Submit or by a one-job SubmitBatch and returns
+// the job's id, whether it was a duplicate, and its status code.
+type submitOne func(ctx context.Context, c ingestv1.IngestServiceClient, req *ingestv1.SubmitRequest) (id string, dup bool, code codes.Code)
+
+func bySubmit(ctx context.Context, c ingestv1.IngestServiceClient, req *ingestv1.SubmitRequest) (string, bool, codes.Code) {
+	resp, err := c.Submit(ctx, req)
+	return resp.GetJobId(), resp.GetDuplicate(), status.Code(err)
+}
+
+func bySubmitBatch(ctx context.Context, c ingestv1.IngestServiceClient, req *ingestv1.SubmitRequest) (string, bool, codes.Code) {
+	resp, err := c.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{req}})
+	if err != nil {
+		return "", false, status.Code(err)
+	}
+	r := resp.GetResults()[0]
+	if e := r.GetError(); e != nil {
+		return "", false, codes.Code(e.GetCode())
+	}
+	return r.GetJobId(), r.GetDuplicate(), codes.OK
+}
+
+// TestUnavailableUndoesTokenAndReleasesKey fails every Send of the
+// gateway's backend: each job is answered UNAVAILABLE, and neither its rate
+// token nor its idempotency key stays taken. Once the backend works again,
+// a retry with the same key is accepted as a new job, and the tenant still
+// has its whole burst.
+func TestUnavailableUndoesTokenAndReleasesKey(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		submit submitOne
+	}{
+		{"Submit", bySubmit},
+		{"SubmitBatch", bySubmitBatch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reg := prometheus.NewPedanticRegistry()
+			var fq *faultqueue.Backend
+			tb := setupWrapped(t, Config{Metrics: metrics.New(reg, metrics.Options{})}, func(b queue.Backend) queue.Backend {
+				fq = faultqueue.New(b)
+				return fq
+			})
+			// tiny has a burst of 3 and refills one token in about 17 minutes.
+			const burst = 3
+			ctx := key(t.Context(), "tiny-key-1")
+			retried := &ingestv1.SubmitRequest{Payload: []byte("order 7"), IdempotencyKey: "order-7"}
+
+			fq.Sleep(faultqueue.OpSend)
+			// One more attempt than the burst: were tokens kept by failed
+			// sends, the last would be RESOURCE_EXHAUSTED; were the key
+			// kept, a repeat would be answered as a duplicate.
+			for i := range burst + 1 {
+				if id, dup, code := tt.submit(ctx, tb.client, retried); code != codes.Unavailable || id != "" || dup {
+					t.Fatalf("attempt %d with the backend down: id %q duplicate %v code %v, want UNAVAILABLE", i+1, id, dup, code)
+				}
+			}
+			if got := fq.Failed(faultqueue.OpSend); got != burst+1 {
+				t.Fatalf("the backend failed %d sends, want %d", got, burst+1)
+			}
+
+			fq.Wakeup()
+			id, dup, code := tt.submit(ctx, tb.client, retried)
+			if code != codes.OK || id == "" || dup {
+				t.Fatalf("retry once the backend works: id %q duplicate %v code %v, want a new job", id, dup, code)
+			}
+			if again, dup, code := tt.submit(ctx, tb.client, retried); code != codes.OK || again != id || !dup {
+				t.Fatalf("repeat of the stored job: id %q duplicate %v code %v, want a duplicate of %s", again, dup, code, id)
+			}
+			// The retry took one token; the rest of the burst is still there.
+			for i := range burst - 1 {
+				if _, _, code := tt.submit(ctx, tb.client, &ingestv1.SubmitRequest{Payload: []byte("more")}); code != codes.OK {
+					t.Fatalf("job %d of the burst after the outage: %v", i+2, code)
+				}
+			}
+			if _, _, code := tt.submit(ctx, tb.client, &ingestv1.SubmitRequest{Payload: []byte("one too many")}); code != codes.ResourceExhausted {
+				t.Fatalf("job past the burst: %v, want RESOURCE_EXHAUSTED", code)
+			}
+
+			if stored := storedJobs(t, tb); stored != burst {
+				t.Fatalf("%d jobs stored, want %d", stored, burst)
+			}
+			for outcome, want := range map[string]float64{
+				metrics.OutcomeUnavailable:   burst + 1,
+				metrics.OutcomeAdmitted:      burst,
+				metrics.OutcomeDuplicate:     1,
+				metrics.OutcomeThrottledRate: 1,
+			} {
+				if got := metricstest.CounterSum(t, reg, metrics.NameJobsSubmitted, map[string]string{"outcome": outcome}); got != want {
+					t.Errorf("%s{outcome=%q} = %g, want %g", metrics.NameJobsSubmitted, outcome, got, want)
+				}
+			}
+		})
+	}
+}
+
+// storedJobs counts the messages on the backend's queues.
+func storedJobs(t *testing.T, tb *testBundle) int64 {
+	t.Helper()
+	st, err := tb.backend.Stats(t.Context(), &queue.StatsParams{Queues: tb.topo.Names()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, s := range st {
+		n += s.Visible + s.InFlight + s.Delayed
+	}
+	return n
+}

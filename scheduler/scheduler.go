@@ -1,0 +1,505 @@
+package scheduler
+
+import (
+	"cmp"
+	"errors"
+	"math"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Class is where a held job came from, which sets how early it is served.
+type Class int
+
+// Classes. A tenant's jobs are taken in this order.
+const (
+	Fresh     Class = iota // read from a shard queue, within the staleness bound
+	Spillover              // read from the lane's spillover queue
+	Backlog                // stale: read from the backlog queue, or from a shard past the staleness bound
+	numClasses
+)
+
+func (c Class) String() string {
+	switch c {
+	case Fresh:
+		return "fresh"
+	case Spillover:
+		return "spillover"
+	case Backlog:
+		return "backlog"
+	}
+	return "unknown"
+}
+
+// Level is why Next chose a job: the first level, in this order, that had a
+// deliverable one (see the package documentation).
+type Level int
+
+// Levels, in the order Next serves them.
+const (
+	LevelMinimum  Level = iota + 1 // a tenant below its guaranteed share
+	LevelSideline                  // spillover/backlog within their guaranteed share
+	LevelInShare                   // fresh work within the tenant's fair rate
+	LevelSpare                     // fresh work over the fair rate, and spillover work
+	LevelBacklog                   // backlog work
+	levelNone
+)
+
+func (l Level) String() string {
+	switch l {
+	case LevelMinimum:
+		return "minimum"
+	case LevelSideline:
+		return "sideline"
+	case LevelInShare:
+		return "in_share"
+	case LevelSpare:
+		return "spare"
+	case LevelBacklog:
+		return "backlog"
+	}
+	return "none"
+}
+
+// Limits are one tenant's scheduling parameters, resolved by the caller
+// (tier defaults applied).
+type Limits struct {
+	// Weight is the tenant's share of worker time relative to others with
+	// work. Zero, negative or NaN count as 1.
+	Weight float64
+	// MinShare is the fraction of the slots guaranteed to the tenant
+	// whenever it has work, in [0, 1). Zero: none.
+	MinShare float64
+	// FairRate and FairBurst mark when the tenant is over its fair rate:
+	// jobs/s delivered at level "in share" before its fresh work drops to
+	// level "spare". Zero FairRate: never over (no mark).
+	FairRate  float64
+	FairBurst int
+	// MaxRate and MaxBurst are a hard ceiling on the tenant's deliveries
+	// per second, for downstreams that need one. Zero MaxRate: none.
+	MaxRate  float64
+	MaxBurst int
+	// MaxInFlight is a hard ceiling on the tenant's deliveries at once.
+	// Zero: none beyond the slots.
+	MaxInFlight int
+}
+
+func (l Limits) weight() float64 {
+	if !(l.Weight > 0) || math.IsInf(l.Weight, 1) {
+		return 1
+	}
+	return l.Weight
+}
+
+// Defaults for Config fields left zero.
+const (
+	SidelineShareDefault = 0.1
+	InitialCostDefault   = 10 * time.Millisecond
+	IdleTTLDefault       = 10 * time.Minute
+	statsHalfLife        = 10 * time.Second
+	costSmoothing        = 0.2 // weight of the newest duration in a tenant's mean
+)
+
+// Config configures a Scheduler.
+type Config struct {
+	// Slots is the number of jobs run at once. Required (≥ 1); SetSlots
+	// changes it later.
+	Slots int
+	// SidelineShare is the fraction of the grants guaranteed to spillover
+	// and backlog work while it waits, in (0, 1). Defaults to 0.1.
+	SidelineShare float64
+	// ReadAhead is the most fresh jobs one tenant may have held (pushed,
+	// not yet granted). Push refuses more, and the caller spills them.
+	// Defaults to max(Slots, 20), so one tenant alone can keep every slot
+	// busy. Spillover and backlog jobs are not counted: the caller bounds
+	// how many of those it reads.
+	ReadAhead int
+	// Limits returns a tenant's limits. Required. It is called when a
+	// tenant becomes active and on Refresh.
+	Limits func(tenant string) Limits
+	// InitialCost is the cost charged for a tenant's first job, before
+	// any of its jobs has finished. Defaults to 10ms.
+	InitialCost time.Duration
+	// IdleTTL is how long an idle tenant's state is kept (Sweep). Defaults
+	// to 10 minutes.
+	IdleTTL time.Duration
+}
+
+// Scheduler holds jobs of type T per tenant and class and hands them out
+// to free slots. It is not safe for concurrent use: the caller serializes
+// calls (the drainer holds one mutex around it).
+type Scheduler[T any] struct {
+	cfg     Config
+	tenants map[string]*tenant[T]
+	active  []*tenant[T] // tenants holding jobs, in activation order
+
+	running   int
+	held      int
+	heldClass [numClasses]int
+	vclock    float64 // virtual start time of the job last granted
+	// Recent grants, all and of spillover or backlog work: the sideline
+	// share is guaranteed while sideline grants are below it.
+	allGrants, sideGrants decayed
+
+	groups map[string]*groupStats
+	last   time.Time // when stats were last advanced
+}
+
+type tenant[T any] struct {
+	id, group string
+	limits    Limits
+	weight    float64
+	queues    [numClasses]fifo[T]
+	held      int
+	inFlight  int
+	vt        float64 // virtual time: worker seconds ÷ weight
+	cost      float64 // mean seconds per job, smoothed
+	costKnown bool
+	fair, max *rate.Limiter
+	activeAt  int // index in Scheduler.active, -1 when not there
+	lastUsed  time.Time
+
+	work    decayed // worker seconds
+	waiting decayed // seconds with held jobs
+	granted int64
+}
+
+// Ticket is a granted job. Give it back to Done when the job ends.
+type Ticket[T any] struct {
+	Item   T
+	Tenant string
+	Group  string
+	Class  Class
+	Level  Level
+	charge float64
+	t      *tenant[T]
+	done   bool
+}
+
+// New validates cfg and returns an empty Scheduler.
+func New[T any](cfg Config) (*Scheduler[T], error) {
+	if cfg.Limits == nil {
+		return nil, errors.New("scheduler: Limits is required")
+	}
+	if cfg.Slots < 1 {
+		return nil, errors.New("scheduler: Slots must be at least 1")
+	}
+	cfg.SidelineShare = cmp.Or(cfg.SidelineShare, SidelineShareDefault)
+	if !(cfg.SidelineShare > 0 && cfg.SidelineShare < 1) {
+		return nil, errors.New("scheduler: SidelineShare must be in (0, 1)")
+	}
+	if cfg.ReadAhead < 0 || cfg.InitialCost < 0 || cfg.IdleTTL < 0 {
+		return nil, errors.New("scheduler: ReadAhead, InitialCost and IdleTTL must not be negative")
+	}
+	cfg.ReadAhead = cmp.Or(cfg.ReadAhead, max(cfg.Slots, 20))
+	cfg.InitialCost = cmp.Or(cfg.InitialCost, InitialCostDefault)
+	cfg.IdleTTL = cmp.Or(cfg.IdleTTL, IdleTTLDefault)
+	return &Scheduler[T]{cfg: cfg, tenants: map[string]*tenant[T]{}, groups: map[string]*groupStats{}}, nil
+}
+
+// SetSlots changes the number of slots; running jobs keep theirs.
+func (s *Scheduler[T]) SetSlots(n int) { s.cfg.Slots = max(n, 1) }
+
+// Slots returns the number of slots.
+func (s *Scheduler[T]) Slots() int { return s.cfg.Slots }
+
+// Running returns the number of granted jobs not yet Done.
+func (s *Scheduler[T]) Running() int { return s.running }
+
+// Held returns the number of jobs held (pushed, not granted).
+func (s *Scheduler[T]) Held() int { return s.held }
+
+// HeldIn returns the number of jobs of class c held.
+func (s *Scheduler[T]) HeldIn(c Class) int { return s.heldClass[c] }
+
+// CanHold reports whether Push would accept a fresh job of tenant now.
+func (s *Scheduler[T]) CanHold(tenant string) bool {
+	t := s.tenants[tenant]
+	return t == nil || t.queues[Fresh].len() < s.cfg.ReadAhead
+}
+
+// Push holds item, a job of tenant in group (its lane), as class c. It
+// returns false, holding nothing, when c is Fresh and the tenant's
+// read-ahead budget is full: the caller then leaves the job on a queue
+// (spills it).
+func (s *Scheduler[T]) Push(now time.Time, tenantID, group string, c Class, item T) bool {
+	s.advance(now)
+	t := s.tenants[tenantID]
+	if t == nil {
+		t = &tenant[T]{id: tenantID, activeAt: -1}
+		s.tenants[tenantID] = t
+	}
+	if c == Fresh && t.queues[Fresh].len() >= s.cfg.ReadAhead {
+		return false
+	}
+	if t.held == 0 && t.inFlight == 0 {
+		// Becoming active: no credit for the time it was idle.
+		t.vt = max(t.vt, s.vclock)
+		s.configure(t, now)
+	}
+	t.group = group
+	t.lastUsed = now
+	if t.held == 0 {
+		t.activeAt = len(s.active)
+		s.active = append(s.active, t)
+	}
+	t.queues[c].push(item)
+	t.held++
+	s.held++
+	s.heldClass[c]++
+	s.group(group).held++
+	return true
+}
+
+func (s *Scheduler[T]) configure(t *tenant[T], now time.Time) {
+	l := s.cfg.Limits(t.id)
+	t.limits = l
+	t.weight = l.weight()
+	t.fair = setBucket(t.fair, l.FairRate, l.FairBurst, now)
+	t.max = setBucket(t.max, l.MaxRate, l.MaxBurst, now)
+}
+
+// setBucket returns b updated to rate r and burst, nil when r sets no
+// limit; a new bucket starts full.
+func setBucket(b *rate.Limiter, r float64, burst int, now time.Time) *rate.Limiter {
+	if !(r > 0) || math.IsInf(r, 1) {
+		return nil
+	}
+	burst = max(burst, 1)
+	if b == nil {
+		return rate.NewLimiter(rate.Limit(r), burst)
+	}
+	if b.Limit() != rate.Limit(r) {
+		b.SetLimitAt(now, rate.Limit(r))
+	}
+	if b.Burst() != burst {
+		b.SetBurstAt(now, burst)
+	}
+	return b
+}
+
+// Next grants the next job to a free slot. It returns nil when every slot
+// is taken or no held job is deliverable; wait is then, if positive, the
+// time after which a job held back by a hard rate ceiling becomes
+// deliverable (call Next again by then).
+func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
+	s.advance(now)
+	if s.running >= s.cfg.Slots || s.held == 0 {
+		return nil, 0
+	}
+	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideGrants.v <= s.cfg.SidelineShare*s.allGrants.v
+	var best *tenant[T]
+	bestLevel, bestClass := levelNone, Fresh
+	for _, t := range s.active {
+		if t.limits.MaxInFlight > 0 && t.inFlight >= t.limits.MaxInFlight {
+			continue
+		}
+		if t.max != nil {
+			if w := tokenWait(t.max, now); w > 0 {
+				if wait == 0 || w < wait {
+					wait = w
+				}
+				continue
+			}
+		}
+		level, class := s.levelOf(t, now, sideOpen)
+		// Within the sideline share, spillover goes before backlog.
+		if level < bestLevel || level == bestLevel && better(level, class, t.vt, bestClass, best.vt) {
+			best, bestLevel, bestClass = t, level, class
+		}
+	}
+	if best == nil {
+		return nil, wait
+	}
+	return s.grant(best, bestLevel, bestClass, now), 0
+}
+
+// better reports whether a candidate at level with class and virtual
+// time vt goes before the best so far at the same level: by virtual time,
+// except that within the sideline share spillover goes before backlog.
+func better(level Level, class Class, vt float64, bestClass Class, bestVT float64) bool {
+	if level == LevelSideline && class != bestClass {
+		return class < bestClass
+	}
+	return vt < bestVT
+}
+
+// levelOf returns the best level t qualifies for and the class it would
+// be served from.
+func (s *Scheduler[T]) levelOf(t *tenant[T], now time.Time, sideOpen bool) (Level, Class) {
+	first := t.firstClass()
+	if t.limits.MinShare > 0 && t.inFlight < share(t.limits.MinShare, s.cfg.Slots) {
+		return LevelMinimum, first
+	}
+	side := t.queues[Spillover].len() > 0 || t.queues[Backlog].len() > 0
+	if sideOpen && side {
+		if t.queues[Spillover].len() > 0 {
+			return LevelSideline, Spillover
+		}
+		return LevelSideline, Backlog
+	}
+	if t.queues[Fresh].len() > 0 {
+		if t.fair == nil || tokenWait(t.fair, now) == 0 {
+			return LevelInShare, Fresh
+		}
+		return LevelSpare, Fresh
+	}
+	if t.queues[Spillover].len() > 0 {
+		return LevelSpare, Spillover
+	}
+	return LevelBacklog, Backlog
+}
+
+func (t *tenant[T]) firstClass() Class {
+	for c := range numClasses {
+		if t.queues[c].len() > 0 {
+			return c
+		}
+	}
+	return Backlog
+}
+
+// share is the number of slots a fraction guarantees: at least one.
+func share(f float64, slots int) int { return max(1, int(math.Ceil(f*float64(slots)))) }
+
+func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) *Ticket[T] {
+	item := t.queues[c].pop()
+	t.held--
+	s.held--
+	s.heldClass[c]--
+	s.group(t.group).held--
+	if t.held == 0 {
+		s.deactivate(t)
+	}
+	if t.max != nil {
+		t.max.AllowN(now, 1)
+	}
+	if t.fair != nil && c == Fresh {
+		t.fair.AllowN(now, 1) // takes a token if there is one: over rate otherwise
+	}
+	cost := s.cfg.InitialCost.Seconds()
+	if t.costKnown {
+		cost = t.cost
+	}
+	charge := cost / t.weight
+	if level >= LevelInShare {
+		// Grants at the first two levels skip the virtual-time order, so
+		// only the others move the clock that newly active tenants start
+		// from: else one guaranteed tenant far ahead would drag every
+		// newcomer's start past the tenants it competes with.
+		s.vclock = max(s.vclock, t.vt)
+	}
+	t.vt += charge
+	t.inFlight++
+	t.granted++
+	t.lastUsed = now
+	s.running++
+	s.allGrants.add(1)
+	if c != Fresh {
+		s.sideGrants.add(1)
+	}
+	return &Ticket[T]{Item: item, Tenant: t.id, Group: t.group, Class: c, Level: level, charge: charge, t: t}
+}
+
+func (s *Scheduler[T]) deactivate(t *tenant[T]) {
+	i := t.activeAt
+	copy(s.active[i:], s.active[i+1:])
+	s.active[len(s.active)-1] = nil
+	s.active = s.active[:len(s.active)-1]
+	for _, u := range s.active[i:] {
+		u.activeAt--
+	}
+	t.activeAt = -1
+}
+
+// Done ends tk's job, which used worker time used, and frees its slot. It
+// charges the tenant the difference between used and what Next charged.
+// A second Done of the same ticket does nothing.
+func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
+	if tk == nil || tk.done {
+		return
+	}
+	s.advance(now)
+	tk.done = true
+	t := tk.t
+	sec := max(used.Seconds(), 0)
+	t.vt += sec/t.weight - tk.charge
+	if t.costKnown {
+		t.cost += costSmoothing * (sec - t.cost)
+	} else {
+		t.cost, t.costKnown = sec, true
+	}
+	t.work.add(sec)
+	t.inFlight--
+	t.lastUsed = now
+	s.running--
+}
+
+// Each calls fn for every held job.
+func (s *Scheduler[T]) Each(fn func(tenant string, c Class, item T)) {
+	for _, t := range s.active {
+		for c := range numClasses {
+			t.queues[c].each(func(item T) { fn(t.id, c, item) })
+		}
+	}
+}
+
+// RemoveIf removes every held job for which drop returns true and returns
+// them. Use it for jobs whose lease ran out or that the caller moves away.
+func (s *Scheduler[T]) RemoveIf(drop func(tenant string, c Class, item T) bool) []T {
+	var out []T
+	for _, t := range append([]*tenant[T](nil), s.active...) {
+		for c := range numClasses {
+			removed := t.queues[c].removeIf(func(item T) bool { return drop(t.id, c, item) })
+			n := len(removed)
+			if n == 0 {
+				continue
+			}
+			out = append(out, removed...)
+			t.held -= n
+			s.held -= n
+			s.heldClass[c] -= n
+			s.group(t.group).held -= n
+		}
+		if t.held == 0 {
+			s.deactivate(t)
+		}
+	}
+	return out
+}
+
+// Refresh reads every tenant's limits again (after a configuration reload).
+func (s *Scheduler[T]) Refresh(now time.Time) {
+	for _, t := range s.tenants {
+		s.configure(t, now)
+	}
+}
+
+// Sweep forgets tenants idle (nothing held or running) for IdleTTL whose
+// buckets have refilled, so memory stays bounded; a forgotten tenant comes
+// back exactly as it would have been. It returns how many it forgot.
+func (s *Scheduler[T]) Sweep(now time.Time) int {
+	n := 0
+	for id, t := range s.tenants {
+		if t.held > 0 || t.inFlight > 0 || now.Sub(t.lastUsed) < s.cfg.IdleTTL || !full(t.fair, now) || !full(t.max, now) {
+			continue
+		}
+		delete(s.tenants, id)
+		n++
+	}
+	return n
+}
+
+func full(b *rate.Limiter, now time.Time) bool {
+	return b == nil || b.TokensAt(now) >= float64(b.Burst())
+}
+
+// tokenWait is the time until b holds a token at now.
+func tokenWait(b *rate.Limiter, now time.Time) time.Duration {
+	missing := 1 - b.TokensAt(now)
+	if missing <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(missing / float64(b.Limit()) * float64(time.Second)))
+}

@@ -1,0 +1,211 @@
+package scheduler
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// decayed is a sum whose past contributions fade with statsHalfLife, so
+// figures show the last tens of seconds, not the process's whole life.
+type decayed struct{ v float64 }
+
+func (d *decayed) add(x float64)        { d.v += x }
+func (d *decayed) decay(factor float64) { d.v *= factor }
+
+type groupStats struct {
+	held         int     // jobs held now
+	busy, demand decayed // slot-seconds busy, and offered, while work waited
+}
+
+func (s *Scheduler[T]) group(name string) *groupStats {
+	g := s.groups[name]
+	if g == nil {
+		g = &groupStats{}
+		s.groups[name] = g
+	}
+	return g
+}
+
+// advance accounts the time since the last call: slot use while each
+// group's work waited, and each active tenant's waiting time; then it
+// decays every figure. Times before the last are treated as the last.
+func (s *Scheduler[T]) advance(now time.Time) {
+	if s.last.IsZero() || !now.After(s.last) {
+		if s.last.IsZero() {
+			s.last = now
+		}
+		return
+	}
+	dt := now.Sub(s.last).Seconds()
+	s.last = now
+	factor := math.Exp2(-dt / statsHalfLife.Seconds())
+	saturated := s.running >= s.cfg.Slots
+	s.allGrants.decay(factor)
+	s.sideGrants.decay(factor)
+	for _, g := range s.groups {
+		g.busy.decay(factor)
+		g.demand.decay(factor)
+		if g.held > 0 || saturated {
+			g.busy.add(dt * float64(s.running))
+			g.demand.add(dt * float64(s.cfg.Slots))
+		}
+	}
+	for _, t := range s.tenants {
+		t.work.decay(factor)
+		t.waiting.decay(factor)
+		if t.held > 0 {
+			t.waiting.add(dt)
+		}
+	}
+}
+
+// State is what a tenant's scheduling looks like at one instant.
+type State string
+
+// States, most constrained first.
+const (
+	StateCapped    State = "capped"    // at a hard ceiling (max_in_flight, max_drain_rate)
+	StateSidelined State = "sidelined" // has spillover or backlog jobs waiting
+	StateOverRate  State = "over_rate" // past its fair rate: served after those within theirs
+	StateInShare   State = "in_share"  // within its fair rate
+)
+
+// TenantStats are one tenant's recent figures.
+type TenantStats struct {
+	Tenant string
+	Weight float64
+	// Share is the tenant's share of its group's recent worker time.
+	Share    float64
+	State    State
+	InFlight int
+	Held     int
+	// Backlogged means the tenant had jobs waiting for most of the
+	// recent window: it wanted more than it got.
+	Backlogged bool
+}
+
+// GroupStats are one group's (lane's) recent fairness figures.
+type GroupStats struct {
+	Group string
+	// Utilization is busy slots ÷ slots over the recent window, counted
+	// while the group's jobs waited (or every slot was busy). 1 means no
+	// slot was idle while this group's work waited. -1 when its work
+	// never waited in the window.
+	Utilization float64
+	// Jain is Jain's fairness index over the active tenants' weighted
+	// worker-time shares, each against its weighted max-min fair share:
+	// 1 when every tenant got its fair share. -1 with no active tenant.
+	Jain float64
+	// Tenants lists the active tenants by worker-time share, largest first.
+	Tenants []TenantStats
+	Held    int
+}
+
+// Stats returns each group's figures at now, tenants active in the last
+// minute or so only; top limits each group's tenant list (≤ 0: all).
+func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
+	s.advance(now)
+	byGroup := map[string][]*tenant[T]{}
+	for _, t := range s.tenants {
+		if t.held > 0 || t.inFlight > 0 || t.work.v > 1e-6 {
+			byGroup[t.group] = append(byGroup[t.group], t)
+		}
+	}
+	var out []GroupStats
+	for name, g := range s.groups {
+		gs := GroupStats{Group: name, Utilization: -1, Jain: -1, Held: g.held}
+		if g.demand.v > 1e-9 {
+			gs.Utilization = min(g.busy.v/g.demand.v, 1)
+		}
+		ts := byGroup[name]
+		total := 0.0
+		for _, t := range ts {
+			total += t.work.v
+		}
+		for _, t := range ts {
+			st := TenantStats{Tenant: t.id, Weight: t.weight, State: s.state(t, now), InFlight: t.inFlight, Held: t.held,
+				Backlogged: t.held > 0 || t.waiting.v > 0.5*window()}
+			if total > 0 {
+				st.Share = t.work.v / total
+			}
+			gs.Tenants = append(gs.Tenants, st)
+		}
+		gs.Jain = jain(gs.Tenants)
+		slices.SortFunc(gs.Tenants, func(a, b TenantStats) int {
+			if a.Share != b.Share {
+				if a.Share > b.Share {
+					return -1
+				}
+				return 1
+			}
+			if a.Tenant < b.Tenant {
+				return -1
+			}
+			return 1
+		})
+		if top > 0 && len(gs.Tenants) > top {
+			gs.Tenants = gs.Tenants[:top]
+		}
+		out = append(out, gs)
+	}
+	slices.SortFunc(out, func(a, b GroupStats) int {
+		if a.Group < b.Group {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// window is the effective length of a decayed sum of a constant 1/s.
+func window() float64 { return statsHalfLife.Seconds() / math.Ln2 }
+
+func (s *Scheduler[T]) state(t *tenant[T], now time.Time) State {
+	switch {
+	case t.limits.MaxInFlight > 0 && t.inFlight >= t.limits.MaxInFlight,
+		t.max != nil && tokenWait(t.max, now) > 0:
+		return StateCapped
+	case t.queues[Spillover].len() > 0 || t.queues[Backlog].len() > 0:
+		return StateSidelined
+	case t.fair != nil && tokenWait(t.fair, now) > 0:
+		return StateOverRate
+	}
+	return StateInShare
+}
+
+// jain computes Jain's index (Σx)²/(n·Σx²) of x = share ÷ fair share, where
+// the fair share is weighted max-min: a tenant that was not backlogged
+// wanted no more than it got (x = 1), and the backlogged ones split the
+// rest by weight.
+func jain(ts []TenantStats) float64 {
+	if len(ts) == 0 {
+		return -1
+	}
+	rest, weights := 1.0, 0.0
+	for _, t := range ts {
+		if t.Backlogged {
+			weights += t.Weight
+		} else {
+			rest -= t.Share
+		}
+	}
+	var sum, sumSq float64
+	for _, t := range ts {
+		x := 1.0
+		if t.Backlogged && weights > 0 {
+			fair := max(rest, 0) * t.Weight / weights
+			if fair > 0 {
+				x = t.Share / fair
+			} else {
+				x = 0
+			}
+		}
+		sum += x
+		sumSq += x * x
+	}
+	if sumSq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(ts)) * sumSq)
+}
