@@ -84,13 +84,15 @@ func testMalformedEnvelopes(t *testing.T, tb *topotest.Bundle) {
 
 	var mu sync.Mutex
 	var got []string
-	d, err := drainer.New(drainer.Config{Backend: tb.Backend, Topology: tb.Topo, Logger: topotest.QuietLog, PollWait: 200 * time.Millisecond,
+	d, err := drainer.New(drainer.Config{
+		Backend: tb.Backend, Topology: tb.Topo, Logger: topotest.QuietLog, PollWait: 200 * time.Millisecond,
 		Handler: drainer.HandlerFunc(func(_ context.Context, j *drainer.Job) error {
 			mu.Lock()
 			defer mu.Unlock()
 			got = append(got, j.ID)
 			return nil
-		})})
+		}),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,6 @@ func onEachBackend(t *testing.T, yaml string, test func(t *testing.T, tb *testBu
 	topotest.OnEachBackend(t, yaml, func(t *testing.T, b *topotest.Bundle) { test(t, bundle(b)) })
 }
 
-// setupOn is setup on the named backend (see topotest.SetupOn).
-func setupOn(t *testing.T, kind, yaml string) *testBundle {
-	t.Helper()
-	return bundle(topotest.SetupOn(t, kind, yaml))
-}
-
 var quietLog = topotest.QuietLog
 
 // testBundle is a real backend holding a topology's queues.

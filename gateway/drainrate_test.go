@@ -41,8 +41,10 @@ func TestBacklogRetryHintFollowsTheDrainRate(t *testing.T) {
 			}
 			depths := depth.New(depth.Config{Backend: b.Backend, Queues: b.Topo.Names()})
 			depths.Add(b.Topo.BacklogQueue("premium"), 150)
-			s, err := New(Config{Backend: b.Backend, Topology: b.Topo, Tenants: func() *tenant.Config { return tenants }, Depth: depths,
-				DrainRate: tt.drainRate, Logger: topotest.QuietLog})
+			s, err := New(Config{
+				Backend: b.Backend, Topology: b.Topo, Tenants: func() *tenant.Config { return tenants }, Depth: depths,
+				DrainRate: tt.drainRate, Logger: topotest.QuietLog,
+			})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,8 +14,10 @@ func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	startstoptest.Exercise(t, func(t *testing.T) startstop.Service {
 		b := topotest.Setup(t, topotest.OneLane)
-		s, err := New(Config{Backend: b.Backend, Topology: b.Topo, Tenants: func() *tenant.Config { return nil },
-			Depth: depth.New(depth.Config{Backend: b.Backend, Queues: b.Topo.Names()}), Logger: topotest.QuietLog})
+		s, err := New(Config{
+			Backend: b.Backend, Topology: b.Topo, Tenants: func() *tenant.Config { return nil },
+			Depth: depth.New(depth.Config{Backend: b.Backend, Queues: b.Topo.Names()}), Logger: topotest.QuietLog,
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
