@@ -93,7 +93,7 @@ func WriteTenants(path string, tenants []Tenant) error {
 func Lane(prefix string, shards int, fifo bool, staleness topology.Duration) topology.Topology {
 	l := topology.Lane{
 		Name: "standard", Shards: shards, ShardChoices: 2, StalenessBound: staleness,
-		DrainRate: 1e6, HighWaterMark: 1 << 40,
+		Capacity: 1e6, HighWaterMark: 1 << 40,
 	}
 	if fifo {
 		l.Shards, l.ShardChoices = 1, 1

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/periodic"
 )
 
 // RecoveryOptions configures the recovery scenario (item 3).
@@ -366,16 +368,5 @@ func (r recRun) judge(jobs []Outcome, win time.Duration, until time.Time) (backl
 // make a recovery.
 const sustainWindows = 4
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+// sleepCtx waits for d or until ctx ends (see periodic.Sleep).
+var sleepCtx = periodic.Sleep

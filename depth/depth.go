@@ -9,11 +9,13 @@ package depth
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/startstop"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -46,9 +48,7 @@ type Cache struct {
 	cfg     Config
 	entries map[string]*entry // fixed at construction; values updated atomically
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	life startstop.Runner
 }
 
 // New returns a cache for cfg.Queues. Call Refresh or Start to fill it.
@@ -90,41 +90,29 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Start refreshes once, then every Interval until Stop. A failed refresh
-// is logged and the old values are kept.
+// Start refreshes once, then every Interval until Stop (see
+// internal/startstop). A failed first refresh fails Start; a later one is
+// logged and the old values are kept.
 func (c *Cache) Start(ctx context.Context) error {
 	if err := c.Refresh(ctx); err != nil {
 		return err
 	}
-	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.done = make(chan struct{})
-	go func() {
-		defer close(c.done)
-		t := time.NewTicker(c.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
-					c.cfg.Logger.WarnContext(ctx, "refresh queue depths", slog.Any("error", err))
-				}
+	return c.life.Start(ctx, func(ctx context.Context) {
+		periodic.Every(ctx, c.cfg.Interval, func(ctx context.Context) {
+			if err := c.Refresh(ctx); err != nil && ctx.Err() == nil {
+				c.cfg.Logger.WarnContext(ctx, "refresh queue depths", slog.Any("error", err))
 			}
-		}
-	}()
-	return nil
+		})
+	})
 }
 
-// Stop ends the refresh loop and waits for it. Safe to call more than once
-// or without Start.
-func (c *Cache) Stop() {
-	c.stopOnce.Do(func() {
-		if c.cancel != nil {
-			c.cancel()
-			<-c.done
-		}
-	})
+// Stop ends the refresh loop and waits for it until ctx ends. Idempotent;
+// safe without Start.
+func (c *Cache) Stop(ctx context.Context) error {
+	if err := c.life.Stop(ctx); err != nil {
+		return fmt.Errorf("depth: %w", err)
+	}
+	return nil
 }
 
 // Waiting returns the messages waiting in q (visible or delayed), zero for

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 )
 
 // countingHandler acknowledges every job at once.
@@ -33,9 +33,9 @@ func BenchmarkDrain(b *testing.B) {
 	tb := setup(b, "lanes:\n  - {name: std, shards: 4}\n")
 	now := time.Now()
 	for s := range 4 {
-		envs := make([]*envelopev1.Envelope, 0, b.N/4+1)
+		envs := make([]*envelope.Envelope, 0, b.N/4+1)
 		for i := s; i < b.N; i += 4 {
-			envs = append(envs, envelope(fmt.Sprintf("t%d", i%50), fmt.Sprintf("job-%d", i), now))
+			envs = append(envs, testEnvelope(fmt.Sprintf("t%d", i%50), fmt.Sprintf("job-%d", i), now))
 		}
 		tb.enqueue(b, tb.topo.ShardQueue("std", s), envs...)
 	}

@@ -36,10 +36,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
@@ -273,7 +273,7 @@ const bufferBatches = 2
 // returns.
 func (d *Drainer) Start(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
-		return errors.New("drainer: already started")
+		return errors.New("drainer: already started, or stopped")
 	}
 	base := context.WithoutCancel(ctx)
 	var pollCtx, dispatchCtx context.Context
@@ -302,8 +302,8 @@ func (d *Drainer) Start(ctx context.Context) error {
 // after their visibility timeout. Safe to call twice or without Start.
 func (d *Drainer) Stop(ctx context.Context) error {
 	d.stopOnce.Do(func() {
-		if !d.started.Load() {
-			return
+		if d.started.CompareAndSwap(false, true) {
+			return // never started; a later Start fails
 		}
 		d.pollCancel()
 		d.pollers.Wait()
@@ -361,7 +361,7 @@ func (d *Drainer) Held() int {
 type job struct {
 	q        *queueBuf
 	msg      queue.Message
-	env      *envelopev1.Envelope
+	env      *envelope.Envelope
 	bad      error     // why env is nil
 	leasedAt time.Time // when its visibility was last set
 }
@@ -422,7 +422,7 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 				return
 			}
 			log.WarnContext(ctx, "receive failed", slog.Any("error", err))
-			if !sleep(ctx, time.Second) {
+			if !periodic.Sleep(ctx, time.Second) {
 				return
 			}
 			continue
@@ -430,7 +430,7 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 		if len(msgs) > 0 {
 			d.take(q, msgs)
 		}
-		if len(msgs) < queue.MaxBatch && d.cfg.ReceiveLinger > 0 && !sleep(ctx, d.cfg.ReceiveLinger) {
+		if len(msgs) < queue.MaxBatch && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
 			return
 		}
 	}
@@ -447,7 +447,7 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
 	d.mu.Lock()
 	for _, m := range msgs {
 		j := &job{q: q, msg: m, leasedAt: now}
-		j.env, j.bad = decodeEnvelope(m.Body)
+		j.env, j.bad = envelope.Decode(m.Body)
 		decision := in.policy.Decide(d.input(j, now, false))
 		switch decision.Action {
 		case sideliner.Deliver:
@@ -665,7 +665,7 @@ func (d *Drainer) deliver(j *job, done func()) {
 	log.WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
 		slog.Duration("delay", decision.Delay), slog.Any("error", err))
 	env.Attempts = uint32(attempt)
-	env.LastError = lastErrorText(err)
+	env.LastError = envelope.LastError(err)
 	var pe *PanicError
 	switch {
 	case decision.Action != sideliner.DeadLetter:
@@ -765,7 +765,7 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 	spanDestination(ctx, dest)
 	body := j.msg.Body
 	if j.env != nil {
-		b, err := proto.Marshal(j.env)
+		b, err := envelope.Encode(j.env)
 		if err != nil {
 			spanFail(ctx, err)
 			log.ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
@@ -837,7 +837,7 @@ func (d *Drainer) moveChunk(jobs []*job, dest string, decision sideliner.Decisio
 		spans[i] = span
 		body := j.msg.Body
 		if j.env != nil {
-			b, err := proto.Marshal(j.env)
+			b, err := envelope.Encode(j.env)
 			if err != nil {
 				d.jobLogger(j).ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
 				continue
@@ -911,7 +911,7 @@ func (d *Drainer) releaseHeld() {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	for q, receipts := range byQueue(held) {
-		if err := setVisibility(ctx, d.cfg.Backend, q, receipts, 0); err != nil {
+		if err := queue.SetVisibility(ctx, d.cfg.Backend, q, receipts, 0); err != nil {
 			d.cfg.Logger.Warn("release received jobs", slog.String("queue", q), slog.Int("jobs", len(receipts)), slog.Any("error", err))
 		}
 	}
@@ -1010,16 +1010,5 @@ func (d *Drainer) recordFairness(stats []scheduler.GroupStats) {
 			tenants[i] = metrics.TenantShare{Tenant: t.Tenant, State: string(t.State), Share: t.Share}
 		}
 		d.cfg.Metrics.Fairness(g.Group, g.Utilization, g.Jain, g.Held, tenants)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

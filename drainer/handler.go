@@ -2,28 +2,15 @@ package drainer
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/sluice-dev/sluice/worker"
 )
 
-// Job is one delivery of a job to a worker.
-type Job struct {
-	ID         string
-	Tenant     string
-	Lane       string
-	Payload    []byte
-	Attributes map[string]string
-	// Attempt is 1 on the first delivery.
-	Attempt    int
-	EnqueuedAt time.Time
-	// TraceContext holds the W3C trace headers (traceparent, tracestate)
-	// of this delivery: its sluice.deliver span's when tracing is on,
-	// else the submitter's, if it sent any. Handle's ctx carries the same
-	// span context, for handlers using OpenTelemetry.
-	TraceContext map[string]string
-}
+// Job is one delivery of a job to a handler. It is worker.Job: in-process
+// handlers and gRPC workers see the same type.
+type Job = worker.Job
 
 // Handler processes jobs. It must be idempotent on Job.ID: delivery is at
 // least once. A nil error acks the job. An error wrapped with Permanent
@@ -39,34 +26,23 @@ type HandlerFunc func(ctx context.Context, job *Job) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, job *Job) error { return f(ctx, job) }
 
-// PermanentError marks a failure that retrying cannot fix.
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
+// The failure types a handler returns are the worker package's, so that a
+// handler's verdict means the same in process and over gRPC.
+type (
+	// PermanentError marks a failure that retrying cannot fix.
+	PermanentError = worker.PermanentError
+	// RetryAfterError asks for the next attempt no sooner than After.
+	RetryAfterError = worker.RetryAfterError
+)
 
 // Permanent wraps err so the job goes to the dead-letter queue.
-func Permanent(err error) error { return &PermanentError{Err: err} }
-
-// RetryAfterError asks for the next attempt no sooner than After.
-type RetryAfterError struct {
-	Err   error
-	After time.Duration
-}
-
-func (e *RetryAfterError) Error() string {
-	return fmt.Sprintf("%v (retry after %s)", e.Err, e.After)
-}
-func (e *RetryAfterError) Unwrap() error { return e.Err }
+func Permanent(err error) error { return worker.Permanent(err) }
 
 // RetryAfter wraps err with a least delay before the next attempt.
-func RetryAfter(err error, d time.Duration) error { return &RetryAfterError{Err: err, After: d} }
+func RetryAfter(err error, d time.Duration) error { return worker.RetryAfter(err, d) }
 
 // IsPermanent reports whether err asks for dead-lettering.
-func IsPermanent(err error) bool {
-	var p *PermanentError
-	return errors.As(err, &p)
-}
+func IsPermanent(err error) bool { return worker.IsPermanent(err) }
 
 // LogHandler is the built-in sink: it logs each job and acks it.
 type LogHandler struct {

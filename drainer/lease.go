@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -52,40 +53,15 @@ func (l *lease) heartbeat(timeout time.Duration, lost func(error)) (stop func())
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(timeout / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
-				err := l.extend(opCtx, timeout)
-				opCancel()
-				if errors.Is(err, ErrLeaseLost) {
-					lost(err)
-					return
-				}
+		periodic.Every(ctx, timeout/3, func(ctx context.Context) {
+			opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
+			err := l.extend(opCtx, timeout)
+			opCancel()
+			if errors.Is(err, ErrLeaseLost) {
+				lost(err)
+				cancel()
 			}
-		}
+		})
 	})
 	return func() { cancel(); wg.Wait() }
-}
-
-// setVisibility sets the visibility of every receipt in q to timeout, in
-// batches of queue.MaxBatch, and returns the first call error (per-entry
-// refusals mean the lease is already gone, which is what the caller wants).
-func setVisibility(ctx context.Context, b queue.Backend, q string, receipts []string, timeout time.Duration) error {
-	var first error
-	for start := 0; start < len(receipts); start += queue.MaxBatch {
-		chunk := receipts[start:min(start+queue.MaxBatch, len(receipts))]
-		changes := make([]queue.VisibilityChange, len(chunk))
-		for i, r := range chunk {
-			changes[i] = queue.VisibilityChange{ReceiptHandle: r, Timeout: timeout}
-		}
-		if _, err := b.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: changes}); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }

@@ -2,145 +2,56 @@ package drainer
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
-	"github.com/sluice-dev/sluice/queue/embeddedqueue"
-	"github.com/sluice-dev/sluice/queue/sqsqueue"
-	"github.com/sluice-dev/sluice/test/fauxqs"
 	"github.com/sluice-dev/sluice/topology"
 )
 
-func TestMain(m *testing.M) {
-	// The SQS variants talk to a local server only; any credentials do.
-	os.Setenv("AWS_ACCESS_KEY_ID", "test")
-	os.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	code := m.Run()
-	if faux != nil {
-		_ = faux.Stop()
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-var (
-	fauxOnce sync.Once
-	faux     *fauxqs.Server
-	fauxErr  error
-	prefixes atomic.Int64
-)
-
-// backends are the queue backends the policy tests run on.
-var backends = []string{"embedded", "sqs"}
+func TestMain(m *testing.M) { os.Exit(topotest.Main(m)) }
 
 // onEachBackend runs test as a parallel subtest per backend, each with the
 // topology yaml set up on it.
 func onEachBackend(t *testing.T, yaml string, test func(t *testing.T, tb *testBundle)) {
 	t.Helper()
-	for _, kind := range backends {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			test(t, setupOn(t, kind, yaml))
-		})
-	}
+	topotest.OnEachBackend(t, yaml, func(t *testing.T, b *topotest.Bundle) { test(t, bundle(b)) })
 }
 
-// setupOn is setup on the named backend. On SQS each call gets queues of
-// its own under a fresh name prefix, on one local server per test binary.
-func setupOn(t *testing.T, kind, yaml string) *testBundle {
-	t.Helper()
-	if kind == "embedded" {
-		return setup(t, yaml)
-	}
-	fauxOnce.Do(func() { faux, fauxErr = fauxqs.Start(context.Background(), nil) })
-	if fauxErr != nil {
-		t.Fatalf("start the local SQS-compatible server: %v", fauxErr)
-	}
-	topo, err := topology.Parse(fmt.Appendf(nil, "prefix: t%d-%d\n%s", os.Getpid(), prefixes.Add(1), yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: faux.Endpoint, Region: fauxqs.Region, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	if err := b.EnsureQueues(t.Context(), topo.Specs()); err != nil {
-		t.Fatal(err)
-	}
-	return &testBundle{backend: b, topo: topo}
-}
+var quietLog = topotest.QuietLog
 
-var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// testBundle is a real embedded backend holding a topology's queues.
+// testBundle is a real backend holding a topology's queues.
 type testBundle struct {
 	backend queue.Backend
 	topo    topology.Topology
+	*topotest.Bundle
+}
+
+func bundle(b *topotest.Bundle) *testBundle {
+	return &testBundle{backend: b.Backend, topo: b.Topo, Bundle: b}
 }
 
 func setup(t testing.TB, yaml string) *testBundle {
 	t.Helper()
-	topo, err := topology.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "queues.db"), embeddedqueue.Options{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	if err := b.EnsureQueues(t.Context(), topo.Specs()); err != nil {
-		t.Fatal(err)
-	}
-	return &testBundle{backend: b, topo: topo}
+	return bundle(topotest.Setup(t, yaml))
 }
 
 // enqueue stores jobs on queue q, in order, as the gateway would.
-func (tb *testBundle) enqueue(t testing.TB, q string, envs ...*envelopev1.Envelope) {
+func (tb *testBundle) enqueue(t testing.TB, q string, envs ...*envelope.Envelope) {
 	t.Helper()
-	for start := 0; start < len(envs); start += queue.MaxBatch {
-		chunk := envs[start:min(start+queue.MaxBatch, len(envs))]
-		entries := make([]queue.SendEntry, len(chunk))
-		for i, e := range chunk {
-			body, err := proto.Marshal(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
-		}
-		res, err := tb.backend.Send(t.Context(), &queue.SendParams{Queue: q, Entries: entries})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		}
-	}
+	tb.Enqueue(t, q, envs...)
 }
 
-func envelope(tenant, id string, enqueuedAt time.Time) *envelopev1.Envelope {
-	return &envelopev1.Envelope{JobId: id, Tenant: tenant, Lane: "std", Payload: []byte(id), EnqueuedAt: timestamppb.New(enqueuedAt)}
+var testEnvelope = topotest.Envelope
+
+// deadLetters returns the envelopes in the std lane's DLQ.
+func deadLetters(t *testing.T, tb *testBundle) []*envelope.Envelope {
+	t.Helper()
+	return tb.DeadLetters(t, "std")
 }
 
 // recorder is a Handler that records the order of deliveries.

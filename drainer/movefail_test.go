@@ -57,8 +57,8 @@ func TestFailedMoveKeepsJob(t *testing.T) {
 				// moved aside.
 				rec.hold = make(chan struct{})
 				old := time.Now().Add(-time.Hour)
-				tb.enqueue(t, tb.topo.ShardQueue("std", 0), envelope("t", "fresh", time.Now()),
-					envelope("t", "stale-1", old), envelope("t", "stale-2", old), envelope("t", "stale-3", old), envelope("t", "stale-4", old))
+				tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "fresh", time.Now()),
+					testEnvelope("t", "stale-1", old), testEnvelope("t", "stale-2", old), testEnvelope("t", "stale-3", old), testEnvelope("t", "stale-4", old))
 				return Config{Handler: rec, Concurrency: 1}, func() { close(rec.hold) }
 			},
 			moved:    func(c Counts) int64 { return c.Backlogged },
@@ -72,8 +72,8 @@ func TestFailedMoveKeepsJob(t *testing.T) {
 				// done, one more fits its read-ahead, and the rest is
 				// spilled.
 				rec.hold = make(chan struct{})
-				tb.enqueue(t, tb.topo.ShardQueue("std", 0), envelope("t", "first", time.Now()), envelope("t", "second", time.Now()),
-					envelope("t", "third", time.Now()))
+				tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "first", time.Now()), testEnvelope("t", "second", time.Now()),
+					testEnvelope("t", "third", time.Now()))
 				return Config{
 					Handler:   rec,
 					Limits:    func(string) scheduler.Limits { return scheduler.Limits{MaxInFlight: 1} },
@@ -87,7 +87,7 @@ func TestFailedMoveKeepsJob(t *testing.T) {
 			name: "dead-letter queue",
 			dest: func(tb *testBundle) string { return tb.topo.DLQ("std") },
 			arrange: func(t *testing.T, tb *testBundle, _ *recorder) (Config, func()) {
-				tb.enqueue(t, tb.topo.ShardQueue("std", 0), envelope("t", "poison", time.Now()))
+				tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "poison", time.Now()))
 				return Config{Handler: HandlerFunc(func(context.Context, *Job) error {
 					return Permanent(errors.New("cannot parse"))
 				})}, nil
@@ -107,7 +107,7 @@ func TestFailedMoveKeepsJob(t *testing.T) {
 					}
 					return nil
 				}
-				tb.enqueue(t, tb.topo.ShardQueue("std", 0), envelope("t", "flaky", time.Now()))
+				tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "flaky", time.Now()))
 				return Config{Handler: rec, Policy: sideliner.Policy{RetryBase: time.Second, RetryCap: time.Second}}, nil
 			},
 			moved:    func(c Counts) int64 { return c.Retried },

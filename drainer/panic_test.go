@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
-	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 )
 
@@ -23,9 +19,9 @@ func TestHandlerPanicFailsTheAttempt(t *testing.T) {
 	tb := setup(t, oneLane)
 	q := tb.topo.ShardQueue("std", 0)
 	const others = 20
-	tb.enqueue(t, q, envelope("t", "boom", time.Now()))
+	tb.enqueue(t, q, testEnvelope("t", "boom", time.Now()))
 	for i := range others {
-		tb.enqueue(t, q, envelope("t", fmt.Sprintf("ok-%02d", i), time.Now()))
+		tb.enqueue(t, q, testEnvelope("t", fmt.Sprintf("ok-%02d", i), time.Now()))
 	}
 	rec := newRecorder()
 	handler := HandlerFunc(func(ctx context.Context, j *Job) error {
@@ -43,14 +39,11 @@ func TestHandlerPanicFailsTheAttempt(t *testing.T) {
 	if c := d.Counts(); c.Panicked != 3 || c.Retried != 2 {
 		t.Fatalf("counts %+v: want 3 panics, 2 retries", c)
 	}
-	msgs, err := tb.backend.Receive(t.Context(), &queue.ReceiveParams{Queue: tb.topo.DLQ("std"), Max: 10, VisibilityTimeout: time.Minute})
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("DLQ read: %v, %d messages", err, len(msgs))
+	dead := deadLetters(t, tb)
+	if len(dead) != 1 {
+		t.Fatalf("DLQ holds %d jobs, want 1", len(dead))
 	}
-	var env envelopev1.Envelope
-	if err := proto.Unmarshal(msgs[0].Body, &env); err != nil {
-		t.Fatal(err)
-	}
+	env := dead[0]
 	if env.GetJobId() != "boom" || !strings.HasPrefix(env.GetDeadLetterReason(), "panic: handler bug: nil map") || env.GetAttempts() != 3 {
 		t.Fatalf("dead letter %s: reason %q after %d attempts", env.GetJobId(), env.GetDeadLetterReason(), env.GetAttempts())
 	}

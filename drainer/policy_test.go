@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/router"
 	"github.com/sluice-dev/sluice/scheduler"
@@ -16,14 +17,7 @@ import (
 // oneLane redrives after 3 receives, which also bounds how long a deferred
 // job waits (deferral delays double per receive until a requeue resets
 // them), so a loaded machine cannot stretch the flood test past its wait.
-const oneLane = `
-max_receive_count: 3
-lanes:
-  - name: std
-    shards: 4
-    shard_choices: 2
-    staleness_bound: 1m
-`
+const oneLane = topotest.OneLane
 
 // TestFloodDoesNotDelayQuietTenants puts a flood from one tenant on its
 // shards and, behind it on the same shards, a few jobs from quiet tenants.
@@ -40,13 +34,13 @@ func testFlood(t *testing.T, tb *testBundle) {
 	now := time.Now()
 	shards := router.ShardSet("noisy", "std", 4, 2)
 	for i := range floodJobs {
-		tb.enqueue(t, tb.topo.ShardQueue("std", shards[i%2]), envelope("noisy", fmt.Sprintf("noisy-%03d", i), now))
+		tb.enqueue(t, tb.topo.ShardQueue("std", shards[i%2]), testEnvelope("noisy", fmt.Sprintf("noisy-%03d", i), now))
 	}
 	quiet := 0
 	for q := range quietTenants {
 		for i := range quietJobsEach {
 			// Worst case: the quiet jobs sit behind the flood on its shards.
-			tb.enqueue(t, tb.topo.ShardQueue("std", shards[(q+i)%2]), envelope(fmt.Sprintf("quiet-%d", q), fmt.Sprintf("quiet-%d-%d", q, i), now))
+			tb.enqueue(t, tb.topo.ShardQueue("std", shards[(q+i)%2]), testEnvelope(fmt.Sprintf("quiet-%d", q), fmt.Sprintf("quiet-%d-%d", q, i), now))
 			quiet++
 		}
 	}
@@ -97,10 +91,10 @@ func TestFreshBeforeBacklog(t *testing.T) {
 	q := tb.topo.ShardQueue("std", 0)
 	now := time.Now()
 	for i := range oldJobs {
-		tb.enqueue(t, q, envelope("t", fmt.Sprintf("old-%03d", i), now.Add(-time.Hour)))
+		tb.enqueue(t, q, testEnvelope("t", fmt.Sprintf("old-%03d", i), now.Add(-time.Hour)))
 	}
 	for i := range freshJobs {
-		tb.enqueue(t, q, envelope("t", fmt.Sprintf("fresh-%02d", i), now))
+		tb.enqueue(t, q, testEnvelope("t", fmt.Sprintf("fresh-%02d", i), now))
 	}
 	rec := newRecorder()
 	// While the fresh jobs are not yet read, the old ones keep the worker
@@ -138,7 +132,7 @@ func TestRetryThenDeadLetter(t *testing.T) {
 }
 
 func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
-	tb.enqueue(t, tb.topo.ShardQueue("std", 1), envelope("t", "poison", time.Now()), envelope("t", "good", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 1), testEnvelope("t", "poison", time.Now()), testEnvelope("t", "good", time.Now()))
 	rec := newRecorder()
 	attempts := map[int]bool{}
 	rec.fail = func(j *Job) error {
@@ -157,10 +151,8 @@ func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
 	if c := d.Counts(); c.Retried != 2 || len(attempts) != 3 {
 		t.Fatalf("counts %+v, attempts seen %v: want 2 retries over attempts 1-3", c, attempts)
 	}
-	admin := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer admin.Close()
-	list := listDLQ(t, admin)
-	if len(list) != 1 || list[0].GetJobId() != "poison" || list[0].GetReason() != "attempts_exhausted" || list[0].GetAttempts() != 3 ||
+	list := deadLetters(t, tb)
+	if len(list) != 1 || list[0].GetJobId() != "poison" || list[0].GetDeadLetterReason() != "attempts_exhausted" || list[0].GetAttempts() != 3 ||
 		list[0].GetLastError() != "worker is broken for this job" {
 		t.Fatalf("DLQ = %v", list)
 	}
@@ -169,15 +161,13 @@ func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
 func TestPermanentFailureDeadLettersAtOnce(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
-	tb.enqueue(t, tb.topo.ShardQueue("std", 2), envelope("t", "bad", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 2), testEnvelope("t", "bad", time.Now()))
 	rec := newRecorder()
 	rec.fail = func(*Job) error { return Permanent(errors.New("payload is not JSON")) }
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})
 	waitFor(t, func() bool { return d.Counts().DeadLettered == 1 })
-	admin := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer admin.Close()
-	list := listDLQ(t, admin)
-	if len(list) != 1 || list[0].GetReason() != "permanent_failure: permanent: payload is not JSON" || list[0].GetLastError() != "permanent: payload is not JSON" {
+	list := deadLetters(t, tb)
+	if len(list) != 1 || list[0].GetDeadLetterReason() != "permanent_failure: payload is not JSON" || list[0].GetLastError() != "payload is not JSON" {
 		t.Fatalf("DLQ = %v", list)
 	}
 }
@@ -196,9 +186,9 @@ func TestMalformedEnvelopeDeadLetters(t *testing.T) {
 func TestTTLExpiredIsDropped(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
-	e := envelope("t", "late", time.Now())
+	e := testEnvelope("t", "late", time.Now())
 	e.ExpiresAt = e.GetEnqueuedAt()
-	tb.enqueue(t, tb.topo.ShardQueue("std", 0), e, envelope("t", "ok", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 0), e, testEnvelope("t", "ok", time.Now()))
 	rec := newRecorder()
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})
 	got := rec.waitCount(t, 1)
@@ -216,7 +206,7 @@ func TestStopReleasesAndFinishes(t *testing.T) {
 	tb := setup(t, oneLane)
 	q := tb.topo.ShardQueue("std", 0)
 	for i := range 5 {
-		tb.enqueue(t, q, envelope("t", fmt.Sprint("job-", i), time.Now()))
+		tb.enqueue(t, q, testEnvelope("t", fmt.Sprint("job-", i), time.Now()))
 	}
 	rec := newRecorder()
 	rec.hold = make(chan struct{})
@@ -244,7 +234,7 @@ func TestLeaseFencing(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
 	q := tb.topo.ShardQueue("std", 3)
-	tb.enqueue(t, q, envelope("t", "contested", time.Now()))
+	tb.enqueue(t, q, testEnvelope("t", "contested", time.Now()))
 	ctx := t.Context()
 	first, err := tb.backend.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: 1, VisibilityTimeout: time.Second})
 	if err != nil || len(first) != 1 {
@@ -279,7 +269,7 @@ lanes:
     shards: 1
     visibility_timeout: 1s
 `)
-	tb.enqueue(t, tb.topo.ShardQueue("std", 0), envelope("t", "long", time.Now()))
+	tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "long", time.Now()))
 	rec := newRecorder()
 	rec.hold = make(chan struct{})
 	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 4})
@@ -293,20 +283,7 @@ lanes:
 
 func stats(t *testing.T, tb *testBundle, q string) queue.Stats {
 	t.Helper()
-	s, err := tb.backend.Stats(t.Context(), &queue.StatsParams{Queues: []string{q}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s[0]
+	return tb.Stats(t, q)
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 60s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var waitFor = topotest.WaitFor

@@ -77,25 +77,3 @@ func spanDestination(ctx context.Context, dest string) {
 
 // spanFail marks ctx's span as failed.
 func spanFail(ctx context.Context, err error) { tracing.Fail(trace.SpanFromContext(ctx), err) }
-
-// moveBackTraced is moveBack inside a sluice.replay span, a child of the
-// envelope's trace context, so that a replayed job's later spans stay in
-// its trace. Replays run in the admin API, which has no Config: its spans
-// go to the global provider, the one internal/tracing sets up.
-func (p *replayer) moveBackTraced(ctx context.Context, replayID string, m *dlqMessage) error {
-	ctx = tracing.Extract(ctx, m.env.GetTraceContext())
-	ctx, span := tracing.Tracer(nil).Start(ctx, tracing.SpanReplay)
-	defer span.End()
-	if span.IsRecording() {
-		if m.env != nil {
-			span.SetAttributes(tracing.JobAttributes(m.env.GetJobId(), m.env.GetTenant(), m.env.GetLane())...)
-			span.SetAttributes(tracing.AttemptKey.Int(int(m.env.GetAttempts())))
-		}
-		span.SetAttributes(tracing.ReplayIDKey.String(replayID), tracing.QueueKey.String(m.queue), tracing.ReasonKey.String(reasonOf(m)))
-	}
-	err := p.moveBack(ctx, m)
-	if err != nil {
-		tracing.Fail(span, err)
-	}
-	return err
-}

@@ -90,7 +90,7 @@ func TestWorkerContinuesTheTrace(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				tb := setup(t, oneLane)
-				e := envelope("t", "traced", time.Now())
+				e := testEnvelope("t", "traced", time.Now())
 				e.TraceContext = map[string]string{"traceparent": stored, "tracestate": vendor}
 				tb.enqueue(t, tb.topo.ShardQueue("std", 0), e)
 				handler, got := target.make(t)

@@ -11,11 +11,6 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 func TestClassifyHTTPStatus(t *testing.T) {
@@ -49,36 +44,6 @@ func TestClassifyHTTPStatus(t *testing.T) {
 		if errors.As(err, &ra) != (tt.wantAfter > 0) || (ra != nil && ra.After != tt.wantAfter) {
 			t.Errorf("%d Retry-After %q: got %v, want %s", tt.code, tt.retryAfter, err, tt.wantAfter)
 		}
-	}
-}
-
-func TestClassifyWorkerStatus(t *testing.T) {
-	t.Parallel()
-	withRetry, _ := status.New(codes.ResourceExhausted, "busy").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(9 * time.Second)})
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{nil, "ack"},
-		{status.Error(codes.Unavailable, ""), "retry"},
-		{status.Error(codes.DeadlineExceeded, ""), "retry"},
-		{status.Error(codes.Internal, ""), "retry"},
-		{status.Error(codes.Aborted, ""), "retry"},
-		{status.Error(codes.Unknown, ""), "retry"},
-		{status.Error(codes.InvalidArgument, ""), "permanent"},
-		{status.Error(codes.FailedPrecondition, ""), "permanent"},
-		{status.Error(codes.NotFound, ""), "permanent"},
-		{status.Error(codes.Unimplemented, ""), "permanent"},
-		{status.Error(codes.PermissionDenied, ""), "permanent"},
-	}
-	for _, tt := range tests {
-		if got := outcome(ClassifyWorkerStatus(tt.err)); got != tt.want {
-			t.Errorf("%v: got %s, want %s", tt.err, got, tt.want)
-		}
-	}
-	var ra *RetryAfterError
-	if err := ClassifyWorkerStatus(withRetry.Err()); !errors.As(err, &ra) || ra.After != 9*time.Second {
-		t.Errorf("RetryInfo not honoured: %v", err)
 	}
 }
 

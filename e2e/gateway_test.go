@@ -38,7 +38,7 @@ tenants:
 const queuesYAML = `
 lanes:
   - {name: premium, shards: 4, weight: 6}
-  - {name: standard, shards: 4, weight: 3, high_water_mark: 5, drain_rate: 2}
+  - {name: standard, shards: 4, weight: 3, high_water_mark: 5, capacity: 2}
   - {name: free, shards: 2, weight: 1}
 `
 

@@ -9,9 +9,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/queue"
@@ -130,7 +129,7 @@ func TestTenantComesOnlyFromTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found *envelopev1.Envelope
+	var found *envelope.Envelope
 	for _, l := range tb.topo.Lanes {
 		for i := range l.Shards {
 			msgs, err := tb.backend.Receive(t.Context(), &queue.ReceiveParams{Queue: tb.topo.ShardQueue(l.Name, i), Max: 10})
@@ -138,11 +137,11 @@ func TestTenantComesOnlyFromTheKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, m := range msgs {
-				var env envelopev1.Envelope
-				if err := proto.Unmarshal(m.Body, &env); err != nil {
+				env, err := envelope.Decode(m.Body)
+				if err != nil {
 					t.Fatal(err)
 				}
-				found = &env
+				found = env
 			}
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -18,12 +17,13 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/depth"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/startstop"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
@@ -54,6 +54,12 @@ type Config struct {
 	// IdempotencyWindow is how long a key is remembered. Defaults to 10
 	// minutes.
 	IdempotencyWindow time.Duration
+	// DrainRate, when set, reports a lane's measured drain rate in jobs
+	// per second at now, and whether one is known (in a single process,
+	// metrics.DeliveryRate over the in-process drainers' deliveries). A
+	// backlog refusal's retry hint divides the excess backlog by it, or by
+	// the lane's declared capacity while none is known.
+	DrainRate func(lane string, now time.Time) (float64, bool)
 	// Metrics records submit outcomes and enqueue latency; nil records
 	// nothing.
 	Metrics *metrics.Metrics
@@ -77,10 +83,7 @@ type Server struct {
 	buckets *Buckets
 	idem    *idempotency
 	tracer  trace.Tracer
-
-	stop     context.CancelFunc
-	stopped  chan struct{}
-	stopOnce sync.Once
+	life    startstop.Runner
 }
 
 type laneQueues struct {
@@ -117,35 +120,24 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Start runs a janitor that evicts idle token buckets and expired
-// idempotency keys until Stop.
-func (s *Server) Start(ctx context.Context) {
-	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
-	s.stopped = make(chan struct{})
-	go func() {
-		defer close(s.stopped)
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				now := s.cfg.Now()
-				s.buckets.Sweep(now)
-				s.idem.sweep(now)
-			}
-		}
-	}()
+// idempotency keys until Stop (see internal/startstop).
+func (s *Server) Start(ctx context.Context) error {
+	return s.life.Start(ctx, func(ctx context.Context) {
+		periodic.Every(ctx, time.Minute, func(context.Context) {
+			now := s.cfg.Now()
+			s.buckets.Sweep(now)
+			s.idem.sweep(now)
+		})
+	})
 }
 
-// Stop ends the janitor. Safe to call twice or without Start.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		if s.stop != nil {
-			s.stop()
-			<-s.stopped
-		}
-	})
+// Stop ends the janitor, waiting for it until ctx ends. Idempotent; safe
+// without Start.
+func (s *Server) Stop(ctx context.Context) error {
+	if err := s.life.Stop(ctx); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
 }
 
 // Submit admits and enqueues one job.
@@ -303,7 +295,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		return
 	}
 	backlog := b.laneBacklog()
-	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.lane.lane.DrainRate); refused {
+	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.drainRate()); refused {
 		token.Return()
 		r.outcome = metrics.OutcomeThrottledBacklog
 		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
@@ -312,6 +304,17 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 	}
 	r.token = token
 	b.prepare(spanCtx, r, req)
+}
+
+// drainRate is the lane's measured drain rate where one is known, else its
+// declared capacity.
+func (b *batch) drainRate() float64 {
+	if f := b.s.cfg.DrainRate; f != nil {
+		if r, ok := f(b.lane.lane.Name, b.now); ok && r > 0 {
+			return r
+		}
+	}
+	return b.lane.lane.Capacity
 }
 
 // claimedBy returns the result in this batch that holds e.
@@ -352,7 +355,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 		span.SetAttributes(tracing.QueueKey.String(b.lane.shards[shard]))
 	}
 	r.enqueueSpan = span
-	env := &envelopev1.Envelope{
+	env := &envelope.Envelope{
 		JobId:          jobID,
 		Tenant:         b.tenant.ID,
 		Lane:           l.Name,
@@ -366,7 +369,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 	if ttl := req.GetTtl(); ttl != nil {
 		env.ExpiresAt = timestamppb.New(b.now.Add(ttl.AsDuration()))
 	}
-	body, err := proto.Marshal(env)
+	body, err := envelope.Encode(env)
 	if err != nil {
 		r.err = status.Newf(codes.Internal, "encode job: %v", err)
 		b.release(r)

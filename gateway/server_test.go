@@ -17,10 +17,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-dev/sluice/depth"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/queue"
@@ -182,18 +181,18 @@ func TestSubmitStoresEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found *envelopev1.Envelope
+	var found *envelope.Envelope
 	for i := range 4 {
 		msgs, err := tb.backend.Receive(t.Context(), &queue.ReceiveParams{Queue: tb.topo.ShardQueue("premium", i), Max: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
-			var env envelopev1.Envelope
-			if err := proto.Unmarshal(m.Body, &env); err != nil {
+			env, err := envelope.Decode(m.Body)
+			if err != nil {
 				t.Fatal(err)
 			}
-			found = &env
+			found = env
 		}
 	}
 	if found == nil || found.GetJobId() != resp.GetJobId() || found.GetTenant() != "acme" || found.GetLane() != "premium" ||

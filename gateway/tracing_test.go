@@ -10,9 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -25,9 +24,9 @@ const (
 
 // storedEnvelopes takes every job off acme's lane (premium) and returns
 // the envelopes by job id.
-func storedEnvelopes(t *testing.T, tb *testBundle) map[string]*envelopev1.Envelope {
+func storedEnvelopes(t *testing.T, tb *testBundle) map[string]*envelope.Envelope {
 	t.Helper()
-	out := map[string]*envelopev1.Envelope{}
+	out := map[string]*envelope.Envelope{}
 	lane, _ := tb.topo.Lane("premium")
 	for i := range lane.Shards {
 		msgs, err := tb.backend.Receive(t.Context(), &queue.ReceiveParams{Queue: tb.topo.ShardQueue("premium", i), Max: queue.MaxBatch})
@@ -35,11 +34,11 @@ func storedEnvelopes(t *testing.T, tb *testBundle) map[string]*envelopev1.Envelo
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
-			var env envelopev1.Envelope
-			if err := proto.Unmarshal(m.Body, &env); err != nil {
+			env, err := envelope.Decode(m.Body)
+			if err != nil {
 				t.Fatal(err)
 			}
-			out[env.GetJobId()] = &env
+			out[env.GetJobId()] = env
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/test/fauxqs"
 )
 
@@ -296,13 +297,5 @@ func (c *cluster) logLinesAbout(ids []string, jobs, perJob int) []string {
 	return out
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+// sleepCtx waits for d or until ctx ends (see periodic.Sleep).
+var sleepCtx = periodic.Sleep

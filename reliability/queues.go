@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"google.golang.org/protobuf/proto"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
 	"github.com/sluice-dev/sluice/queue/sqsqueue"
@@ -116,8 +115,8 @@ func readQueue(ctx context.Context, b queue.Backend, name string, visibility tim
 				continue // read before, visible again
 			}
 			seen[m.MessageID] = true
-			var env envelopev1.Envelope
-			if err := proto.Unmarshal(m.Body, &env); err != nil || env.GetJobId() == "" {
+			env, err := envelope.Decode(m.Body)
+			if err != nil {
 				jobs = append(jobs, DeadLetter{JobID: "malformed:" + m.MessageID, Payload: string(m.Body)})
 				continue
 			}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
 )
@@ -53,7 +53,7 @@ func TestReadQueueSurvivesALostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range jobs {
-		body, err := proto.Marshal(&envelopev1.Envelope{JobId: fmt.Sprintf("job-%02d", i), Payload: []byte("p")})
+		body, err := envelope.Encode(&envelope.Envelope{JobId: fmt.Sprintf("job-%02d", i), Tenant: "t", Payload: []byte("p"), EnqueuedAt: timestamppb.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}

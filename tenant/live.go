@@ -26,6 +26,10 @@ type Live struct {
 	check func(*Config) error
 	cur   atomic.Pointer[Version]
 	mu    sync.Mutex // one reload at a time
+
+	// watching, when set (by tests), is called once Watch watches the
+	// directory: a change from then on is seen.
+	watching func()
 }
 
 // Version is one loaded config and where it came from.
@@ -157,6 +161,9 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 	defer w.Close()
 	if err := w.Add(filepath.Dir(l.path)); err != nil {
 		return fmt.Errorf("watch tenant config directory: %w", err)
+	}
+	if l.watching != nil {
+		l.watching()
 	}
 	// Only the file itself matters, or for a Kubernetes ConfigMap the
 	// "..data" symlink swapped over it; other files in the directory (the

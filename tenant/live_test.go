@@ -145,6 +145,8 @@ func TestLiveWatch(t *testing.T) {
 		err     error
 	}
 	reports := make(chan report, 10)
+	watching := make(chan struct{})
+	l.watching = func() { close(watching) }
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := l.Watch(ctx, func(changed bool, err error) { reports <- report{changed, err} }); err != nil {
@@ -163,7 +165,11 @@ func TestLiveWatch(t *testing.T) {
 			return report{}
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // let Watch start
+	select {
+	case <-watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not start watching within 10s")
+	}
 	// Other files in the directory changing all the time do not hold the
 	// reload back.
 	noise := filepath.Join(filepath.Dir(path), "data.db")

@@ -11,10 +11,10 @@ locals {
   prefix = var.name_prefix
 
   # Lanes with the derived defaults of topology.WithDefaults: shard_choices
-  # clamped to shards, high_water_mark = drain_rate × SLA.
+  # clamped to shards, high_water_mark = capacity × SLA.
   lanes = [for l in var.lanes : merge(l, {
     shard_choices   = min(l.shard_choices, l.shards)
-    high_water_mark = l.high_water_mark != null ? l.high_water_mark : floor(l.drain_rate * l.sla_seconds)
+    high_water_mark = l.high_water_mark != null ? l.high_water_mark : floor(l.capacity * l.sla_seconds)
   })]
   lane = { for l in local.lanes : l.name => l }
 

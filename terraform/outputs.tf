@@ -18,7 +18,7 @@ locals {
       visibility_timeout = local.durations[l.name].visibility_timeout_seconds
       retention          = local.durations[l.name].retention_seconds
       staleness_bound    = local.durations[l.name].staleness_bound_seconds
-      drain_rate         = l.drain_rate
+      capacity           = l.capacity
       sla                = local.durations[l.name].sla_seconds
       high_water_mark    = l.high_water_mark
     }]

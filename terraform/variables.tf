@@ -22,9 +22,9 @@ variable "lanes" {
       visibility_timeout_seconds  1 to 43200 (12 h); default 30
       retention_seconds           60 to 1209600 (14 days); default 345600 (4 days); the DLQ always keeps 14 days
       staleness_bound_seconds     age past which a job read from a shard moves to the backlog queue; default 300
-      drain_rate                  expected jobs per second for the whole lane; default 1000
+      capacity                    jobs per second the lane is provisioned to deliver (formerly drain_rate); default 1000
       sla_seconds                 longest acceptable wait; the oldest-age alarms fire above it; default 300
-      high_water_mark             lane backlog above which Submit is refused; default drain_rate × sla_seconds
+      high_water_mark             lane backlog above which Submit is refused; default capacity × sla_seconds
   EOT
   type = list(object({
     name                       = string
@@ -34,7 +34,7 @@ variable "lanes" {
     visibility_timeout_seconds = optional(number, 30)
     retention_seconds          = optional(number, 345600)
     staleness_bound_seconds    = optional(number, 300)
-    drain_rate                 = optional(number, 1000)
+    capacity                   = optional(number, 1000)
     sla_seconds                = optional(number, 300)
     high_water_mark            = optional(number)
   }))
@@ -82,8 +82,8 @@ variable "lanes" {
     error_message = "lanes: staleness_bound_seconds must be whole seconds, at least 1 (the binaries read 0 as the 5-minute default)."
   }
   validation {
-    condition     = alltrue([for l in var.lanes : l.drain_rate > 0])
-    error_message = "lanes: drain_rate (jobs per second for the whole lane) must be positive."
+    condition     = alltrue([for l in var.lanes : l.capacity > 0])
+    error_message = "lanes: capacity (jobs per second for the whole lane) must be positive."
   }
   validation {
     condition     = alltrue([for l in var.lanes : l.sla_seconds >= 60 && floor(l.sla_seconds) == l.sla_seconds])
@@ -91,11 +91,11 @@ variable "lanes" {
   }
   validation {
     condition     = alltrue([for l in var.lanes : l.high_water_mark == null || try(l.high_water_mark >= 1 && floor(l.high_water_mark) == l.high_water_mark, false)])
-    error_message = "lanes: high_water_mark must be a whole number of messages, at least 1 (leave it unset for drain_rate × sla_seconds)."
+    error_message = "lanes: high_water_mark must be a whole number of messages, at least 1 (leave it unset for capacity × sla_seconds)."
   }
   validation {
-    condition     = alltrue([for l in var.lanes : floor(l.drain_rate * l.sla_seconds) >= 1])
-    error_message = "lanes: drain_rate × sla_seconds must be at least 1 message (it is the default high_water_mark)."
+    condition     = alltrue([for l in var.lanes : floor(l.capacity * l.sla_seconds) >= 1])
+    error_message = "lanes: capacity × sla_seconds must be at least 1 message (it is the default high_water_mark)."
   }
   validation {
     condition     = alltrue([for l in var.lanes : length("${var.name_prefix}-${l.name}-spillover") <= 80])

@@ -12,8 +12,8 @@ import (
 func TestParseRefusesCorruptValues(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, yaml, want string }{
-		{"NaN drain rate", "lanes:\n  - {name: a, drain_rate: .nan, high_water_mark: 10}\n", "drain_rate must be positive"},
-		{"infinite drain rate", "lanes:\n  - {name: a, drain_rate: .inf, high_water_mark: 10}\n", "drain_rate must be positive"},
+		{"NaN drain rate", "lanes:\n  - {name: a, drain_rate: .nan, high_water_mark: 10}\n", "capacity must be positive"},
+		{"infinite drain rate", "lanes:\n  - {name: a, drain_rate: .inf, high_water_mark: 10}\n", "capacity must be positive"},
 		{"weight that overflows a sum", "lanes:\n  - {name: a, weight: 4611686018427387904}\n  - {name: b, weight: 4611686018427387904}\n", "weight 4611686018427387904 must be 1 to 1000"},
 		{"negative weight", "lanes:\n  - {name: a, weight: -1}\n", "weight -1"},
 		{"not a mapping", "- a\n- b\n", "line 1"},
@@ -52,7 +52,7 @@ func FuzzParse(f *testing.F) {
 		seen := map[string]bool{}
 		for _, l := range topo.Lanes {
 			if seen[l.Name] || l.Shards < 1 || l.ShardChoices < 1 || l.ShardChoices > l.Shards || l.Weight < 1 || l.Weight > MaxWeight ||
-				math.IsNaN(l.DrainRate) || math.IsInf(l.DrainRate, 0) || l.DrainRate <= 0 || l.HighWaterMark < 1 ||
+				math.IsNaN(l.Capacity) || math.IsInf(l.Capacity, 0) || l.Capacity <= 0 || l.DeprecatedDrainRate != 0 || l.HighWaterMark < 1 ||
 				time.Duration(l.VisibilityTimeout) < time.Second || time.Duration(l.VisibilityTimeout) > queue.MaxVisibilityTimeout {
 				t.Fatalf("accepted lane %+v", l)
 			}

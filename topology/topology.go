@@ -44,7 +44,7 @@ const (
 	VisibilityTimeoutDefault = 30 * time.Second
 	RetentionDefault         = 4 * 24 * time.Hour
 	StalenessBoundDefault    = 5 * time.Minute
-	DrainRateDefault         = 1000 // jobs per second, for the whole lane
+	CapacityDefault          = 1000 // jobs per second, for the whole lane
 	SLADefault               = 5 * time.Minute
 	MaxReceiveCountDefault   = 5
 )
@@ -89,14 +89,21 @@ type Lane struct {
 	// StalenessBound is the age beyond which a job read from a shard is moved
 	// to the backlog queue so fresh jobs go first. Defaults to 5m.
 	StalenessBound Duration `yaml:"staleness_bound"`
-	// DrainRate is the lane's expected drain rate in jobs per second, used to
-	// size the high-water mark and the retry hint. Defaults to 1000.
-	DrainRate float64 `yaml:"drain_rate"`
+	// Capacity is the jobs per second the lane's drainers and workers are
+	// provisioned to deliver, for the whole lane. It sizes the high-water
+	// mark, and the retry hint of a backlog refusal while no measured
+	// drain rate is known. Defaults to 1000. (Not a tenant's drain_rate,
+	// which limits one tenant's deliveries: see tenant.Limits.)
+	Capacity float64 `yaml:"capacity"`
+	// DeprecatedDrainRate is the old name of Capacity, still read from
+	// "drain_rate" (WithDefaults moves it to Capacity and notes it in
+	// Deprecations); giving both is an error.
+	DeprecatedDrainRate float64 `yaml:"drain_rate,omitempty"`
 	// SLA is the longest acceptable wait in the lane. Defaults to 5m.
 	SLA Duration `yaml:"sla"`
 	// HighWaterMark is the lane backlog (messages waiting in all its queues)
 	// above which Submit is refused for every tier. Defaults to
-	// DrainRate × SLA.
+	// Capacity × SLA.
 	HighWaterMark int64 `yaml:"high_water_mark"`
 }
 
@@ -113,6 +120,9 @@ type Topology struct {
 	// QueueURLs maps queue names to their SQS URLs, as the Terraform module
 	// outputs them. Optional: names missing here are looked up by name.
 	QueueURLs map[string]string `yaml:"queue_urls"`
+	// Deprecations lists the deprecated keys the file used, as sentences to
+	// log at start (LoadTopology does).
+	Deprecations []string `yaml:"-"`
 }
 
 // Default returns the topology used when no queue config is given: three
@@ -145,6 +155,10 @@ func (t Topology) WithDefaults() Topology {
 	}
 	lanes := make([]Lane, len(t.Lanes))
 	for i, l := range t.Lanes {
+		if l.DeprecatedDrainRate != 0 && l.Capacity == 0 {
+			l.Capacity, l.DeprecatedDrainRate = l.DeprecatedDrainRate, 0
+			t.Deprecations = append(t.Deprecations, fmt.Sprintf("lane %s: drain_rate is deprecated: rename it to capacity (the lane's deliveries per second; a tenant's drain_rate is another thing)", l.Name))
+		}
 		lanes[i] = l.withDefaults()
 	}
 	t.Lanes = lanes
@@ -159,10 +173,10 @@ func (l Lane) withDefaults() Lane {
 	setDefault(&l.VisibilityTimeout, Duration(VisibilityTimeoutDefault))
 	setDefault(&l.Retention, Duration(RetentionDefault))
 	setDefault(&l.StalenessBound, Duration(StalenessBoundDefault))
-	setDefault(&l.DrainRate, DrainRateDefault)
+	setDefault(&l.Capacity, CapacityDefault)
 	setDefault(&l.SLA, Duration(SLADefault))
 	if l.HighWaterMark == 0 {
-		l.HighWaterMark = int64(l.DrainRate * time.Duration(l.SLA).Seconds())
+		l.HighWaterMark = int64(l.Capacity * time.Duration(l.SLA).Seconds())
 	}
 	return l
 }
@@ -214,8 +228,11 @@ func (t Topology) Validate() error {
 		if l.StalenessBound < 0 {
 			errs = append(errs, fmt.Errorf("%s: staleness_bound must not be negative", at))
 		}
-		if !(l.DrainRate > 0) || math.IsInf(l.DrainRate, 0) { // NaN (YAML's .nan) fails too
-			errs = append(errs, fmt.Errorf("%s: drain_rate must be positive", at))
+		if !(l.Capacity > 0) || math.IsInf(l.Capacity, 0) { // NaN (YAML's .nan) fails too
+			errs = append(errs, fmt.Errorf("%s: capacity must be positive", at))
+		}
+		if l.DeprecatedDrainRate != 0 {
+			errs = append(errs, fmt.Errorf("%s: give capacity only (drain_rate is its deprecated name)", at))
 		}
 		if l.HighWaterMark < 1 {
 			errs = append(errs, fmt.Errorf("%s: high_water_mark must be positive", at))

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestQueueName(t *testing.T) {
@@ -58,7 +60,7 @@ func TestDefaultTopology(t *testing.T) {
 		}
 	}
 	premium, _ := topo.Lane("premium")
-	if want := int64(DrainRateDefault * SLADefault.Seconds()); premium.HighWaterMark != want {
+	if want := int64(CapacityDefault * SLADefault.Seconds()); premium.HighWaterMark != want {
 		t.Errorf("HWM = %d, want drain rate × SLA = %d", premium.HighWaterMark, want)
 	}
 }
@@ -112,6 +114,54 @@ func TestParse(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.check(t, topo)
+		})
+	}
+}
+
+// TestCapacityAndItsOldName: a lane's capacity is read as capacity, or from
+// the deprecated drain_rate with a deprecation note; both at once is an
+// error.
+func TestCapacityAndItsOldName(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		yaml       string
+		want       float64
+		deprecated bool
+		err        string
+	}{
+		{"capacity", "lanes:\n  - {name: a, capacity: 250}\n", 250, false, ""},
+		{"default", "lanes:\n  - {name: a}\n", CapacityDefault, false, ""},
+		{"old name", "lanes:\n  - {name: a, drain_rate: 250}\n", 250, true, ""},
+		{"both", "lanes:\n  - {name: a, capacity: 250, drain_rate: 250}\n", 0, false, "give capacity only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			topo, err := Parse([]byte(tt.yaml))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Parse = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := topo.Lanes[0]
+			if l.Capacity != tt.want || l.HighWaterMark != int64(tt.want*SLADefault.Seconds()) {
+				t.Fatalf("capacity %g, high-water mark %d; want %g", l.Capacity, l.HighWaterMark, tt.want)
+			}
+			if got := len(topo.Deprecations) == 1 && strings.Contains(topo.Deprecations[0], "rename it to capacity"); got != tt.deprecated {
+				t.Fatalf("deprecations %q", topo.Deprecations)
+			}
+			out, err := yaml.Marshal(topo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), "drain_rate") {
+				t.Fatalf("written back with the old name:\n%s", out)
+			}
 		})
 	}
 }

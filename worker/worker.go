@@ -10,6 +10,10 @@
 //	Permanent(err)            dead-letter at once (FAILED_PRECONDITION)
 //	any other error, a panic  retry with the drainer's backoff (UNAVAILABLE, INTERNAL)
 //
+// ToStatus and FromStatus hold the protocol's status table (status.go); the
+// drainer's gRPC delivery uses FromStatus. Job, Permanent and RetryAfter
+// are shared with in-process handlers: the drainer package re-exports them.
+//
 // A job is retried until the drainer's --max-attempts, then dead-lettered.
 // Delivery is at least once: the handler must be idempotent on Job.ID.
 package worker
@@ -27,7 +31,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -35,7 +38,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 )
@@ -54,10 +56,13 @@ type Job struct {
 	Attempt int
 	// EnqueuedAt is when the gateway accepted the job.
 	EnqueuedAt time.Time
-	// TraceContext holds the W3C "traceparent" and "tracestate" the
-	// delivery carried in its gRPC metadata, if any: the job's trace, for a
-	// handler that does not run an OpenTelemetry stats handler (see
-	// Config.ServerOptions) to pick it up from the context.
+	// TraceContext holds the W3C "traceparent" and "tracestate" of the
+	// delivery, if any: the job's trace. In a worker it is what the
+	// delivery carried in its gRPC metadata, for a handler that does not
+	// run an OpenTelemetry stats handler (see Config.ServerOptions) to pick
+	// it up from the context; in an in-process drainer handler it is the
+	// sluice.deliver span's (or the submitter's, with tracing off), and the
+	// handler's ctx carries the same span context.
 	TraceContext map[string]string
 }
 
@@ -66,8 +71,8 @@ type Job struct {
 type Handler func(ctx context.Context, job Job) error
 
 // RetryAfterError asks for the next delivery no sooner than After. Its
-// message is Err's: the delay travels to the drainer as a RetryInfo, and
-// the drainer's log adds "(retry after …)" itself.
+// message is Err's: the delay travels to the drainer as a RetryInfo (from a
+// worker) and the drainer logs it beside the error.
 type RetryAfterError struct {
 	Err   error
 	After time.Duration
@@ -93,6 +98,12 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 // Permanent wraps err so that the job goes to the dead-letter queue
 // without further attempts.
 func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// IsPermanent reports whether err asks for dead-lettering.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
 
 // Service implements workerv1.WorkerServiceServer by calling a Handler.
 type Service struct {
@@ -140,27 +151,9 @@ func (s *Service) Process(ctx context.Context, req *workerv1.ProcessRequest) (re
 		}
 	}()
 	if err := s.handler(ctx, job); err != nil {
-		return nil, toStatus(err)
+		return nil, ToStatus(err)
 	}
 	return &workerv1.ProcessResponse{}, nil
-}
-
-// toStatus maps a handler error to the worker protocol: see the package
-// documentation. A status inside err is not passed on, so a NOT_FOUND from
-// a service the handler called does not dead-letter the job by accident.
-func toStatus(err error) error {
-	var perm *PermanentError
-	if errors.As(err, &perm) {
-		return status.Error(codes.FailedPrecondition, err.Error())
-	}
-	st := status.New(codes.Unavailable, err.Error())
-	var ra *RetryAfterError
-	if errors.As(err, &ra) {
-		if ds, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(ra.After)}); derr == nil {
-			st = ds
-		}
-	}
-	return st.Err()
 }
 
 // ShutdownGraceDefault is Config.ShutdownGrace's default.

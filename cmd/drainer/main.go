@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	topo, err := node.LoadTopology(*queues)
+	topo, err := node.LoadTopology(*queues, log)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer obs.Close()
+	defer node.StopOnExit(obs, 10*time.Second, log)
 	node.WatchTenants(ctx, tenants, obs.Metrics, log)
 	if observe.MetricsListen != "" || observe.CloudWatchNamespace != "" {
 		// Export queue depths too; a slow refresh keeps the cost low
@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if err := depths.Start(ctx); err != nil {
 			return fmt.Errorf("read queue depths: %w", err)
 		}
-		defer depths.Stop()
+		defer node.StopOnExit(depths, 10*time.Second, log)
 	}
 	tlsCfg, err := tlsFlags.Resolve()
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/node"
 	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/tenant"
 	"github.com/sluice-dev/sluice/topology"
@@ -118,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	topo, err := node.LoadTopology(c.queues)
+	topo, err := node.LoadTopology(c.queues, log)
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer obs.Close()
+	defer node.StopOnExit(obs, 10*time.Second, log)
 	node.WatchTenants(ctx, tenants, obs.Metrics, log)
 
 	interval := c.depthInterval
@@ -151,9 +152,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := depths.Start(ctx); err != nil {
 		return fmt.Errorf("read queue depths: %w", err)
 	}
-	defer depths.Stop()
+	defer node.StopOnExit(depths, 10*time.Second, log)
 
-	gw, err := gateway.New(gateway.Config{
+	gwCfg := gateway.Config{
 		Backend:           backend,
 		Topology:          topo,
 		Tenants:           tenants.Config,
@@ -161,12 +162,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		IdempotencyWindow: c.idemWindow,
 		Metrics:           obs.Metrics,
 		Logger:            log,
-	})
+	}
+	if c.drain {
+		// The in-process drainers count deliveries in the same metrics:
+		// backlog refusals' retry hints follow what they achieve.
+		gwCfg.DrainRate = metrics.NewDeliveryRate(obs.Metrics.Delivered, 0).Rate
+	}
+	gw, err := gateway.New(gwCfg)
 	if err != nil {
 		return err
 	}
-	gw.Start(ctx)
-	defer gw.Stop()
+	if err := gw.Start(ctx); err != nil {
+		return err
+	}
+	defer node.StopOnExit(gw, 10*time.Second, log)
 
 	lis, err := serve.Listen(c.listen, "listen")
 	if err != nil {

@@ -19,15 +19,14 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/cliconn"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
@@ -53,7 +52,7 @@ type admin struct {
 	*adminFlags
 	out    io.Writer
 	client adminv1.AdminServiceClient
-	ctx    context.Context // carries the credential
+	ctx    context.Context
 }
 
 // connect resolves the key and dials the admin API; close the returned
@@ -68,16 +67,11 @@ func (a *adminFlags) connect(ctx context.Context, out io.Writer) (*admin, func()
 	if key == "" {
 		return nil, nil, fmt.Errorf("no admin key: pass --admin-key, set SLUICE_ADMIN_KEY, or run where %s exists (or point --data-dir at the gateway's)", filepath.Join(a.dataDir, "admin-key"))
 	}
-	dial, err := a.tls.DialOption("")
+	conn, err := cliconn.Dial(a.addr, "--admin-addr", key, a.tls)
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := grpc.NewClient(a.addr, dial)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--admin-addr %q: %w", a.addr, err)
-	}
-	c := &admin{adminFlags: a, out: out, client: adminv1.NewAdminServiceClient(conn),
-		ctx: metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)}
+	c := &admin{adminFlags: a, out: out, client: adminv1.NewAdminServiceClient(conn), ctx: ctx}
 	return c, func() { _ = conn.Close() }, nil
 }
 

@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/cliconn"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
@@ -60,13 +59,9 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 		if *key == "" {
 			return errors.New("no API key: pass --key or set SLUICE_API_KEY (the gateway prints its development key at start, and keeps it in <data-dir>/dev-api-key)")
 		}
-		dial, err := tlsc.DialOption("")
+		conn, err := cliconn.Dial(*addr, "--addr", *key, tlsc)
 		if err != nil {
 			return err
-		}
-		conn, err := grpc.NewClient(*addr, dial)
-		if err != nil {
-			return fmt.Errorf("--addr %q: %w", *addr, err)
 		}
 		defer conn.Close()
 		req := &ingestv1.SubmitRequest{Payload: payload, Attributes: a, IdempotencyKey: *idem}
@@ -76,7 +71,7 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 		if *delay > 0 {
 			req.Delay = durationpb.New(*delay)
 		}
-		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*key), *timeout)
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		resp, err := ingestv1.NewIngestServiceClient(conn).Submit(ctx, req)
 		if err != nil {

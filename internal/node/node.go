@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/drainer"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
@@ -40,12 +41,19 @@ import (
 )
 
 // LoadTopology reads the queue config file, or returns the default
-// topology when path is empty.
-func LoadTopology(path string) (topology.Topology, error) {
+// topology when path is empty, and logs each deprecated key the file uses.
+func LoadTopology(path string, log *slog.Logger) (topology.Topology, error) {
 	if path == "" {
 		return topology.Default(), nil
 	}
-	return topology.Load(path)
+	t, err := topology.Load(path)
+	if err != nil {
+		return t, err
+	}
+	for _, d := range t.Deprecations {
+		log.Warn("queue config "+path+": "+d, slog.String("file", path))
+	}
+	return t, nil
 }
 
 // BackendFlags selects and configures the queue backend.
@@ -316,15 +324,14 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	if err != nil {
 		return err
 	}
-	unary, stream := drainer.AdminAuth(cfg.AdminKey)
+	unary, stream := admin.Auth(cfg.AdminKey)
 	// Admin requests are small: refuse big ones before decoding them.
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(drainer.MaxAdminRequestBytes)}, cfg.AdminTLS...)
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(admin.MaxRequestBytes)}, cfg.AdminTLS...)
 	srv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}, opts...)
-	admin := drainer.NewAdminServer(cfg.Backend, cfg.Topology, cfg.Logger)
-	admin.ServeTenants(cfg.Tenants)
-	admin.ServeFairness(func(top int) *adminv1.GetFairnessResponse { return FairnessReport(d, top) })
-	defer admin.Close()
-	adminv1.RegisterAdminServiceServer(srv.GRPC, admin)
+	adminSrv := admin.NewServer(cfg.Backend, cfg.Topology, cfg.Logger)
+	adminSrv.ServeTenants(cfg.Tenants)
+	adminSrv.ServeFairness(func(top int) *adminv1.GetFairnessResponse { return FairnessReport(d, top) })
+	adminv1.RegisterAdminServiceServer(srv.GRPC, adminSrv)
 	if cfg.Console != nil {
 		grpcLis, stopConsole, err := cfg.Console(ctx, lis, srv.GRPC)
 		if err != nil {
@@ -333,14 +340,14 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		defer stopConsole()
 		lis = grpcLis
 	}
-	if err := d.Start(ctx); err != nil {
+	if err := errors.Join(adminSrv.Start(ctx), d.Start(ctx)); err != nil {
 		return errors.Join(err, lis.Close())
 	}
 	cfg.Logger.InfoContext(ctx, "admin API listening", slog.String("addr", lis.Addr().String()), slog.String("tls", cmp.Or(cfg.AdminTLSMode, "off")))
 	serveErr := srv.Serve(ctx, lis, cfg.ShutdownGrace)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
-	stopErr := d.Stop(stopCtx)
+	stopErr := errors.Join(d.Stop(stopCtx), adminSrv.Stop(stopCtx))
 	c := d.Counts()
 	cfg.Logger.InfoContext(ctx, "drainer stopped", slog.Int64("delivered", c.Delivered), slog.Int64("retried", c.Retried),
 		slog.Int64("spilled", c.Spilled), slog.Int64("backlogged", c.Backlogged), slog.Int64("dropped", c.Dropped),

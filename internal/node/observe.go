@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/internal/startstop"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/metrics/cloudwatchpub"
@@ -58,6 +59,8 @@ type Observer struct {
 	wg      sync.WaitGroup
 	// stopTracing flushes and stops the trace exporter; nil when off.
 	stopTracing func(context.Context) error
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // StartObserver starts exporting metrics, and traces with
@@ -152,33 +155,47 @@ func (o *Observer) ObserveDepth(s queue.Stats) {
 	}
 }
 
-// Close is Stop with its own ten-second deadline, for a defer at shutdown.
-func (o *Observer) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	o.Stop(ctx)
+// Stop flushes the spans not yet exported, publishes the last interval to
+// CloudWatch and stops serving, within ctx; it returns the first failure.
+// Idempotent (a second call returns the first's result). StartObserver
+// started the observer: the startstop lifecycle's Start is that.
+func (o *Observer) Stop(ctx context.Context) error {
+	o.stopOnce.Do(func() { o.stopErr = o.stop(ctx) })
+	return o.stopErr
 }
 
-// Stop flushes the spans not yet exported, publishes the last interval to
-// CloudWatch and stops serving.
-func (o *Observer) Stop(ctx context.Context) {
+func (o *Observer) stop(ctx context.Context) error {
+	var errs []error
 	o.cancel()
 	if o.stopTracing != nil {
 		// Five seconds at most, so an unreachable collector leaves time
 		// for the last CloudWatch publish.
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := o.stopTracing(tctx); err != nil {
-			o.log.Warn("flush traces", slog.Any("error", err))
+			errs = append(errs, fmt.Errorf("flush traces: %w", err))
 		}
 		cancel()
 	}
 	if o.pub != nil {
 		if err := o.pub.Stop(ctx); err != nil {
-			o.log.Warn("stop cloudwatch publisher", slog.Any("error", err))
+			errs = append(errs, fmt.Errorf("stop cloudwatch publisher: %w", err))
 		}
 	}
 	if o.srv != nil {
-		_ = o.srv.Shutdown(ctx)
+		if err := o.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop metrics server: %w", err))
+		}
 	}
 	o.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// StopOnExit stops s within d and logs a failure: for a defer at the end
+// of a process's run.
+func StopOnExit(s startstop.Stopper, d time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		log.Warn("shutdown", slog.Any("error", err))
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/depth"
 	"github.com/sluice-dev/sluice/drainer"
 	"github.com/sluice-dev/sluice/gateway"
@@ -204,8 +205,14 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		}
 	}
 	t.Cleanup(stop)
-	admin := drainer.NewAdminServer(backend, topo, quiet)
-	t.Cleanup(admin.Close)
+	adminSrv := admin.NewServer(backend, topo, quiet)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := adminSrv.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
 
 	// A first job takes the tenant's only in-flight slot.
 	submit := func(ctx context.Context, payload string) string {
@@ -232,7 +239,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	w.free()
 	waitFor(t, "the dead-letter", func() bool { return d.Counts().DeadLettered == 1 })
 
-	resp, err := admin.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"acme"}}, RatePerSecond: 1000})
+	resp, err := adminSrv.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"acme"}}, RatePerSecond: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +297,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatalf("enqueue span's queue %q is not one of the lane's shards %v", shard, shards)
 	}
 	spillover, dlq := topo.SpilloverQueue("standard"), topo.DLQ("standard")
-	const refused = "permanent_failure: permanent: worker: rpc error: code = FailedPrecondition desc = cannot process this job"
+	const refused = "permanent_failure: worker: rpc error: code = FailedPrecondition desc = cannot process this job"
 	job := map[string]string{"sluice.job_id": jobID, "sluice.tenant": "acme", "sluice.lane": "standard"}
 	with := func(extra ...string) map[string]string {
 		m := map[string]string{}

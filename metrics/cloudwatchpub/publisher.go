@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/internal/periodic"
 )
 
 // Defaults for PublisherConfig fields left zero.
@@ -114,13 +116,13 @@ type Publisher struct {
 	reqCounter                              *prometheus.CounterVec
 	datumCounter                            *prometheus.CounterVec
 
-	life    sync.Mutex // guards the fields below
-	started bool
-	stopped bool
-	stopErr error
-	stopCh  chan struct{}
-	done    chan struct{}
-	cancel  context.CancelFunc
+	life     sync.Mutex // guards the fields below
+	started  bool
+	stopped  bool
+	stopErr  error
+	stopTick context.CancelFunc // ends the timer; the cycle in progress goes on
+	done     chan struct{}
+	cancel   context.CancelFunc // cancels the cycle in progress
 }
 
 // NewPublisher returns a Publisher. A missing Client or Gatherer or an
@@ -128,11 +130,10 @@ type Publisher struct {
 func NewPublisher(cfg PublisherConfig) *Publisher {
 	cfg = cfg.withDefaults()
 	p := &Publisher{
-		cfg:    cfg,
-		err:    cfg.validate(),
-		conv:   newConverter(),
-		stopCh: make(chan struct{}),
-		done:   make(chan struct{}),
+		cfg:  cfg,
+		err:  cfg.validate(),
+		conv: newConverter(),
+		done: make(chan struct{}),
 		reqCounter: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_cloudwatch_put_requests_total",
 			Help: "PutMetricData calls by result (ok, error), each after the SDK's retries.",
@@ -185,28 +186,22 @@ func (p *Publisher) Start(ctx context.Context) error {
 	}
 	p.started = true
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p.cancel = cancel
-	go p.loop(loopCtx)
+	tickCtx, stopTick := context.WithCancel(loopCtx)
+	p.cancel, p.stopTick = cancel, stopTick
+	go p.loop(loopCtx, tickCtx)
 	return nil
 }
 
-func (p *Publisher) loop(ctx context.Context) {
+func (p *Publisher) loop(ctx, tickCtx context.Context) {
 	defer close(p.done)
-	t := time.NewTicker(p.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stopCh:
-			return
-		case <-t.C:
-		}
+	periodic.Every(tickCtx, p.cfg.Interval, func(context.Context) {
 		cycleCtx, cancel := context.WithTimeout(ctx, p.cfg.Interval)
+		defer cancel()
 		if err := p.Publish(cycleCtx); err != nil {
 			p.cfg.Logger.ErrorContext(ctx, "publishing metrics to CloudWatch",
 				slog.String("namespace", p.cfg.Namespace), slog.Any("error", err))
 		}
-		cancel()
-	}
+	})
 }
 
 // Stop ends the timer, waits for a cycle in progress, and publishes once
@@ -226,7 +221,7 @@ func (p *Publisher) Stop(ctx context.Context) error {
 		return nil
 	}
 	defer p.cancel()
-	close(p.stopCh)
+	p.stopTick()
 	select {
 	case <-p.done:
 	case <-ctx.Done():

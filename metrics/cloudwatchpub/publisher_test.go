@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/goleak"
 
+	"github.com/sluice-dev/sluice/internal/startstop"
+	"github.com/sluice-dev/sluice/internal/startstop/startstoptest"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/metrics/cloudwatchpub"
 )
@@ -521,4 +523,12 @@ func ptrString(f *float64) string {
 		return "<nil>"
 	}
 	return fmt.Sprint(*f)
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	startstoptest.Exercise(t, func(t *testing.T) startstop.Service {
+		p, _ := setup(t, func(c *cloudwatchpub.PublisherConfig) { c.Interval = time.Hour })
+		return p
+	})
 }

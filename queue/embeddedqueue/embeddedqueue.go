@@ -17,6 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -472,21 +473,19 @@ func (b *Backend) Close() error {
 
 func (b *Backend) sweeper() {
 	defer close(b.sweepDone)
-	if b.opts.SweepInterval < 0 {
-		return
-	}
-	t := time.NewTicker(b.opts.SweepInterval)
-	defer t.Stop()
+	// Close ends the sweeps, cancelling one in progress.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for {
+	go func() {
 		select {
 		case <-b.closing:
-			return
-		case <-t.C:
-			if _, err := b.Sweep(ctx); err != nil && !errors.Is(err, queue.ErrClosed) {
-				b.opts.Logger.Warn("retention sweep", slog.Any("error", err))
-			}
+			cancel()
+		case <-ctx.Done():
 		}
-	}
+	}()
+	periodic.Every(ctx, b.opts.SweepInterval, func(ctx context.Context) { // a negative interval never sweeps
+		if _, err := b.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, queue.ErrClosed) {
+			b.opts.Logger.Warn("retention sweep", slog.Any("error", err))
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluice-dev/sluice/queue"
@@ -134,9 +135,7 @@ func TestGroupKeepsLogicalErrorsApart(t *testing.T) {
 		}
 	})
 	wg.Go(func() { sendOne(t, b, "q", "third", 0) })
-	for len(b.ops) != 2 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "two more operations queued behind the writer", func() bool { return len(b.ops) == 2 })
 	close(release)
 	wg.Wait()
 
@@ -239,20 +238,27 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-// TestRetentionBackground lets the sweeper find an expired message.
+// TestRetentionBackground lets the sweeper find an expired message on its
+// interval, in a synctest bubble: the message stays until the first sweep
+// a minute in, and is gone right after it.
 func TestRetentionBackground(t *testing.T) {
 	t.Parallel()
-	b, bun := setupWith(t, Options{SweepInterval: 10 * time.Millisecond}, knobs{})
-	mustEnsure(t, b, queue.QueueSpec{Name: "q", Retention: time.Minute})
-	sendOne(t, b, "q", "m", 0)
-	bun.clock.Advance(2 * time.Minute)
-	deadline := time.Now().Add(10 * time.Second)
-	for stats(t, b, "q").Visible != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper did not delete the expired message")
+	synctest.Test(t, func(t *testing.T) {
+		b, bun := setupWith(t, Options{SweepInterval: time.Minute}, knobs{})
+		mustEnsure(t, b, queue.QueueSpec{Name: "q", Retention: time.Minute})
+		sendOne(t, b, "q", "m", 0)
+		bun.clock.Advance(2 * time.Minute)
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if n := stats(t, b, "q").Visible; n != 1 {
+			t.Fatalf("%d visible before the first sweep, want 1", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := stats(t, b, "q").Visible; n != 0 {
+			t.Fatalf("%d visible after the first sweep, want the expired message gone", n)
+		}
+	})
 }
 
 // TestRedriveKeepsIdentity checks what the DLQ copy keeps: message ID,
@@ -452,12 +458,21 @@ func TestLongPollWakes(t *testing.T) {
 // waitForWaiter returns once a receive is waiting on q.
 func waitForWaiter(t *testing.T, b *Backend, q string) {
 	t.Helper()
-	for {
+	waitUntil(t, "a receive waiting on "+q, func() bool {
 		b.mu.Lock()
-		waiting := b.queues[q].signal != nil
-		b.mu.Unlock()
-		if waiting {
-			return
+		defer b.mu.Unlock()
+		return b.queues[q].signal != nil
+	})
+}
+
+// waitUntil polls cond every millisecond and fails t if it does not hold
+// within ten seconds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}

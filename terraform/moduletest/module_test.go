@@ -44,7 +44,7 @@ var lanesCases = []lanesCase{
 			{
 				Name: "bulk", Shards: 12, ShardChoices: 3, Weight: 2,
 				VisibilityTimeout: topology.Duration(10 * time.Minute), Retention: topology.Duration(14 * 24 * time.Hour),
-				StalenessBound: topology.Duration(90 * time.Second), DrainRate: 12.5, SLA: topology.Duration(2 * time.Hour),
+				StalenessBound: topology.Duration(90 * time.Second), Capacity: 12.5, SLA: topology.Duration(2 * time.Hour),
 			},
 			{Name: "rt", Shards: 2, HighWaterMark: 500},
 		},
@@ -95,8 +95,8 @@ func (c lanesCase) inputs(t *testing.T) map[string]cty.Value {
 			}
 			obj[k] = cty.NumberIntVal(int64(time.Duration(d) / time.Second))
 		}
-		if l.DrainRate != 0 {
-			obj["drain_rate"] = cty.NumberFloatVal(l.DrainRate)
+		if l.Capacity != 0 {
+			obj["capacity"] = cty.NumberFloatVal(l.Capacity)
 		}
 		lanes = append(lanes, cty.ObjectVal(obj))
 	}

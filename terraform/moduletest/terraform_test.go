@@ -1,8 +1,10 @@
 package moduletest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -205,9 +207,13 @@ func TestTerraform(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the rendered queue_config was not written: %v", err)
 			}
-			got, err := node.LoadTopology(path)
+			var warnings bytes.Buffer
+			got, err := node.LoadTopology(path, slog.New(slog.NewTextHandler(&warnings, nil)))
 			if err != nil {
 				t.Fatalf("node.LoadTopology (the binaries' --queues loader): %v\n%s", err, text)
+			}
+			if warnings.Len() > 0 {
+				t.Fatalf("the rendered queue_config uses deprecated keys: %s", warnings.String())
 			}
 			compareTopology(t, got, c.topo.WithDefaults())
 

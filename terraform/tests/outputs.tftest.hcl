@@ -18,7 +18,7 @@ run "queue_config" {
   variables {
     lanes = [
       { name = "premium", weight = 6, sla_seconds = 60, visibility_timeout_seconds = 90, staleness_bound_seconds = 45 },
-      { name = "standard", weight = 3, drain_rate = 250.5, high_water_mark = 12345 },
+      { name = "standard", weight = 3, capacity = 250.5, high_water_mark = 12345 },
       { name = "free", retention_seconds = 1209600, shards = 2, shard_choices = 5 },
     ]
   }
@@ -27,9 +27,9 @@ run "queue_config" {
       prefix            = "sluice"
       max_receive_count = 5
       lanes = [
-        { name = "premium", shards = 4, shard_choices = 2, weight = 6, visibility_timeout = "90s", retention = "96h", staleness_bound = "45s", drain_rate = 1000, sla = "1m", high_water_mark = 60000 },
-        { name = "standard", shards = 4, shard_choices = 2, weight = 3, visibility_timeout = "30s", retention = "96h", staleness_bound = "5m", drain_rate = 250.5, sla = "5m", high_water_mark = 12345 },
-        { name = "free", shards = 2, shard_choices = 2, weight = 1, visibility_timeout = "30s", retention = "336h", staleness_bound = "5m", drain_rate = 1000, sla = "5m", high_water_mark = 300000 },
+        { name = "premium", shards = 4, shard_choices = 2, weight = 6, visibility_timeout = "90s", retention = "96h", staleness_bound = "45s", capacity = 1000, sla = "1m", high_water_mark = 60000 },
+        { name = "standard", shards = 4, shard_choices = 2, weight = 3, visibility_timeout = "30s", retention = "96h", staleness_bound = "5m", capacity = 250.5, sla = "5m", high_water_mark = 12345 },
+        { name = "free", shards = 2, shard_choices = 2, weight = 1, visibility_timeout = "30s", retention = "336h", staleness_bound = "5m", capacity = 1000, sla = "5m", high_water_mark = 300000 },
       ]
       queue_urls = output.queue_urls
     }

@@ -83,9 +83,9 @@ run "staleness_zero" {
   expect_failures = [var.lanes]
 }
 
-run "drain_rate_zero" {
+run "capacity_zero" {
   command = plan
-  variables { lanes = [{ name = "a", drain_rate = 0 }] }
+  variables { lanes = [{ name = "a", capacity = 0 }] }
   expect_failures = [var.lanes]
 }
 

@@ -15,7 +15,7 @@ module "sluice" {
 
   name_prefix = var.name_prefix
   lanes = [
-    { name = "premium", shards = 8, weight = 6, sla_seconds = 60, drain_rate = 2000 },
+    { name = "premium", shards = 8, weight = 6, sla_seconds = 60, capacity = 2000 },
     { name = "standard", shards = 4, weight = 3 },
     { name = "free", shards = 2, weight = 1, sla_seconds = 1800, visibility_timeout_seconds = 120 },
   ]

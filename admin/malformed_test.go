@@ -1,16 +1,21 @@
-package drainer
+package admin
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-dev/sluice/drainer"
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -21,18 +26,18 @@ func garbage(t testing.TB) []struct {
 	reason string
 } {
 	t.Helper()
-	marshal := func(e *envelopev1.Envelope) []byte {
+	marshal := func(e *envelope.Envelope) []byte {
 		b, err := proto.Marshal(e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	good := envelope("t", "whole", time.Now())
-	noTenant := envelope("", "orphan", time.Now())
-	badTime := envelope("t", "when", time.Now())
+	good := topotest.Envelope("t", "whole", time.Now())
+	noTenant := topotest.Envelope("", "orphan", time.Now())
+	badTime := topotest.Envelope("t", "when", time.Now())
 	badTime.ExpiresAt = &timestamppb.Timestamp{Seconds: 1, Nanos: -1}
-	noTime := envelope("t", "timeless", time.Now())
+	noTime := topotest.Envelope("t", "timeless", time.Now())
 	noTime.EnqueuedAt = nil
 	return []struct {
 		body   []byte
@@ -41,7 +46,7 @@ func garbage(t testing.TB) []struct {
 		{[]byte{0xff, 0xff, 0xff}, "malformed_envelope: not an envelope: "},
 		{[]byte("hello, I am not protobuf"), "malformed_envelope: not an envelope: "},
 		{marshal(good)[:len(marshal(good))-3], "malformed_envelope: "}, // truncated
-		{marshal(&envelopev1.Envelope{Tenant: "t", Payload: []byte("x")}), "malformed_envelope: no job_id"},
+		{marshal(&envelope.Envelope{Tenant: "t", Payload: []byte("x")}), "malformed_envelope: no job_id"},
 		{marshal(noTenant), "malformed_envelope: no tenant"},
 		{marshal(noTime), "malformed_envelope: no enqueued_at"},
 		{marshal(badTime), "malformed_envelope: expires_at: "},
@@ -55,18 +60,18 @@ func garbage(t testing.TB) []struct {
 // raw bytes; a replay of every tenant cannot move it and leaves it there.
 func TestMalformedEnvelopesGoToTheDLQ(t *testing.T) {
 	t.Parallel()
-	onEachBackend(t, oneLane, testMalformedEnvelopes)
+	topotest.OnEachBackend(t, topotest.OneLane, testMalformedEnvelopes)
 }
 
-func testMalformedEnvelopes(t *testing.T, tb *testBundle) {
+func testMalformedEnvelopes(t *testing.T, tb *topotest.Bundle) {
 	bad := garbage(t)
-	q := tb.topo.ShardQueue("std", 1)
-	tb.enqueue(t, q, envelope("t", "before", time.Now()))
+	q := tb.Topo.ShardQueue("std", 1)
+	tb.Enqueue(t, q, topotest.Envelope("t", "before", time.Now()))
 	entries := make([]queue.SendEntry, len(bad))
 	for i, g := range bad {
 		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: g.body}
 	}
-	res, err := tb.backend.Send(t.Context(), &queue.SendParams{Queue: q, Entries: entries})
+	res, err := tb.Backend.Send(t.Context(), &queue.SendParams{Queue: q, Entries: entries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,18 +80,42 @@ func testMalformedEnvelopes(t *testing.T, tb *testBundle) {
 			t.Fatal(r.Err)
 		}
 	}
-	tb.enqueue(t, q, envelope("t", "after", time.Now()))
+	tb.Enqueue(t, q, topotest.Envelope("t", "after", time.Now()))
 
-	rec := newRecorder()
-	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec})
-	got := rec.waitCount(t, 2)
-	waitFor(t, func() bool { return d.Counts().DeadLettered == int64(len(bad)) })
-	if ids := []string{got[0].ID, got[1].ID}; len(got) != 2 || !(ids[0] == "before" && ids[1] == "after" || ids[0] == "after" && ids[1] == "before") {
+	var mu sync.Mutex
+	var got []string
+	d, err := drainer.New(drainer.Config{
+		Backend: tb.Backend, Topology: tb.Topo, Logger: topotest.QuietLog, PollWait: 200 * time.Millisecond,
+		Handler: drainer.HandlerFunc(func(_ context.Context, j *drainer.Job) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, j.ID)
+			return nil
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	topotest.WaitFor(t, func() bool { c := d.Counts(); return c.Delivered == 2 && c.DeadLettered == int64(len(bad)) })
+	mu.Lock()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"after", "before"}) {
 		t.Fatalf("delivered %v", got)
 	}
+	mu.Unlock()
 
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 	list := listDLQ(t, a)
 	if len(list) != len(bad) {
 		t.Fatalf("DLQ lists %d jobs, want %d", len(list), len(bad))

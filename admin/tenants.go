@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 
 // ServeTenants lets GetTenantLimits answer from live. Call it before
 // serving.
-func (a *AdminServer) ServeTenants(live *tenant.Live) { a.tenants = live }
+func (a *Server) ServeTenants(live *tenant.Live) { a.tenants = live }
 
 // GetTenantLimits reports a tenant's effective limits from the tenant
 // config this process has loaded.
-func (a *AdminServer) GetTenantLimits(_ context.Context, req *adminv1.GetTenantLimitsRequest) (*adminv1.GetTenantLimitsResponse, error) {
+func (a *Server) GetTenantLimits(_ context.Context, req *adminv1.GetTenantLimitsRequest) (*adminv1.GetTenantLimitsResponse, error) {
 	if req.GetTenant() == "" {
 		return nil, status.Error(codes.InvalidArgument, "tenant is empty: name the tenant whose limits to show")
 	}

@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"fmt"
@@ -11,11 +11,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
 )
 
-func listDLQ(t *testing.T, a *AdminServer) []*adminv1.DeadLetter {
+func listDLQ(t *testing.T, a *Server) []*adminv1.DeadLetter {
 	t.Helper()
 	resp, err := a.ListDLQ(t.Context(), &adminv1.ListDLQRequest{PageSize: 500})
 	if err != nil {
@@ -26,28 +27,28 @@ func listDLQ(t *testing.T, a *AdminServer) []*adminv1.DeadLetter {
 
 // deadLetters fills the std lane's DLQ with n jobs per tenant, reasons
 // alternating, accepted one minute apart starting at base.
-func deadLetters(t *testing.T, tb *testBundle, base time.Time, n int, tenants ...string) {
+func deadLetters(t *testing.T, tb *topotest.Bundle, base time.Time, n int, tenants ...string) {
 	t.Helper()
-	var envs []*envelopev1.Envelope
+	var envs []*envelope.Envelope
 	for _, tenant := range tenants {
 		for i := range n {
-			e := envelope(tenant, fmt.Sprintf("%s-%02d", tenant, i), base.Add(time.Duration(i)*time.Minute))
+			e := topotest.Envelope(tenant, fmt.Sprintf("%s-%02d", tenant, i), base.Add(time.Duration(i)*time.Minute))
 			e.Attempts = 5
 			e.Shard = uint32(i % 4)
 			e.DeadLetterReason = []string{"attempts_exhausted", "permanent_failure: bad input"}[i%2]
 			envs = append(envs, e)
 		}
 	}
-	tb.enqueue(t, tb.topo.DLQ("std"), envs...)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), envs...)
 }
 
 func TestListDLQFiltersAndPages(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
+	tb := topotest.Setup(t, topotest.OneLane)
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	deadLetters(t, tb, base, 10, "a", "b")
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 
 	tests := []struct {
 		name   string
@@ -103,16 +104,16 @@ func TestListDLQFiltersAndPages(t *testing.T) {
 		t.Fatalf("pages held %d jobs, want 20", len(seen))
 	}
 	// Listing is read-only: everything is still visible afterwards.
-	if s := stats(t, tb, tb.topo.DLQ("std")); s.Visible != 20 || s.InFlight != 0 {
+	if s := tb.Stats(t, tb.Topo.DLQ("std")); s.Visible != 20 || s.InFlight != 0 {
 		t.Fatalf("DLQ after listing: %+v", s)
 	}
 }
 
 func TestAdminRefusesBadRequests(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	tb := topotest.Setup(t, topotest.OneLane)
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 	tests := []struct {
 		name  string
 		call  func() error
@@ -165,13 +166,13 @@ func TestAdminRefusesBadRequests(t *testing.T) {
 
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	onEachBackend(t, oneLane, testReplay)
+	topotest.OnEachBackend(t, topotest.OneLane, testReplay)
 }
 
-func testReplay(t *testing.T, tb *testBundle) {
+func testReplay(t *testing.T, tb *topotest.Bundle) {
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 6, "a", "b")
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 
 	dry, err := a.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"a"}}, DryRun: true})
 	if err != nil {
@@ -198,7 +199,7 @@ func testReplay(t *testing.T, tb *testBundle) {
 	// Replayed jobs are back on their shard with a fresh attempt count.
 	var back int64
 	for i := range 4 {
-		back += stats(t, tb, tb.topo.ShardQueue("std", i)).Visible
+		back += tb.Stats(t, tb.Topo.ShardQueue("std", i)).Visible
 	}
 	if back != 4 {
 		t.Fatalf("%d jobs on the shards, want 4", back)
@@ -213,13 +214,13 @@ func testReplay(t *testing.T, tb *testBundle) {
 // jobs at once: every job is moved exactly once.
 func TestOverlappingReplaysMoveEachJobOnce(t *testing.T) {
 	t.Parallel()
-	onEachBackend(t, oneLane, testOverlappingReplays)
+	topotest.OnEachBackend(t, topotest.OneLane, testOverlappingReplays)
 }
 
-func testOverlappingReplays(t *testing.T, tb *testBundle) {
+func testOverlappingReplays(t *testing.T, tb *topotest.Bundle) {
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 30, "a")
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 	var wg sync.WaitGroup
 	ids := make([]string, 4)
 	for i := range ids {
@@ -239,7 +240,7 @@ func testOverlappingReplays(t *testing.T, tb *testBundle) {
 	}
 	var onShards int64
 	for i := range 4 {
-		onShards += stats(t, tb, tb.topo.ShardQueue("std", i)).Visible
+		onShards += tb.Stats(t, tb.Topo.ShardQueue("std", i)).Visible
 	}
 	if moved != 30 || onShards != 30 {
 		t.Fatalf("replays moved %d jobs and the shards hold %d; want each of 30 moved once", moved, onShards)
@@ -248,10 +249,10 @@ func testOverlappingReplays(t *testing.T, tb *testBundle) {
 
 func TestCancelReplay(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
+	tb := topotest.Setup(t, topotest.OneLane)
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 50, "a")
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 	resp, err := a.ReplayDLQ(t.Context(), &adminv1.ReplayDLQRequest{Filter: &adminv1.DLQFilter{Tenants: []string{"a"}}, RatePerSecond: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -265,15 +266,15 @@ func TestCancelReplay(t *testing.T) {
 		t.Fatalf("after cancel: %v", r)
 	}
 	// What was not moved is visible in the DLQ again.
-	if s := stats(t, tb, tb.topo.DLQ("std")); s.Visible != 50-r.GetMoved() || s.InFlight != 0 {
+	if s := tb.Stats(t, tb.Topo.DLQ("std")); s.Visible != 50-r.GetMoved() || s.InFlight != 0 {
 		t.Fatalf("DLQ after cancel: %+v, moved %d", s, r.GetMoved())
 	}
 }
 
-func waitReplay(t *testing.T, a *AdminServer, id string) *adminv1.Replay {
+func waitReplay(t *testing.T, a *Server, id string) *adminv1.Replay {
 	t.Helper()
 	var r *adminv1.Replay
-	waitFor(t, func() bool {
+	topotest.WaitFor(t, func() bool {
 		resp, err := a.GetReplay(t.Context(), &adminv1.GetReplayRequest{ReplayId: id})
 		if err != nil {
 			t.Fatal(err)
@@ -286,9 +287,9 @@ func waitReplay(t *testing.T, a *AdminServer, id string) *adminv1.Replay {
 
 func TestRedriveDLQNeedsNativeSupport(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	tb := topotest.Setup(t, topotest.OneLane)
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 	if _, err := a.RedriveDLQ(t.Context(), &adminv1.RedriveDLQRequest{Lane: "std"}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("redrive on the embedded backend: %v, want FAILED_PRECONDITION", err)
 	}

@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"math"
@@ -9,23 +9,25 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/tenant"
 )
 
-// FuzzDecodeEnvelope feeds arbitrary bodies to the decoder the drainer and
-// the DLQ listing use, then takes an accepted envelope through the drain
-// decision: nothing panics, an accepted envelope has every field the
+// FuzzDecodeEnvelope feeds arbitrary bodies to envelope.Decode, which the
+// drainer and the DLQ listing use, then takes an accepted envelope through
+// the drain decision: nothing panics, an accepted envelope has every field the
 // drainer relies on, and a refused one says why.
 func FuzzDecodeEnvelope(f *testing.F) {
-	e := envelope("acme", "01JDQ6Z5W1Y7Q0X9R8T4M2N3P5", time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	e := topotest.Envelope("acme", "01JDQ6Z5W1Y7Q0X9R8T4M2N3P5", time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
 	e.Attributes = map[string]string{"kind": "email"}
 	e.TraceContext = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 	e.ExpiresAt = timestamppb.New(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC))
 	e.Attempts, e.Shard, e.DeadLetterReason = 2, 3, "attempts_exhausted"
-	valid, err := proto.Marshal(e)
+	valid, err := envelope.Encode(e)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -40,9 +42,9 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	}
 	now := time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		env, err := decodeEnvelope(body)
+		env, err := envelope.Decode(body)
 		if (env == nil) == (err == nil) {
-			t.Fatalf("decodeEnvelope = %v, %v: want exactly one", env, err)
+			t.Fatalf("envelope.Decode = %v, %v: want exactly one", env, err)
 		}
 		in := sideliner.Input{Now: now, Source: sideliner.SourceShard, ReceiveCount: 1}
 		if env == nil {

@@ -1,10 +1,16 @@
-package drainer
+// Package admin serves sluice's operator API (sluice.admin.v1.AdminService):
+// queue stats, the dead-letter queues (list, replay, native redrive) and
+// tenants' effective limits, behind the admin key. It works on the queue
+// backend and the topology only; the drainers need not run in the same
+// process.
+package admin
 
 import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -22,8 +28,8 @@ import (
 	"github.com/sluice-dev/sluice/topology"
 )
 
-// AdminServer implements the operator API.
-type AdminServer struct {
+// Server implements the operator API.
+type Server struct {
 	adminv1.UnimplementedAdminServiceServer
 
 	backend  queue.Backend
@@ -35,18 +41,23 @@ type AdminServer struct {
 	fairness func(top int) *adminv1.GetFairnessResponse
 }
 
-// NewAdminServer returns the admin API over backend's queues. Close it to
-// stop running replays.
-func NewAdminServer(backend queue.Backend, topo topology.Topology, log *slog.Logger) *AdminServer {
-	return &AdminServer{backend: backend, topology: topo, log: log, replays: newReplayer(backend, topo, log)}
+// NewServer returns the admin API over backend's queues. It serves at
+// once; Stop it to end running replays.
+func NewServer(backend queue.Backend, topo topology.Topology, log *slog.Logger) *Server {
+	return &Server{backend: backend, topology: topo, log: log, replays: newReplayer(backend, topo, log)}
 }
 
-// Close cancels running replays and waits for them to hand back what they
-// hold.
-func (a *AdminServer) Close() { a.replays.close() }
+// Start is the startstop lifecycle's: the API runs no goroutine until a
+// replay starts, so it only fails after Stop or a first Start.
+func (a *Server) Start(context.Context) error { return a.replays.open() }
+
+// Stop cancels running replays and waits until ctx ends for them to hand
+// back what they hold; ReplayDLQ refuses new ones from then on.
+// Idempotent; safe without Start.
+func (a *Server) Stop(ctx context.Context) error { return a.replays.stop(ctx) }
 
 // GetQueueStats reports each queue's counts.
-func (a *AdminServer) GetQueueStats(ctx context.Context, req *adminv1.GetQueueStatsRequest) (*adminv1.GetQueueStatsResponse, error) {
+func (a *Server) GetQueueStats(ctx context.Context, req *adminv1.GetQueueStatsRequest) (*adminv1.GetQueueStatsResponse, error) {
 	infos := map[string]topology.QueueInfo{}
 	var all []string
 	for _, q := range a.topology.Queues() {
@@ -82,9 +93,9 @@ func (a *AdminServer) GetQueueStats(ctx context.Context, req *adminv1.GetQueueSt
 	return resp, nil
 }
 
-// AdminAuth returns interceptors that admit only calls bearing the admin
+// Auth returns interceptors that admit only calls bearing the admin
 // key (compared in constant time); health and reflection stay open.
-func AdminAuth(adminKey string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+func Auth(adminKey string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	want := sha256.Sum256([]byte(adminKey))
 	check := func(ctx context.Context, method string) error {
 		if serve.IsPublicMethod(method) {
@@ -126,7 +137,7 @@ const (
 // ListDLQ returns one page of dead-lettered jobs matching the filter. Pages
 // follow the DLQs' receive order, which is stable on the embedded backend
 // and approximate on SQS.
-func (a *AdminServer) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adminv1.ListDLQResponse, error) {
+func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adminv1.ListDLQResponse, error) {
 	var bad []*errdetails.BadRequest_FieldViolation
 	size := int(req.GetPageSize())
 	if size == 0 {
@@ -213,7 +224,7 @@ func decodePageToken(tok string) (int, error) {
 
 // ReplayDLQ starts a replay (or runs a dry run). The filter must name
 // tenants or set all_tenants.
-func (a *AdminServer) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQRequest) (*adminv1.ReplayDLQResponse, error) {
+func (a *Server) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQRequest) (*adminv1.ReplayDLQResponse, error) {
 	bad := replayViolations(req)
 	if _, _, err := dlqQueues(a.topology, req.GetFilter()); err != nil {
 		bad = append(bad, violation("filter.lanes", "%v", err))
@@ -222,6 +233,9 @@ func (a *AdminServer) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQReque
 		return nil, badRequest(bad)
 	}
 	r, err := a.replays.start(ctx, req)
+	if errors.Is(err, errStopping) {
+		return nil, status.Error(codes.Unavailable, "start replay: the admin API is stopping; retry on a running drainer")
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "start replay: %v", err)
 	}
@@ -229,7 +243,7 @@ func (a *AdminServer) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQReque
 }
 
 // GetReplay reports one replay.
-func (a *AdminServer) GetReplay(_ context.Context, req *adminv1.GetReplayRequest) (*adminv1.GetReplayResponse, error) {
+func (a *Server) GetReplay(_ context.Context, req *adminv1.GetReplayRequest) (*adminv1.GetReplayResponse, error) {
 	r, ok := a.replays.get(req.GetReplayId())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no replay %q on this drainer", req.GetReplayId())
@@ -238,12 +252,12 @@ func (a *AdminServer) GetReplay(_ context.Context, req *adminv1.GetReplayRequest
 }
 
 // ListReplays lists replays, newest first.
-func (a *AdminServer) ListReplays(context.Context, *adminv1.ListReplaysRequest) (*adminv1.ListReplaysResponse, error) {
+func (a *Server) ListReplays(context.Context, *adminv1.ListReplaysRequest) (*adminv1.ListReplaysResponse, error) {
 	return &adminv1.ListReplaysResponse{Replays: a.replays.list()}, nil
 }
 
 // CancelReplay stops a running replay.
-func (a *AdminServer) CancelReplay(_ context.Context, req *adminv1.CancelReplayRequest) (*adminv1.CancelReplayResponse, error) {
+func (a *Server) CancelReplay(_ context.Context, req *adminv1.CancelReplayRequest) (*adminv1.CancelReplayResponse, error) {
 	r, ok := a.replays.cancelRun(req.GetReplayId())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no replay %q on this drainer", req.GetReplayId())
@@ -265,7 +279,7 @@ func badRequest(v []*errdetails.BadRequest_FieldViolation) error {
 
 // RedriveDLQ starts the backend's native move of a lane's whole DLQ back to
 // its source queues.
-func (a *AdminServer) RedriveDLQ(ctx context.Context, req *adminv1.RedriveDLQRequest) (*adminv1.RedriveDLQResponse, error) {
+func (a *Server) RedriveDLQ(ctx context.Context, req *adminv1.RedriveDLQRequest) (*adminv1.RedriveDLQResponse, error) {
 	if _, ok := a.topology.Lane(req.GetLane()); !ok {
 		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("lane", "unknown lane %q", req.GetLane())})
 	}

@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"fmt"
@@ -19,9 +19,9 @@ const (
 	MaxFilterLanes = 100
 	// MaxReasonPrefixBytes bounds a filter's reason prefix.
 	MaxReasonPrefixBytes = 256
-	// MaxAdminRequestBytes bounds one admin request message: the largest
+	// MaxRequestBytes bounds one admin request message: the largest
 	// filter is well under it.
-	MaxAdminRequestBytes = 1 << 20
+	MaxRequestBytes = 1 << 20
 )
 
 // filterViolations checks a DLQ filter for ListDLQ and ReplayDLQ: tenant

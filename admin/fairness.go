@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"context"
@@ -18,12 +18,12 @@ const (
 // ServeFairness lets GetFairness answer from report, which returns the
 // drainers' figures with up to top tenants per lane. Call it before
 // serving.
-func (a *AdminServer) ServeFairness(report func(top int) *adminv1.GetFairnessResponse) {
+func (a *Server) ServeFairness(report func(top int) *adminv1.GetFairnessResponse) {
 	a.fairness = report
 }
 
 // GetFairness reports how this process's drainers share their workers.
-func (a *AdminServer) GetFairness(_ context.Context, req *adminv1.GetFairnessRequest) (*adminv1.GetFairnessResponse, error) {
+func (a *Server) GetFairness(_ context.Context, req *adminv1.GetFairnessRequest) (*adminv1.GetFairnessResponse, error) {
 	top := int(req.GetTop())
 	switch {
 	case top < 0 || top > fairnessTopMax:

@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"math"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
 )
 
 // TestReplayFilterMistakes sends the replay requests an operator could get
@@ -19,9 +20,9 @@ import (
 // anything is scanned, so no mistake reaches another tenant's jobs.
 func TestReplayFilterMistakes(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	tb := topotest.Setup(t, topotest.OneLane)
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 	now := time.Now()
 	many := make([]string, MaxFilterTenants+1)
 	for i := range many {
@@ -70,9 +71,9 @@ func TestReplayFilterMistakes(t *testing.T) {
 
 func TestListFilterMistakes(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, oneLane)
-	a := NewAdminServer(tb.backend, tb.topo, quietLog)
-	defer a.Close()
+	tb := topotest.Setup(t, topotest.OneLane)
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
 	tests := []struct {
 		name  string
 		req   *adminv1.ListDLQRequest

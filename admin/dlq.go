@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
-	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/topology"
@@ -27,6 +28,8 @@ const (
 	scanLease = 2 * time.Minute
 	// maxScan bounds the messages one scan holds at once.
 	maxScan = 100_000
+	// opTimeout bounds one backend call made outside a request's context.
+	opTimeout = 30 * time.Second
 )
 
 // dlqMessage is one received DLQ message and its decoded envelope (nil if
@@ -35,7 +38,7 @@ type dlqMessage struct {
 	queue string
 	lane  string
 	msg   queue.Message
-	env   *envelopev1.Envelope
+	env   *envelope.Envelope
 	bad   error
 }
 
@@ -45,13 +48,14 @@ type dlqScan struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	held    map[string][]string // queue → receipt handles still held
-	stop    chan struct{}
+	stop    context.CancelFunc  // ends the heartbeat
 	done    chan struct{}
 }
 
 func newDLQScan(backend queue.Backend, log *slog.Logger) *dlqScan {
-	s := &dlqScan{backend: backend, log: log, held: map[string][]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.heartbeat()
+	ctx, stop := context.WithCancel(context.Background())
+	s := &dlqScan{backend: backend, log: log, held: map[string][]string{}, stop: stop, done: make(chan struct{})}
+	go s.heartbeat(ctx)
 	return s
 }
 
@@ -76,7 +80,7 @@ func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []st
 			s.mu.Unlock()
 			for _, m := range msgs {
 				dm := &dlqMessage{queue: q, lane: queues[q], msg: m}
-				dm.env, dm.bad = decodeEnvelope(m.Body)
+				dm.env, dm.bad = envelope.Decode(m.Body)
 				more, err := fn(dm)
 				if err != nil || !more {
 					return err
@@ -99,7 +103,7 @@ func (s *dlqScan) forget(q, receipt string) {
 
 // release ends the heartbeat and makes every held message visible again.
 func (s *dlqScan) release() {
-	close(s.stop)
+	s.stop()
 	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -109,28 +113,21 @@ func (s *dlqScan) release() {
 	s.held = map[string][]string{}
 }
 
-func (s *dlqScan) heartbeat() {
+func (s *dlqScan) heartbeat(ctx context.Context) {
 	defer close(s.done)
-	t := time.NewTicker(scanLease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			s.mu.Lock()
-			s.changeAll(ctx, scanLease)
-			s.mu.Unlock()
-			cancel()
-		}
-	}
+	periodic.Every(ctx, scanLease/3, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.changeAll(ctx, scanLease)
+	})
 }
 
 // changeAll sets the visibility of every held message; callers hold s.mu.
 func (s *dlqScan) changeAll(ctx context.Context, timeout time.Duration) {
 	for q, receipts := range s.held {
-		if err := setVisibility(ctx, s.backend, q, receipts, timeout); err != nil {
+		if err := queue.SetVisibility(ctx, s.backend, q, receipts, timeout); err != nil {
 			s.log.WarnContext(ctx, "renew or release DLQ scan lease", slog.String("queue", q), slog.Any("error", err))
 		}
 	}

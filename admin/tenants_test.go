@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func TestGetTenantLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &AdminServer{}
+	a := &Server{}
 	if _, err := a.GetTenantLimits(t.Context(), &adminv1.GetTenantLimitsRequest{Tenant: "acme"}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("without a tenant config: %v", err)
 	}

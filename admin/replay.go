@@ -1,4 +1,4 @@
-package drainer
+package admin
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/startstop"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/topology"
 )
@@ -32,11 +34,19 @@ type replayer struct {
 	topo    topology.Topology
 	log     *slog.Logger
 
-	mu    sync.Mutex
-	runs  map[string]*replayRun
-	order []string // ids, oldest first
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	runs    map[string]*replayRun
+	order   []string // ids, oldest first
+	wg      sync.WaitGroup
+	started bool
+	stopped bool // no replay starts any more
+
+	stopOnce sync.Once
+	stopErr  error
 }
+
+// errStopping refuses a replay while the admin API stops.
+var errStopping = errors.New("the admin API is stopping")
 
 type replayRun struct {
 	mu     sync.Mutex
@@ -81,24 +91,35 @@ func (p *replayer) start(ctx context.Context, req *adminv1.ReplayDLQRequest) (*a
 		RatePerSecond: rps,
 		StartedAt:     timestamppb.Now(),
 	}, done: make(chan struct{})}
-	p.remember(run)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	run.cancel = cancel
+	if err := p.remember(run); err != nil {
+		cancel()
+		return nil, err
+	}
 	if req.GetDryRun() {
+		defer p.wg.Done()
 		p.run(runCtx, run, queues, order)
 		cancel()
 		return run.snapshot(), nil
 	}
-	p.wg.Go(func() {
+	go func() {
+		defer p.wg.Done()
 		defer cancel()
 		p.run(runCtx, run, queues, order)
-	})
+	}()
 	return run.snapshot(), nil
 }
 
-func (p *replayer) remember(run *replayRun) {
+// remember records a run about to start, and counts it in p.wg, unless
+// the replayer is stopping.
+func (p *replayer) remember(run *replayRun) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stopped {
+		return errStopping
+	}
+	p.wg.Add(1)
 	p.runs[run.pb.GetId()] = run
 	p.order = append(p.order, run.pb.GetId())
 	for len(p.order) > maxReplaysKept {
@@ -109,6 +130,7 @@ func (p *replayer) remember(run *replayRun) {
 		delete(p.runs, p.order[0])
 		p.order = p.order[1:]
 	}
+	return nil
 }
 
 func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]string, order []string) {
@@ -180,7 +202,7 @@ func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
 	env.Attempts = 0
 	env.FirstAttemptAt = nil
 	env.DeadLetterReason = ""
-	body, err := proto.Marshal(env)
+	body, err := envelope.Encode(env)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
@@ -242,12 +264,37 @@ func (p *replayer) cancelRun(id string) (*adminv1.Replay, bool) {
 	return run.snapshot(), true
 }
 
-// close cancels running replays and waits for them.
-func (p *replayer) close() {
+// open is Start's: the replayer needs no goroutine until a replay.
+func (p *replayer) open() error {
 	p.mu.Lock()
-	for _, run := range p.runs {
-		run.cancel()
+	defer p.mu.Unlock()
+	switch {
+	case p.stopped:
+		return startstop.ErrStopped
+	case p.started:
+		return startstop.ErrStarted
 	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	p.started = true
+	return nil
+}
+
+// stop refuses new replays, cancels running ones and waits for them to
+// settle until ctx ends.
+func (p *replayer) stop(ctx context.Context) error {
+	p.stopOnce.Do(func() {
+		p.mu.Lock()
+		p.stopped = true
+		for _, run := range p.runs {
+			run.cancel()
+		}
+		p.mu.Unlock()
+		settled := make(chan struct{})
+		go func() { p.wg.Wait(); close(settled) }()
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			p.stopErr = fmt.Errorf("admin: stop: replays still handing back their messages: %w", ctx.Err())
+		}
+	})
+	return p.stopErr
 }
