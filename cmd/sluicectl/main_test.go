@@ -307,7 +307,7 @@ func TestCommands(t *testing.T) {
 		{"limits json, flags after the argument", []string{"limits", "dev", "--json"}, []string{`"tier": "standard"`, `"lane": "standard"`}},
 		{"dlq list", []string{"dlq", "list", "--reason", "attempts_exhausted"}, []string{"LAST ERROR", flaky, "attempts_exhausted", `"flaky job"`}},
 		{"dlq show", []string{"dlq", "show", flaky}, []string{"reason      attempts_exhausted", `payload matches --retry "flaky" (attempt 2)`, `9 bytes: "flaky job"`}},
-		{"dlq show json", []string{"dlq", "show", poison, "--json"}, []string{`"jobId": "` + poison + `"`, `"lastError": "permanent: worker: rpc error: code = FailedPrecondition desc = payload matches --fail \"poison\""`}},
+		{"dlq show json", []string{"dlq", "show", poison, "--json"}, []string{`"jobId": "` + poison + `"`, `"lastError": "worker: rpc error: code = FailedPrecondition desc = payload matches --fail \"poison\""`}},
 		{"dry run", []string{"dlq", "replay", "--tenant", "dev", "--reason", "attempts_exhausted", "--dry-run"}, []string{"dry run: 1 of 2 dead-lettered jobs would be replayed"}},
 		{"dry run json", []string{"dlq", "replay", "--all-tenants", "--dry-run", "--json"}, []string{`"matched": "2"`, `"dryRun": true`, `"state": "STATE_DONE"`}},
 	}
