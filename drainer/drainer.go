@@ -245,7 +245,11 @@ func New(cfg Config) (*Drainer, error) {
 	for _, in := range d.lanes {
 		pollers += bufferBatches*len(in.shards) + len(in.side)
 	}
-	d.heldMax = max(4*cfg.ReadAhead, 2*cfg.Concurrency) + pollers*queue.MaxBatch
+	// The read-ahead in all is bounded for memory and lease renewals, not
+	// to ration tenants: when many tenants hold jobs, each one's budget
+	// shrinks (freshBudget) rather than the pollers stopping, so a quiet
+	// tenant's job behind many floods is still read.
+	d.heldMax = max(16*cfg.ReadAhead, 1024) + pollers*queue.MaxBatch
 	d.staleMax = cfg.Concurrency
 	d.sideMax = cfg.Concurrency
 	readAhead := cfg.ReadAhead
@@ -457,7 +461,8 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
 			}
 			// Sideline jobs are always held: their pollers read only
 			// while the sideline read-ahead has room.
-			if d.sched.Push(now, tenant, in.lane.Name, classOf(q.source), j) {
+			class := classOf(q.source)
+			if (class != scheduler.Fresh || d.sched.HeldFresh(tenant) < d.freshBudget()) && d.sched.Push(now, tenant, in.lane.Name, class, j) {
 				continue
 			}
 			// The tenant's read-ahead is full: let the others be seen.
@@ -492,6 +497,16 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
 			d.carryOut(context.Background(), s.j, s.decision)
 		}()
 	}
+}
+
+// freshBudget is how many fresh jobs one tenant may hold now: its
+// read-ahead, less when so many tenants hold jobs that their budgets would
+// fill the read-ahead in all (at least a receive batch); callers hold d.mu.
+func (d *Drainer) freshBudget() int {
+	if d.cfg.Policy.NoSideline {
+		return d.heldMax
+	}
+	return max(queue.MaxBatch, min(d.cfg.ReadAhead, d.heldMax/max(1, d.sched.Active())))
 }
 
 type decided struct {
@@ -955,13 +970,7 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 			}
 		})
 		d.mu.Unlock()
-		lost := map[*job]bool{}
-		for _, j := range due {
-			l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
-			if err := l.extend(ctx, j.q.inbox.visibility); errors.Is(err, ErrLeaseLost) {
-				lost[j] = true
-			}
-		}
+		lost := d.renew(ctx, due)
 		if len(lost) > 0 {
 			d.mu.Lock()
 			d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return lost[j] })
@@ -970,6 +979,38 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 			d.cfg.Logger.WarnContext(ctx, "held jobs lost their lease while waiting; another consumer takes them", slog.Int("jobs", len(lost)))
 		}
 	}
+}
+
+// renew extends the leases of jobs, a batch per queue at a time, and
+// returns those whose lease the backend says is gone.
+func (d *Drainer) renew(ctx context.Context, jobs []*job) map[*job]bool {
+	byQ := map[*queueBuf][]*job{}
+	for _, j := range jobs {
+		byQ[j.q] = append(byQ[j.q], j)
+	}
+	lost := map[*job]bool{}
+	for q, js := range byQ {
+		for start := 0; start < len(js); start += queue.MaxBatch {
+			chunk := js[start:min(start+queue.MaxBatch, len(js))]
+			changes := make([]queue.VisibilityChange, len(chunk))
+			for i, j := range chunk {
+				changes[i] = queue.VisibilityChange{ReceiptHandle: j.msg.ReceiptHandle, Timeout: q.inbox.visibility}
+			}
+			errs, err := d.cfg.Backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q.name, Changes: changes})
+			if err != nil {
+				if ctx.Err() == nil {
+					d.cfg.Logger.WarnContext(ctx, "renew held jobs' leases", slog.String("queue", q.name), slog.Int("jobs", len(chunk)), slog.Any("error", err))
+				}
+				continue
+			}
+			for i, e := range errs {
+				if errors.Is(e, queue.ErrReceiptInvalid) {
+					lost[chunk[i]] = true
+				}
+			}
+		}
+	}
+	return lost
 }
 
 // housekeep refreshes tenant limits and the fairness gauges, and forgets

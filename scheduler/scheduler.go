@@ -214,6 +214,17 @@ func (s *Scheduler[T]) Held() int { return s.held }
 // HeldIn returns the number of jobs of class c held.
 func (s *Scheduler[T]) HeldIn(c Class) int { return s.heldClass[c] }
 
+// Active returns the number of tenants holding jobs.
+func (s *Scheduler[T]) Active() int { return len(s.active) }
+
+// HeldFresh returns the number of fresh jobs tenant holds.
+func (s *Scheduler[T]) HeldFresh(tenant string) int {
+	if t := s.tenants[tenant]; t != nil {
+		return t.queues[Fresh].len()
+	}
+	return 0
+}
+
 // CanHold reports whether Push would accept a fresh job of tenant now.
 func (s *Scheduler[T]) CanHold(tenant string) bool {
 	t := s.tenants[tenant]
