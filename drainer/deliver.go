@@ -1,0 +1,197 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/tracing"
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/scheduler"
+	"github.com/sluice-dev/sluice/sideliner"
+)
+
+// Delivering: the dispatcher hands free slots to the scheduler's picks;
+// each delivery heartbeats its lease, then acks, retries or dead-letters.
+
+// dispatch hands every free slot the job the scheduler picks.
+func (d *Drainer) dispatch(ctx context.Context) {
+	var timer *time.Timer
+	for {
+		d.mu.Lock()
+		tk, wait := d.sched.Next(d.cfg.Now())
+		if tk != nil {
+			d.freeRoomLocked()
+		}
+		d.mu.Unlock()
+		if tk != nil {
+			d.work.Add(1)
+			go d.run(tk)
+			continue
+		}
+		var timeout <-chan time.Time
+		if wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			timeout = timer.C
+		}
+		select {
+		case <-d.wake:
+		case <-timeout:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// run delivers a granted job, or drops it if it expired while held, and
+// gives the slot back with the worker time it used.
+func (d *Drainer) run(tk *scheduler.Ticket[*job]) {
+	defer d.work.Done()
+	j := tk.Item
+	start := d.cfg.Now()
+	if e := j.env.GetExpiresAt(); e != nil && !start.Before(e.AsTime()) {
+		d.finish(tk, 0)
+		d.carryOut(context.Background(), j, sideliner.Decision{Action: sideliner.Drop, Reason: sideliner.ReasonTTLExpired})
+		return
+	}
+	d.deliver(j, func() { d.finish(tk, d.cfg.Now().Sub(start)) })
+}
+
+// finish returns tk's slot to the scheduler, charging used.
+func (d *Drainer) finish(tk *scheduler.Ticket[*job], used time.Duration) {
+	d.mu.Lock()
+	d.sched.Done(d.cfg.Now(), tk, used)
+	d.mu.Unlock()
+	d.signal()
+}
+
+// handle calls the handler, turning a panic into a failed attempt.
+func (d *Drainer) handle(ctx context.Context, job *Job, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.counts.panicked.Add(1)
+			d.cfg.Metrics.Drain(job.Lane, metrics.ActionPanicked, "")
+			log.ErrorContext(ctx, "handler panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			err = &PanicError{Value: r}
+		}
+	}()
+	return d.cfg.Handler.Handle(ctx, job)
+}
+
+// deliver runs j through the handler; done is called as soon as the
+// handler returns, to free the delivery slot.
+func (d *Drainer) deliver(j *job, done func()) {
+	env := j.env
+	log := d.jobLogger(j)
+	attempt := int(env.GetAttempts()) + 1
+	now := d.cfg.Now()
+	lane := j.q.inbox.lane.Name
+	dwell := now.Sub(env.GetEnqueuedAt().AsTime())
+	d.cfg.Metrics.Dwell(lane, dwell)
+	if env.GetFirstAttemptAt() == nil {
+		env.FirstAttemptAt = timestamppb.New(now)
+		d.cfg.Metrics.AgeOfFirstAttempt(lane, dwell)
+	}
+	vis := j.q.inbox.visibility
+	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
+	spanCtx, span := d.startDeliver(d.handlerCtx, j, attempt)
+	outcome, failure := "ack", error(nil)
+	defer func() { endDeliver(span, outcome, failure) }()
+	ctx, cancel := context.WithTimeout(spanCtx, d.cfg.HandlerTimeout)
+	var lost atomic.Bool
+	stopHeartbeat := l.heartbeat(vis, func(err error) {
+		lost.Store(true)
+		log.WarnContext(ctx, "lease lost during delivery; cancelling it", slog.Any("error", err))
+		cancel()
+	})
+	err := d.handle(ctx, &Job{
+		ID: env.GetJobId(), Tenant: env.GetTenant(), Lane: env.GetLane(), Payload: env.GetPayload(),
+		Attributes: env.GetAttributes(), Attempt: attempt, EnqueuedAt: env.GetEnqueuedAt().AsTime(),
+		TraceContext: tracing.Inject(ctx),
+	}, log)
+	stopHeartbeat()
+	cancel()
+	done()
+	if lost.Load() {
+		outcome, failure = "lease_lost", ErrLeaseLost
+		d.counts.leaseLost.Add(1)
+		d.cfg.Metrics.Drain(lane, metrics.ActionLeaseLost, "")
+		return
+	}
+	if err == nil {
+		// The ack (a durable delete) need not hold the delivery slot: the
+		// next job can start while it commits. Past 4 acks per slot,
+		// deliveries wait for their own.
+		select {
+		case d.acks <- struct{}{}:
+			d.work.Add(1)
+			go func() {
+				defer d.work.Done()
+				defer func() { <-d.acks }()
+				d.ack(j, l, log)
+			}()
+		default:
+			d.ack(j, l, log)
+		}
+		return
+	}
+	f := sideliner.FailureInput{Now: d.cfg.Now(), Attempts: attempt, Jitter: rand.Float64()}
+	if IsPermanent(err) {
+		f.Class = sideliner.Permanent
+	}
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		f.RetryAfter = ra.After
+	}
+	if e := env.GetExpiresAt(); e != nil {
+		f.ExpiresAt = e.AsTime()
+	}
+	decision := j.q.inbox.policy.AfterFailure(f)
+	outcome, failure = decision.Action.String(), err
+	log.WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
+		slog.Duration("delay", decision.Delay), slog.Any("error", err))
+	env.Attempts = uint32(attempt)
+	env.LastError = envelope.LastError(err)
+	var pe *PanicError
+	switch {
+	case decision.Action != sideliner.DeadLetter:
+	case errors.As(err, &pe):
+		decision.Reason = sideliner.Reason(pe.Error())
+	case decision.Reason == sideliner.ReasonPermanentFailure:
+		decision.Reason = sideliner.Reason(string(decision.Reason) + ": " + env.LastError)
+	}
+	d.carryOut(spanCtx, j, decision)
+}
+
+// PanicError is the failure of an attempt whose handler panicked.
+type PanicError struct{ Value any }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+func (d *Drainer) ack(j *job, l *lease, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := l.ack(ctx); err != nil {
+		// The job ran; it will be delivered again (at least once).
+		log.WarnContext(ctx, "delete after delivery failed", slog.Any("error", err))
+		if errors.Is(err, ErrLeaseLost) {
+			d.counts.leaseLost.Add(1)
+			d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionLeaseLost, "")
+		}
+		return
+	}
+	d.counts.delivered.Add(1)
+	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionDelivered, "")
+}

@@ -1,0 +1,153 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/scheduler"
+)
+
+// Held jobs: lease renewal while they wait, release on stop, and the
+// housekeeping that refreshes limits and the fairness gauges.
+
+// releaseHeld makes the jobs that were read ahead but never started
+// visible again, so another drainer takes them at once.
+func (d *Drainer) releaseHeld() {
+	d.mu.Lock()
+	held := d.sched.RemoveIf(func(string, scheduler.Class, *job) bool { return true })
+	d.freeRoomLocked()
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	for q, receipts := range byQueue(held) {
+		if err := queue.SetVisibility(ctx, d.cfg.Backend, q, receipts, 0); err != nil {
+			d.cfg.Logger.Warn("release received jobs", slog.String("queue", q), slog.Int("jobs", len(receipts)), slog.Any("error", err))
+		}
+	}
+}
+
+func byQueue(jobs []*job) map[string][]string {
+	m := map[string][]string{}
+	for _, j := range jobs {
+		m[j.q.name] = append(m[j.q.name], j.msg.ReceiptHandle)
+	}
+	return m
+}
+
+// renewHeld extends the leases of jobs held past a third of their lane's
+// visibility timeout, in batches, so that a job waiting for a slot is not
+// taken by another drainer. A renewal the backend refuses means the lease
+// is gone: the job is dropped from the read-ahead (another consumer has
+// it, or will).
+func (d *Drainer) renewHeld(ctx context.Context) {
+	shortest := time.Duration(0)
+	for _, in := range d.lanes {
+		if shortest == 0 || in.visibility < shortest {
+			shortest = in.visibility
+		}
+	}
+	t := time.NewTicker(max(shortest/6, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := d.cfg.Now()
+		var due []*job
+		d.mu.Lock()
+		d.sched.Each(func(_ string, _ scheduler.Class, j *job) {
+			if now.Sub(j.leasedAt) > j.q.inbox.visibility/3 {
+				due = append(due, j)
+				j.leasedAt = now
+			}
+		})
+		d.mu.Unlock()
+		lost := d.renew(ctx, due)
+		if len(lost) > 0 {
+			d.mu.Lock()
+			d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return lost[j] })
+			d.freeRoomLocked()
+			d.mu.Unlock()
+			d.cfg.Logger.WarnContext(ctx, "held jobs lost their lease while waiting; another consumer takes them", slog.Int("jobs", len(lost)))
+		}
+	}
+}
+
+// renew extends the leases of jobs, a batch per queue at a time, and
+// returns those whose lease the backend says is gone.
+func (d *Drainer) renew(ctx context.Context, jobs []*job) map[*job]bool {
+	byQ := map[*queueBuf][]*job{}
+	for _, j := range jobs {
+		byQ[j.q] = append(byQ[j.q], j)
+	}
+	lost := map[*job]bool{}
+	for q, js := range byQ {
+		for start := 0; start < len(js); start += queue.MaxBatch {
+			chunk := js[start:min(start+queue.MaxBatch, len(js))]
+			changes := make([]queue.VisibilityChange, len(chunk))
+			for i, j := range chunk {
+				changes[i] = queue.VisibilityChange{ReceiptHandle: j.msg.ReceiptHandle, Timeout: q.inbox.visibility}
+			}
+			errs, err := d.cfg.Backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q.name, Changes: changes})
+			if err != nil {
+				if ctx.Err() == nil {
+					d.cfg.Logger.WarnContext(ctx, "renew held jobs' leases", slog.String("queue", q.name), slog.Int("jobs", len(chunk)), slog.Any("error", err))
+				}
+				continue
+			}
+			for i, e := range errs {
+				if errors.Is(e, queue.ErrReceiptInvalid) {
+					lost[chunk[i]] = true
+				}
+			}
+		}
+	}
+	return lost
+}
+
+// housekeep refreshes tenant limits and the fairness gauges, and forgets
+// idle tenants.
+func (d *Drainer) housekeep(ctx context.Context) {
+	t := time.NewTicker(statsInterval)
+	defer t.Stop()
+	sweeps := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := d.cfg.Now()
+		d.mu.Lock()
+		d.sched.Refresh(now)
+		if sweeps++; sweeps%30 == 0 {
+			d.sched.Sweep(now)
+		}
+		stats := d.sched.Stats(now, fairnessTop)
+		d.mu.Unlock()
+		d.signal() // limits may have been raised
+		d.recordFairness(stats)
+	}
+}
+
+// fairnessTop is the number of tenants per lane the gauges show.
+const fairnessTop = 10
+
+func (d *Drainer) recordFairness(stats []scheduler.GroupStats) {
+	if d.cfg.Metrics == nil {
+		return
+	}
+	for _, g := range stats {
+		tenants := make([]metrics.TenantShare, len(g.Tenants))
+		for i, t := range g.Tenants {
+			tenants[i] = metrics.TenantShare{Tenant: t.Tenant, State: string(t.State), Share: t.Share}
+		}
+		d.cfg.Metrics.Fairness(g.Group, g.Utilization, g.Jain, g.Held, tenants)
+	}
+}

@@ -1,0 +1,224 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/tracing"
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/sideliner"
+)
+
+// Moving: the sideline decisions (spill, backlog, retry, dead-letter,
+// drop, defer), carried out send-then-delete and batched where they can be.
+
+// carryOut performs a non-delivery decision (see the sideliner's table).
+// parent carries the failed attempt's span, if any.
+func (d *Drainer) carryOut(parent context.Context, j *job, decision sideliner.Decision) {
+	ctx, span := d.startSideline(context.WithoutCancel(parent), j, decision)
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	in := j.q.inbox
+	log := d.jobLogger(j).With(slog.String("action", decision.Action.String()), slog.String("reason", string(decision.Reason)))
+	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
+	record := func(counter *atomic.Int64, action string) {
+		counter.Add(1)
+		d.cfg.Metrics.Drain(in.lane.Name, action, string(decision.Reason))
+	}
+	switch decision.Action {
+	case sideliner.Spill:
+		if d.move(ctx, j, l, in.spillover, 0, log) {
+			record(&d.counts.spilled, metrics.ActionSpilled)
+		}
+	case sideliner.Backlog:
+		if d.move(ctx, j, l, in.backlog, 0, log) {
+			record(&d.counts.backlogged, metrics.ActionBacklogged)
+		}
+	case sideliner.Requeue:
+		if d.move(ctx, j, l, j.q.name, decision.Delay, log) {
+			record(&d.counts.requeued, metrics.ActionRequeued)
+		}
+	case sideliner.Retry:
+		if d.move(ctx, j, l, j.q.name, decision.Delay, log) {
+			record(&d.counts.retried, metrics.ActionRetried)
+		}
+	case sideliner.DeadLetter:
+		if j.env != nil {
+			j.env.DeadLetterReason = string(decision.Reason)
+		}
+		log.WarnContext(ctx, "dead-lettering job")
+		if d.move(ctx, j, l, in.dlq, 0, log) {
+			record(&d.counts.deadLettered, metrics.ActionDeadLettered)
+		}
+	case sideliner.Drop:
+		if err := l.ack(ctx); err != nil {
+			spanFail(ctx, err)
+			log.WarnContext(ctx, "drop: delete failed", slog.Any("error", err))
+			return
+		}
+		record(&d.counts.dropped, metrics.ActionDropped)
+		log.WarnContext(ctx, "dropped job past its TTL")
+	case sideliner.Defer:
+		if err := l.extend(ctx, decision.Delay); err != nil {
+			spanFail(ctx, err)
+			log.WarnContext(ctx, "defer failed", slog.Any("error", err))
+			return
+		}
+		record(&d.counts.deferred, metrics.ActionDeferred)
+	default:
+		log.ErrorContext(ctx, "unexpected decision; leaving the job to come back after its visibility timeout")
+	}
+}
+
+// move sends the job's envelope to dest with delay, then deletes the
+// original, and reports whether the send succeeded. If the send fails the
+// original stays and comes back after its visibility timeout; if the
+// delete fails a duplicate may follow. Nothing is lost either way.
+func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay time.Duration, log *slog.Logger) bool {
+	spanDestination(ctx, dest)
+	body := j.msg.Body
+	if j.env != nil {
+		b, err := envelope.Encode(j.env)
+		if err != nil {
+			spanFail(ctx, err)
+			log.ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
+			d.moveFailed(j)
+			return false
+		}
+		body = b
+	}
+	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: []queue.SendEntry{{ID: "0", Body: body, Delay: min(delay, queue.MaxDelay), GroupID: j.env.GetTenant()}}})
+	if err == nil && len(res) > 0 {
+		err = res[0].Err
+	}
+	if err != nil {
+		spanFail(ctx, err)
+		d.moveFailed(j)
+		log.WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", err))
+		return false
+	}
+	if err := l.ack(ctx); err != nil {
+		log.WarnContext(ctx, "move: delete of the original failed; a duplicate may follow", slog.String("to", dest), slog.Any("error", err))
+	}
+	return true
+}
+
+func (d *Drainer) moveFailed(j *job) {
+	d.counts.moveFailed.Add(1)
+	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionMoveFailed, "")
+}
+
+func (d *Drainer) jobLogger(j *job) *slog.Logger {
+	log := d.cfg.Logger.With(slog.String("queue", j.q.name), slog.String("message_id", j.msg.MessageID))
+	if j.env != nil {
+		log = log.With(slog.String("tenant", j.env.GetTenant()), slog.String("job_id", j.env.GetJobId()))
+	}
+	if j.bad != nil {
+		log = log.With(slog.String("malformed", j.bad.Error()))
+	}
+	return log
+}
+
+// moveBatch moves jobs, all read from one queue, to dest with one send
+// and one delete per batch of queue.MaxBatch, on the move budget: the
+// caller (a poller) waits for a place, so reading slows down to what can
+// be moved rather than piling up held leases. Send-then-delete: a job
+// whose send fails stays on its queue and comes back after its visibility
+// timeout; a failed delete may leave a duplicate. Nothing is lost.
+func (d *Drainer) moveBatch(jobs []*job, dest string, decision sideliner.Decision) {
+	d.moves <- struct{}{}
+	d.work.Add(1)
+	go func() {
+		defer d.work.Done()
+		defer func() { <-d.moves }()
+		for start := 0; start < len(jobs); start += queue.MaxBatch {
+			d.moveChunk(jobs[start:min(start+queue.MaxBatch, len(jobs))], dest, decision)
+		}
+	}()
+}
+
+func (d *Drainer) moveChunk(jobs []*job, dest string, decision sideliner.Decision) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	src := jobs[0].q
+	lane := src.inbox.lane.Name
+	entries := make([]queue.SendEntry, 0, len(jobs))
+	spans := make([]trace.Span, len(jobs))
+	for i, j := range jobs {
+		jctx, span := d.startSideline(ctx, j, decision)
+		spanDestination(jctx, dest)
+		spans[i] = span
+		body := j.msg.Body
+		if j.env != nil {
+			b, err := envelope.Encode(j.env)
+			if err != nil {
+				d.jobLogger(j).ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
+				continue
+			}
+			body = b
+		}
+		entries = append(entries, queue.SendEntry{ID: fmt.Sprint(i), Body: body, GroupID: j.env.GetTenant()})
+	}
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
+	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: entries})
+	sent := map[string]bool{}
+	if err == nil {
+		for _, r := range res {
+			if r.Err == nil {
+				sent[r.ID] = true
+			}
+		}
+	}
+	var receipts []string
+	for i, j := range jobs {
+		if !sent[fmt.Sprint(i)] {
+			failure := err
+			if failure == nil {
+				failure = errors.New("send refused")
+				for _, r := range res {
+					if r.ID == fmt.Sprint(i) && r.Err != nil {
+						failure = r.Err
+					}
+				}
+			}
+			tracing.Fail(spans[i], failure)
+			d.moveFailed(j)
+			d.jobLogger(j).WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", failure))
+			continue
+		}
+		receipts = append(receipts, j.msg.ReceiptHandle)
+	}
+	if len(receipts) == 0 {
+		return
+	}
+	if errs, err := d.cfg.Backend.Delete(ctx, &queue.DeleteParams{Queue: src.name, ReceiptHandles: receipts}); err != nil {
+		d.cfg.Logger.WarnContext(ctx, "move: delete of the originals failed; duplicates may follow", slog.String("queue", src.name), slog.String("to", dest), slog.Int("jobs", len(receipts)), slog.Any("error", err))
+	} else {
+		for _, e := range errs {
+			if e != nil {
+				d.cfg.Logger.WarnContext(ctx, "move: delete of an original failed; a duplicate may follow", slog.String("queue", src.name), slog.String("to", dest), slog.Any("error", e))
+			}
+		}
+	}
+	counter, action := &d.counts.spilled, metrics.ActionSpilled
+	if decision.Action == sideliner.Backlog {
+		counter, action = &d.counts.backlogged, metrics.ActionBacklogged
+	}
+	counter.Add(int64(len(receipts)))
+	for range receipts {
+		d.cfg.Metrics.Drain(lane, action, string(decision.Reason))
+	}
+}

@@ -1,0 +1,195 @@
+package drainer
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/scheduler"
+	"github.com/sluice-dev/sluice/sideliner"
+)
+
+// Reading: pollers receive batches and judge each message; deliverable
+// jobs are held for the scheduler, the rest are moved or handled.
+
+// job is a received message with its decoded envelope (nil if malformed).
+type job struct {
+	q        *queueBuf
+	msg      queue.Message
+	env      *envelope.Envelope
+	bad      error     // why env is nil
+	leasedAt time.Time // when its visibility was last set
+}
+
+func (d *Drainer) signal() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom blocks until the drainer may hold another batch from q: room
+// in the read-ahead, and for a sideline queue room for sideline work.
+func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) bool {
+	for {
+		d.mu.Lock()
+		room := d.sched.Held()+queue.MaxBatch <= d.heldMax
+		if q.source != sideliner.SourceShard {
+			room = room && d.sched.HeldIn(scheduler.Spillover)+d.sched.HeldIn(scheduler.Backlog) < d.sideMax
+		}
+		if room {
+			d.mu.Unlock()
+			return true
+		}
+		d.roomWait = true
+		ch := d.roomFreed
+		d.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// freeRoomLocked wakes the pollers waiting for room; callers hold d.mu.
+func (d *Drainer) freeRoomLocked() {
+	if d.roomWait {
+		close(d.roomFreed)
+		d.roomFreed = make(chan struct{})
+		d.roomWait = false
+	}
+}
+
+func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
+	log := d.cfg.Logger.With(slog.String("queue", q.name))
+	for {
+		if !d.waitRoom(ctx, q) {
+			return
+		}
+		// The lane's visibility timeout is the queue's default; passing it
+		// lets the backend know the lease, so acks in time skip SQS's
+		// fencing call.
+		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{Queue: q.name, Max: queue.MaxBatch, Wait: d.cfg.PollWait,
+			VisibilityTimeout: q.inbox.visibility})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.WarnContext(ctx, "receive failed", slog.Any("error", err))
+			if !periodic.Sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		if len(msgs) > 0 {
+			d.take(q, msgs)
+		}
+		if len(msgs) < queue.MaxBatch && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
+			return
+		}
+	}
+}
+
+// take judges a received batch: the deliverable jobs are held for the
+// scheduler; the others are moved, in one batch per destination, or
+// handled one by one (drop, dead-letter, defer).
+func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
+	now := d.cfg.Now()
+	in := q.inbox
+	var spill, stale []*job
+	var single []decided
+	d.mu.Lock()
+	for _, m := range msgs {
+		j := &job{q: q, msg: m, leasedAt: now}
+		j.env, j.bad = envelope.Decode(m.Body)
+		decision := in.policy.Decide(d.input(j, now, false))
+		switch decision.Action {
+		case sideliner.Deliver:
+			tenant := j.env.GetTenant()
+			if in.policy.NoSideline {
+				tenant = ""
+			}
+			// Sideline jobs are always held: their pollers read only
+			// while the sideline read-ahead has room.
+			class := classOf(q.source)
+			if (class != scheduler.Fresh || d.sched.HeldFresh(tenant) < d.freshBudget()) && d.sched.Push(now, tenant, in.lane.Name, class, j) {
+				continue
+			}
+			// The tenant's read-ahead is full: let the others be seen.
+			decision = in.policy.Decide(d.input(j, now, true))
+			if decision.Action == sideliner.Spill {
+				spill = append(spill, j)
+				continue
+			}
+		case sideliner.Backlog:
+			if d.sched.HeldIn(scheduler.Backlog) < d.staleMax && d.sched.Push(now, j.env.GetTenant(), in.lane.Name, scheduler.Backlog, j) {
+				continue
+			}
+			stale = append(stale, j)
+			continue
+		}
+		single = append(single, decided{j, decision})
+	}
+	d.mu.Unlock()
+	d.signal()
+	if len(spill) > 0 {
+		d.moveBatch(spill, in.spillover, sideliner.Decision{Action: sideliner.Spill, Reason: sideliner.ReasonReadAheadFull})
+	}
+	if len(stale) > 0 {
+		d.moveBatch(stale, in.backlog, sideliner.Decision{Action: sideliner.Backlog, Reason: sideliner.ReasonStale})
+	}
+	for _, s := range single {
+		d.work.Add(1)
+		d.moves <- struct{}{}
+		go func() {
+			defer d.work.Done()
+			defer func() { <-d.moves }()
+			d.carryOut(context.Background(), s.j, s.decision)
+		}()
+	}
+}
+
+// freshBudget is how many fresh jobs one tenant may hold now: its
+// read-ahead, less when so many tenants hold jobs that their budgets would
+// fill the read-ahead in all (at least a receive batch); callers hold d.mu.
+func (d *Drainer) freshBudget() int {
+	if d.cfg.Policy.NoSideline {
+		return d.heldMax
+	}
+	return max(queue.MaxBatch, min(d.cfg.ReadAhead, d.heldMax/max(1, d.sched.Active())))
+}
+
+type decided struct {
+	j        *job
+	decision sideliner.Decision
+}
+
+func classOf(s sideliner.Source) scheduler.Class {
+	switch s {
+	case sideliner.SourceShard:
+		return scheduler.Fresh
+	case sideliner.SourceSpillover:
+		return scheduler.Spillover
+	}
+	return scheduler.Backlog
+}
+
+// input is what the sideliner knows of j at now.
+func (d *Drainer) input(j *job, now time.Time, readAheadFull bool) sideliner.Input {
+	in := sideliner.Input{Now: now, Source: j.q.source, ReceiveCount: j.msg.ReceiveCount, Jitter: rand.Float64(), ReadAheadFull: readAheadFull}
+	if j.env == nil {
+		in.Malformed = true
+		return in
+	}
+	in.EnqueuedAt = j.env.GetEnqueuedAt().AsTime()
+	if e := j.env.GetExpiresAt(); e != nil {
+		in.ExpiresAt = e.AsTime()
+	}
+	in.Attempts = int(j.env.GetAttempts())
+	return in
+}
