@@ -22,11 +22,13 @@ func TestReplayMovesEachJobOnceWhenItBounces(t *testing.T) {
 	const n = 3
 	deadLetters(t, tb, time.Now().Add(-time.Hour), n, "a")
 	var attempts atomic.Int64
-	d, err := drainer.New(drainer.Config{Backend: tb.Backend, Topology: tb.Topo, Logger: topotest.QuietLog,
+	d, err := drainer.New(drainer.Config{
+		Backend: tb.Backend, Topology: tb.Topo, Logger: topotest.QuietLog,
 		Handler: drainer.HandlerFunc(func(context.Context, *drainer.Job) error {
 			attempts.Add(1)
 			return drainer.Permanent(errors.New("still broken"))
-		})})
+		}),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

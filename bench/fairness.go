@@ -405,8 +405,10 @@ func (fr fairResults) table(o FairnessOptions) string {
 			})
 		}
 	}
-	return Table([]string{"mode", "case", "quiet p50", "quiet p99", "p99 ÷ no noise", "quiet undelivered",
-		"utilization", "slots busy", "noisy: delivered/s in load (all), p50", "noisy worker-time shares", "drainer actions", "submit errors"}, rows)
+	return Table([]string{
+		"mode", "case", "quiet p50", "quiet p99", "p99 ÷ no noise", "quiet undelivered",
+		"utilization", "slots busy", "noisy: delivered/s in load (all), p50", "noisy worker-time shares", "drainer actions", "submit errors",
+	}, rows)
 }
 
 func noisyCell(r fairRun) string {
@@ -514,8 +516,10 @@ func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, f
 	main := fairSet{name: "fairness", backend: o.Backend, conc: o.Concurrency, tenants: append(slices.Clone(quiet), noisy...)}
 	main.cases = append(main.cases, fairCase{label: "no noise (before)", group: "main", ref: true, loads: loads(quiet, o.QuietRate, true)})
 	for _, n := range o.Noisy {
-		main.cases = append(main.cases, fairCase{label: fmt.Sprintf("%d noisy", n), group: "main",
-			loads: append(loads(quiet, o.QuietRate, true), loads(noisy[:n], o.Burst*o.NoisyRate, false)...)})
+		main.cases = append(main.cases, fairCase{
+			label: fmt.Sprintf("%d noisy", n), group: "main",
+			loads: append(loads(quiet, o.QuietRate, true), loads(noisy[:n], o.Burst*o.NoisyRate, false)...),
+		})
 	}
 	main.cases = append(main.cases, fairCase{label: "no noise (after)", group: "main", ref: true, loads: loads(quiet, o.QuietRate, true)})
 	mr, err := main.run(ctx, env, w, o)
@@ -586,8 +590,10 @@ func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, f
 func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, hogs int, command string) error {
 	o.defaults()
 	sid, sname := suffix(o.Backend)
-	fig := Figure{ID: "fair.quiet-p99-3noisy-starved" + sid, Item: 2, Order: 20, Command: command, Goal: "≤ 3× and ≤ FIFO's",
-		Name: fmt.Sprintf("Fairness on a CPU-starved machine (%d busy loops beside): quiet p99 with 3 noisy tenants ÷ without noise%s", hogs, sname)}
+	fig := Figure{
+		ID: "fair.quiet-p99-3noisy-starved" + sid, Item: 2, Order: 20, Command: command, Goal: "≤ 3× and ≤ FIFO's",
+		Name: fmt.Sprintf("Fairness on a CPU-starved machine (%d busy loops beside): quiet p99 with 3 noisy tenants ÷ without noise%s", hogs, sname),
+	}
 	err := func() error {
 		w, err := StartWorker()
 		if err != nil {
@@ -645,8 +651,10 @@ func threeNoisy(name string, o FairnessOptions) fairSet {
 func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
 	o.Backend = SQS
 	o.defaults()
-	fig := Figure{ID: "fair.sqs-2drainers", Item: 2, Order: 30, Command: command, Goal: "≤ 2× and utilization ≥ 0.9",
-		Name: "Fairness on SQS with two drainer processes: quiet p99 with 3 noisy tenants ÷ without noise, and utilization"}
+	fig := Figure{
+		ID: "fair.sqs-2drainers", Item: 2, Order: 30, Command: command, Goal: "≤ 2× and utilization ≥ 0.9",
+		Name: "Fairness on SQS with two drainer processes: quiet p99 with 3 noisy tenants ÷ without noise, and utilization",
+	}
 	err := func() error {
 		w, err := StartWorker()
 		if err != nil {
@@ -690,8 +698,10 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
 	o.defaults()
 	sid, sname := suffix(o.Backend)
-	fig := Figure{ID: "fair.slow-tenant" + sid, Item: 2, Order: 40, Command: command, Goal: "≤ 1.5×, and slow share 0.5 ± 10 %",
-		Name: "Slow tenant: quiet p99 ÷ without noise beside two saturating tenants, one with 10× longer jobs; the slow one's share of their worker time" + sname}
+	fig := Figure{
+		ID: "fair.slow-tenant" + sid, Item: 2, Order: 40, Command: command, Goal: "≤ 1.5×, and slow share 0.5 ± 10 %",
+		Name: "Slow tenant: quiet p99 ÷ without noise beside two saturating tenants, one with 10× longer jobs; the slow one's share of their worker time" + sname,
+	}
 	err := func() error {
 		w, err := StartWorker()
 		if err != nil {
@@ -704,11 +714,13 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 		slow := noisyTenants("slow", 1, o.NoisyRate/10, o.Burst)
 		// Each sends more than the whole capacity's worth of its jobs.
 		fastRate, slowRate := o.capacity(), o.capacity()/4
-		set := fairSet{name: "slow", backend: o.Backend, conc: o.Concurrency, tenants: append(append(slices.Clone(quiet), fast...), slow...),
+		set := fairSet{
+			name: "slow", backend: o.Backend, conc: o.Concurrency, tenants: append(append(slices.Clone(quiet), fast...), slow...),
 			service: map[string]time.Duration{slow[0].ID: 10 * o.Service}, cases: []fairCase{
 				{label: "no noise", group: "q", ref: true, loads: loads(quiet, o.QuietRate, true)},
 				{label: "fast + slow", group: "q", loads: slices.Concat(loads(quiet, o.QuietRate, true), loads(fast, fastRate, false), loads(slow, slowRate, false))},
-			}}
+			},
+		}
 		fr, err := set.run(ctx, env, w, o)
 		if err != nil {
 			return err
@@ -749,8 +761,10 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
 	o.defaults()
 	sid, sname := suffix(o.Backend)
-	fig := Figure{ID: "fair.weights" + sid, Item: 2, Order: 50, Command: command, Goal: "3 ± 10 % (2.7–3.3)",
-		Name: "Weights: worker time of a weight-3 tenant ÷ a weight-1 tenant's, both saturating" + sname}
+	fig := Figure{
+		ID: "fair.weights" + sid, Item: 2, Order: 50, Command: command, Goal: "3 ± 10 % (2.7–3.3)",
+		Name: "Weights: worker time of a weight-3 tenant ÷ a weight-1 tenant's, both saturating" + sname,
+	}
 	err := func() error {
 		w, err := StartWorker()
 		if err != nil {

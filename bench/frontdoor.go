@@ -296,7 +296,7 @@ func producerLoad(ctx context.Context, addr string, t Tenant, senders int, warm,
 		return r, err
 	}
 	if r.OK == 0 {
-		return r, fmt.Errorf("client.Producer: no job accepted: %v", r.FirstErr)
+		return r, fmt.Errorf("client.Producer: no job accepted: %w", r.FirstErr)
 	}
 	return r, nil
 }
@@ -355,7 +355,7 @@ func politeLoad(ctx context.Context, addr string, t Tenant, clients int, warm, d
 	}
 	wg.Wait()
 	if res.ok == 0 {
-		return res, fmt.Errorf("polite clients: no job accepted: %v", firstErr)
+		return res, fmt.Errorf("polite clients: no job accepted: %w", firstErr)
 	}
 	return res, nil
 }

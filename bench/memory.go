@@ -28,14 +28,18 @@ func Memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, comma
 		o.Concurrency = 64
 	}
 	var errs []error
-	file := Figure{ID: "front.tenant-file-rss", Item: 5, Order: 3, Command: command,
-		Name: "Idle gateway RSS with 100,000 configured tenants (the harness's tenant file)"}
+	file := Figure{
+		ID: "front.tenant-file-rss", Item: 5, Order: 3, Command: command,
+		Name: "Idle gateway RSS with 100,000 configured tenants (the harness's tenant file)",
+	}
 	if err := tenantFile(ctx, env, rec, 100_000, file); err != nil {
 		rec.Fail([]Figure{file}, err)
 		errs = append(errs, fmt.Errorf("tenant file: %w", err))
 	}
-	fig := Figure{ID: "5.gateway-rss", Item: 5, Order: 2, Command: command,
-		Name: fmt.Sprintf("Gateway RSS with %s active tenants (embedded backend)", Num(float64(o.Tenants)))}
+	fig := Figure{
+		ID: "5.gateway-rss", Item: 5, Order: 2, Command: command,
+		Name: fmt.Sprintf("Gateway RSS with %s active tenants (embedded backend)", Num(float64(o.Tenants))),
+	}
 	if err := memory(ctx, env, rec, o, fig); err != nil {
 		rec.Fail([]Figure{fig}, err)
 		errs = append(errs, err)

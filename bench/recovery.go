@@ -99,12 +99,18 @@ func Recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, c
 		sname = fmt.Sprintf(", CPU-starved (%d busy loops beside)", o.Hogs) + sname
 	}
 	figs := []Figure{
-		{ID: "fair.recovery-fresh" + starved + sid, Item: 3, Order: order, Command: command, Goal: "≤ 10 s",
-			Name: "Recovery: time after the drainers' restart until fresh jobs see baseline dwell again" + sname},
-		{ID: "fair.recovery-backlog" + starved + sid, Item: 3, Order: order + 1, Command: command, Goal: "≤ 1.25 × backlog ÷ (capacity − fresh rate)",
-			Name: "Recovery: time after the drainers are ready until the whole backlog is delivered" + sname},
-		{ID: "fair.recovery-steady-p99" + starved + sid, Item: 3, Order: order + 2, Command: command, Goal: "≤ 1.2×",
-			Name: "Recovery: sluice's steady-state p99 dwell (before the outage) ÷ FIFO's" + sname},
+		{
+			ID: "fair.recovery-fresh" + starved + sid, Item: 3, Order: order, Command: command, Goal: "≤ 10 s",
+			Name: "Recovery: time after the drainers' restart until fresh jobs see baseline dwell again" + sname,
+		},
+		{
+			ID: "fair.recovery-backlog" + starved + sid, Item: 3, Order: order + 1, Command: command, Goal: "≤ 1.25 × backlog ÷ (capacity − fresh rate)",
+			Name: "Recovery: time after the drainers are ready until the whole backlog is delivered" + sname,
+		},
+		{
+			ID: "fair.recovery-steady-p99" + starved + sid, Item: 3, Order: order + 2, Command: command, Goal: "≤ 1.2×",
+			Name: "Recovery: sluice's steady-state p99 dwell (before the outage) ÷ FIFO's" + sname,
+		},
 	}
 	if err := recovery(ctx, env, rec, o, figs, starved, sname); err != nil {
 		rec.Fail(figs, err)
@@ -129,8 +135,10 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 		env.Logf("  %d busy loops started; load average %s", o.Hogs, LoadAvg())
 	}
 	// No hard ceiling; a fair-rate mark far above what each sends.
-	tenants := NewTenants("steady", o.Tenants, Tenant{SubmitRate: 10 * o.Rate, SubmitBurst: int(10 * o.Rate),
-		DrainRate: 10 * o.Rate, DrainBurst: int(10 * o.Rate)})
+	tenants := NewTenants("steady", o.Tenants, Tenant{
+		SubmitRate: 10 * o.Rate, SubmitBurst: int(10 * o.Rate),
+		DrainRate: 10 * o.Rate, DrainBurst: int(10 * o.Rate),
+	})
 	var runs []recRun
 	for _, fifo := range []bool{false, true} {
 		r, err := recoverOnce(ctx, env, w, o, tenants, fifo)
@@ -184,9 +192,11 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 		if r.recovered >= 0 {
 			c.Marks = append(c.Marks, Mark{X: r.recovered.Seconds(), Label: r.mode() + " recovered"})
 		}
-		rows = append(rows, []string{r.mode(), Num(float64(r.backlog)), Ms(r.baseP99), Ms(r.threshold),
+		rows = append(rows, []string{
+			r.mode(), Num(float64(r.backlog)), Ms(r.baseP99), Ms(r.threshold),
 			recoveredCell(r.recovered, o.Window, o.MaxRecovery), secs(r.backlogAfterReady(), o.MaxRecovery), Ms(r.readyAt.Sub(r.restartAt)),
-			fmt.Sprintf("%d / %d", Undelivered(r.jobs), len(r.jobs)), r.actions, errCell(r.errs, r.firstErr)})
+			fmt.Sprintf("%d / %d", Undelivered(r.jobs), len(r.jobs)), r.actions, errCell(r.errs, r.firstErr),
+		})
 	}
 	name := "recovery" + starved + strings.ReplaceAll(sid, ".", "-") + ".svg"
 	if err := c.WriteFile(filepath.Join(o.Plots, name)); err != nil {

@@ -101,8 +101,10 @@ func New(cfg Config) (*Console, error) {
 	cfg.SampleInterval = cmp.Or(cfg.SampleInterval, SampleIntervalDefault)
 	cfg.History = cmp.Or(cfg.History, HistoryDefault)
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, SessionTTLDefault)
-	c := &Console{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), sessions: map[string]*session{},
-		adminSum: sha256.Sum256([]byte(cfg.AdminKey))}
+	c := &Console{
+		cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), sessions: map[string]*session{},
+		adminSum: sha256.Sum256([]byte(cfg.AdminKey)),
+	}
 	if cfg.ReadOnlyKey != "" {
 		c.roSum = sha256.Sum256([]byte(cfg.ReadOnlyKey))
 	}
@@ -251,8 +253,10 @@ func (c *Console) endSession(s *session) {
 }
 
 func (c *Console) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
-		Secure: c.cfg.SecureCookies, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
+		Secure: c.cfg.SecureCookies, SameSite: http.SameSiteStrictMode,
+	})
 }
 
 // randomToken is 256 bits from crypto/rand, as text.

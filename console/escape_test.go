@@ -57,11 +57,14 @@ func FuzzPagesEscapeData(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, tenant string, payload []byte, reason, lastErr, attrKey, attrVal string) {
-		dl := &adminv1.DeadLetter{JobId: tenant + "-job", Tenant: tenant, Lane: "standard", Queue: "q", Reason: reason, LastError: lastErr,
-			PayloadPreview: payload, PayloadBytes: int64(len(payload)) + 1, EnqueuedAt: timestamppb.Now(), Attributes: map[string]string{attrKey: attrVal}}
+		dl := &adminv1.DeadLetter{
+			JobId: tenant + "-job", Tenant: tenant, Lane: "standard", Queue: "q", Reason: reason, LastError: lastErr,
+			PayloadPreview: payload, PayloadBytes: int64(len(payload)) + 1, EnqueuedAt: timestamppb.Now(), Attributes: map[string]string{attrKey: attrVal},
+		}
 		views := map[string]*view{
 			"dlq": {Title: "Dead letters", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: map[string]any{
-				"F": filterForm{Tenant: tenant, Reason: reason}, "Lanes": []string{"standard", tenant}, "Jobs": []*adminv1.DeadLetter{dl}, "Next": "/dlq?page=" + tenant}},
+				"F": filterForm{Tenant: tenant, Reason: reason}, "Lanes": []string{"standard", tenant}, "Jobs": []*adminv1.DeadLetter{dl}, "Next": "/dlq?page=" + tenant,
+			}},
 			"job": {Title: "Dead letter", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: dl, Error: lastErr},
 			"tenants": {Title: "Tenants", Nav: "tenants", Role: "read-only key", ReadOnly: true, Data: map[string]any{"Tenant": tenant, "Dead": []struct {
 				Tenant string

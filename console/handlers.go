@@ -270,8 +270,10 @@ type filterForm struct {
 }
 
 func filterFormOf(r *http.Request) filterForm {
-	return filterForm{Lane: strings.TrimSpace(r.FormValue("lane")), Tenant: strings.TrimSpace(r.FormValue("tenant")),
-		Reason: strings.TrimSpace(r.FormValue("reason")), Since: strings.TrimSpace(r.FormValue("since")), AllTenants: r.FormValue("all_tenants") == "1"}
+	return filterForm{
+		Lane: strings.TrimSpace(r.FormValue("lane")), Tenant: strings.TrimSpace(r.FormValue("tenant")),
+		Reason: strings.TrimSpace(r.FormValue("reason")), Since: strings.TrimSpace(r.FormValue("since")), AllTenants: r.FormValue("all_tenants") == "1",
+	}
 }
 
 func (f filterForm) build(now time.Time) (*adminv1.DLQFilter, error) {

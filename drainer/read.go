@@ -74,8 +74,10 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 		// The lane's visibility timeout is the queue's default; passing it
 		// lets the backend know the lease, so acks in time skip SQS's
 		// fencing call.
-		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{Queue: q.name, Max: queue.MaxBatch, Wait: d.cfg.PollWait,
-			VisibilityTimeout: q.inbox.visibility})
+		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{
+			Queue: q.name, Max: queue.MaxBatch, Wait: d.cfg.PollWait,
+			VisibilityTimeout: q.inbox.visibility,
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return

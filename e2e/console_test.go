@@ -154,12 +154,7 @@ func (b *tab) post(path string, form url.Values) (int, string) {
 	run(b, chromedp.Evaluate[bool](js))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var res struct {
-			Status int
-			Path   string
-			Body   string
-		}
-		res = run(b, chromedp.Evaluate[struct {
+		res := run(b, chromedp.Evaluate[struct {
 			Status int
 			Path   string
 			Body   string
@@ -240,7 +235,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	const adminKey = "e2e-console-admin-key-1"
 	roFile := writeFile(t, dir, "ro-key", "e2e-console-readonly-key-1\n")
-	worker, jobs, workerAddr := startPrintingWorker(t, "--listen", "127.0.0.1:0", "--fail", "poison")
+	worker, _, workerAddr := startPrintingWorker(t, "--listen", "127.0.0.1:0", "--fail", "poison")
 	gw := start(t, "gateway", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
 		"--admin-key", adminKey, "--console-readonly-key-file", roFile, "--console-sample-interval", "1s",
 		"--worker-addr", workerAddr, "--max-attempts", "2", "--retry-base", "100ms", "--retry-cap", "100ms")
@@ -354,7 +349,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := worker.stop(syscall.SIGINT); err != nil {
 		t.Fatalf("stop worker: %v", err)
 	}
-	_, jobs, _ = startPrintingWorker(t, "--listen", workerAddr)
+	_, jobs, _ := startPrintingWorker(t, "--listen", workerAddr)
 	admin.open("/dlq")
 	admin.do(chromedp.SendKeys(chromedp.CSS("form.replay input[name=tenant]"), "dev"))
 	admin.submit("dry-run")

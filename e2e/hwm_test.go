@@ -47,18 +47,24 @@ func TestHighWaterMarkCountsHeldJobs(t *testing.T) {
 			common := []string{"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--shutdown-grace", "1s"}
 			var addr string
 			if backend == "embedded" {
-				gw := start(t, "gateway", slices.Concat(common, []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+				gw := start(t, "gateway", slices.Concat(common, []string{
+					"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 					"--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--worker-addr", workerAddr,
-					"--queues", writeFile(t, dir, "queues.yaml", queuesYAML)})...)
+					"--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
+				})...)
 				addr = gw.addr("gateway listening")
 			} else {
 				queues := writeFile(t, dir, "queues.yaml", fmt.Sprintf("prefix: hwm%d\n%s", os.Getpid(), queuesYAML))
 				sqsArgs := slices.Concat(common, []string{"--backend", "sqs", "--sqs-endpoint", sqsEndpoint(t), "--aws-region", fauxqs.Region, "--queues", queues})
-				gw := start(t, "gateway", slices.Concat(sqsArgs, []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-					"--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--create-queues", "--drain=false", "--depth-interval", "1s"})...)
+				gw := start(t, "gateway", slices.Concat(sqsArgs, []string{
+					"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+					"--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--create-queues", "--drain=false", "--depth-interval", "1s",
+				})...)
 				addr = gw.addr("gateway listening")
-				d := start(t, "drainer", slices.Concat([]string{"run"}, sqsArgs, []string{"--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-					"--data-dir", dir + "/drainer", "--worker-addr", workerAddr, "--concurrency", "2"})...)
+				d := start(t, "drainer", slices.Concat([]string{"run"}, sqsArgs, []string{
+					"--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+					"--data-dir", dir + "/drainer", "--worker-addr", workerAddr, "--concurrency", "2",
+				})...)
 				d.waitLog("admin API listening")
 			}
 			c := client(t, addr)

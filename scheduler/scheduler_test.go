@@ -71,8 +71,11 @@ func TestLevels(t *testing.T) {
 				"noisy": {FairRate: 1, FairBurst: 1},
 			},
 			pushes: []push{
-				{"old", Backlog, "old-1"}, {"noisy", Fresh, "noisy-1"}, {"noisy", Fresh, "noisy-2"},
-				{"quiet", Fresh, "quiet-1"}, {"spill", Spillover, "spill-1"},
+				{"old", Backlog, "old-1"},
+				{"noisy", Fresh, "noisy-1"},
+				{"noisy", Fresh, "noisy-2"},
+				{"quiet", Fresh, "quiet-1"},
+				{"spill", Spillover, "spill-1"},
 			},
 			// The sideline share (1 of 5 slots) goes first, to spillover
 			// before backlog; then in-share work, then spare work by

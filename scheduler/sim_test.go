@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,8 +68,10 @@ func newSchedPolicy(t testing.TB, mix simMix) *schedPolicy {
 	s, err := New[simJob](Config{
 		Slots: mix.slots, ReadAhead: simReadAhead,
 		Limits: func(id string) Limits {
-			var i int
-			fmt.Sscanf(id, "t%d", &i)
+			i, err := strconv.Atoi(strings.TrimPrefix(id, "t"))
+			if err != nil {
+				panic("simulated tenant ids are t<index>: " + id)
+			}
 			st := mix.tenants[i]
 			return Limits{Weight: st.weight, FairRate: st.fairRate, FairBurst: 1, MaxInFlight: st.maxInFlight}
 		},

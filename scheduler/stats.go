@@ -145,8 +145,10 @@ func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
 			total += t.work.value(now)
 		}
 		for _, t := range ts {
-			st := TenantStats{Tenant: t.id, Weight: t.weight, State: s.state(t, now), InFlight: t.inFlight, Held: t.held,
-				Backlogged: t.held > 0 || t.waitingAt(now) > 0.5*window()}
+			st := TenantStats{
+				Tenant: t.id, Weight: t.weight, State: s.state(t, now), InFlight: t.inFlight, Held: t.held,
+				Backlogged: t.held > 0 || t.waitingAt(now) > 0.5*window(),
+			}
 			if total > 0 {
 				st.Share = t.work.value(now) / total
 			}

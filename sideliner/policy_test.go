@@ -82,16 +82,30 @@ func TestDecide(t *testing.T) {
 		{"at concurrency from spillover", lane, with(func(in *Input) { in.Source, in.ReadAheadFull = SourceSpillover, true }), deferred(Defer, ReasonReadAheadFull)},
 		{"over rate from backlog", lane, with(func(in *Input) { in.Source, in.ReadAheadFull = SourceBacklog, true }), deferred(Defer, ReasonReadAheadFull)},
 		{"at concurrency from backlog", lane, with(func(in *Input) { in.Source, in.ReadAheadFull = SourceBacklog, true }), deferred(Defer, ReasonReadAheadFull)},
-		{"receive max-1 is deferred", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceSpillover, true, 4 }),
-			Decision{Action: Defer, Reason: ReasonReadAheadFull, Delay: 40 * time.Second}},
-		{"receive = max is requeued", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceSpillover, true, 5 }),
-			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: DeferCapDefault}}, // 5s·2^4 = 80s, capped
-		{"receive > max is requeued", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 9 }),
-			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: DeferCapDefault}}, // 5s·2^8 = 1280s, capped
-		{"negative max receives counts as default", Policy{MaxReceives: -1}, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 4 }),
-			Decision{Action: Defer, Reason: ReasonReadAheadFull, Delay: 40 * time.Second}},
-		{"custom max receives", Policy{MaxReceives: 2}, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 2 }),
-			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: 10 * time.Second}},
+		{
+			"receive max-1 is deferred", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceSpillover, true, 4 }),
+			Decision{Action: Defer, Reason: ReasonReadAheadFull, Delay: 40 * time.Second},
+		},
+		{
+			"receive = max is requeued", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceSpillover, true, 5 }),
+			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: DeferCapDefault},
+		}, // 5s·2^4 = 80s, capped
+		{
+			"receive > max is requeued", lane, with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 9 }),
+			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: DeferCapDefault},
+		}, // 5s·2^8 = 1280s, capped
+		{
+			"negative max receives counts as default",
+			Policy{MaxReceives: -1},
+			with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 4 }),
+			Decision{Action: Defer, Reason: ReasonReadAheadFull, Delay: 40 * time.Second},
+		},
+		{
+			"custom max receives",
+			Policy{MaxReceives: 2},
+			with(func(in *Input) { in.Source, in.ReadAheadFull, in.ReceiveCount = SourceBacklog, true, 2 }),
+			Decision{Action: Requeue, Reason: ReasonReadAheadFull, Delay: 10 * time.Second},
+		},
 
 		// Unknown sources behave as backlog: never moved to another queue.
 		{"zero source, stale, over rate", lane, with(func(in *Input) { in.Source, in.EnqueuedAt, in.ReadAheadFull = 0, t0.Add(-time.Hour), true }), deferred(Defer, ReasonReadAheadFull)},
@@ -174,8 +188,11 @@ func TestAfterFailure(t *testing.T) {
 		{"attempts = max", p, FailureInput{Now: t0, Attempts: 5}, Decision{Action: DeadLetter, Reason: ReasonAttemptsExhausted}},
 		{"attempts > max", p, FailureInput{Now: t0, Attempts: 6}, Decision{Action: DeadLetter, Reason: ReasonAttemptsExhausted}},
 		{"permanent", p, FailureInput{Now: t0, Class: Permanent, Attempts: 1}, Decision{Action: DeadLetter, Reason: ReasonPermanentFailure}},
-		{"permanent beats exhausted and expired", p, FailureInput{Now: t0, Class: Permanent, Attempts: 9, ExpiresAt: t0},
-			Decision{Action: DeadLetter, Reason: ReasonPermanentFailure}},
+		{
+			"permanent beats exhausted and expired", p,
+			FailureInput{Now: t0, Class: Permanent, Attempts: 9, ExpiresAt: t0},
+			Decision{Action: DeadLetter, Reason: ReasonPermanentFailure},
+		},
 		{"exhausted beats expired", p, FailureInput{Now: t0, Attempts: 5, ExpiresAt: t0}, Decision{Action: DeadLetter, Reason: ReasonAttemptsExhausted}},
 		{"unknown class retries", p, FailureInput{Now: t0, Class: FailureClass(7), Attempts: 1}, retry(2 * time.Second)},
 		{"retry-after above backoff wins", p, FailureInput{Now: t0, Attempts: 1, RetryAfter: time.Minute}, retry(time.Minute)},
@@ -183,12 +200,18 @@ func TestAfterFailure(t *testing.T) {
 		{"retry-after above MaxDelay capped", p, FailureInput{Now: t0, Attempts: 1, RetryAfter: time.Hour}, retry(MaxDelay)},
 		{"retry-after above RetryCap honoured", Policy{RetryCap: 10 * time.Second}, FailureInput{Now: t0, Attempts: 1, RetryAfter: time.Minute}, retry(time.Minute)},
 		{"negative retry-after ignored", p, FailureInput{Now: t0, Attempts: 1, RetryAfter: -time.Hour}, retry(2 * time.Second)},
-		{"retry lands exactly at TTL", p, FailureInput{Now: t0, Attempts: 1, ExpiresAt: t0.Add(2 * time.Second)},
-			Decision{Action: Drop, Reason: ReasonExpiresBeforeRetry}},
+		{
+			"retry lands exactly at TTL", p,
+			FailureInput{Now: t0, Attempts: 1, ExpiresAt: t0.Add(2 * time.Second)},
+			Decision{Action: Drop, Reason: ReasonExpiresBeforeRetry},
+		},
 		{"retry lands one ns before TTL", p, FailureInput{Now: t0, Attempts: 1, ExpiresAt: t0.Add(2*time.Second + time.Nanosecond)}, retry(2 * time.Second)},
 		{"already expired", p, FailureInput{Now: t0, Attempts: 1, ExpiresAt: t0.Add(-time.Hour)}, Decision{Action: Drop, Reason: ReasonExpiresBeforeRetry}},
-		{"retry-after pushes past TTL", p, FailureInput{Now: t0, Attempts: 1, RetryAfter: time.Minute, ExpiresAt: t0.Add(30 * time.Second)},
-			Decision{Action: Drop, Reason: ReasonExpiresBeforeRetry}},
+		{
+			"retry-after pushes past TTL", p,
+			FailureInput{Now: t0, Attempts: 1, RetryAfter: time.Minute, ExpiresAt: t0.Add(30 * time.Second)},
+			Decision{Action: Drop, Reason: ReasonExpiresBeforeRetry},
+		},
 		{"attempts 0 counts as first", p, FailureInput{Now: t0, Attempts: 0, Jitter: almostOne}, retry(2 * time.Second)},
 	}
 	for _, tt := range tests {
@@ -337,11 +360,22 @@ func TestStrings(t *testing.T) {
 		give fmtStringer
 		want string
 	}{
-		{Deliver, "deliver"}, {Spill, "spill"}, {Backlog, "backlog"}, {Drop, "drop"},
-		{DeadLetter, "dead_letter"}, {Defer, "defer"}, {Requeue, "requeue"}, {Retry, "retry"},
+		{Deliver, "deliver"},
+		{Spill, "spill"},
+		{Backlog, "backlog"},
+		{Drop, "drop"},
+		{DeadLetter, "dead_letter"},
+		{Defer, "defer"},
+		{Requeue, "requeue"},
+		{Retry, "retry"},
 		{Action(0), "Action(0)"},
-		{SourceShard, "shard"}, {SourceSpillover, "spillover"}, {SourceBacklog, "backlog"}, {Source(9), "Source(9)"},
-		{Retryable, "retryable"}, {Permanent, "permanent"}, {FailureClass(-1), "FailureClass(-1)"},
+		{SourceShard, "shard"},
+		{SourceSpillover, "spillover"},
+		{SourceBacklog, "backlog"},
+		{Source(9), "Source(9)"},
+		{Retryable, "retryable"},
+		{Permanent, "permanent"},
+		{FailureClass(-1), "FailureClass(-1)"},
 	}
 	for _, tt := range tests {
 		if got := tt.give.String(); got != tt.want {

@@ -37,7 +37,7 @@ func parseFrom(r io.ReadSeeker, unchanged string) (*Config, string, error) {
 		if sum == unchanged {
 			return nil, sum, nil
 		}
-		if cfg, err, ok := parseChunks(r, sp); ok {
+		if cfg, ok, err := parseChunks(r, sp); ok {
 			return cfg, sum, err
 		}
 	}
@@ -66,15 +66,15 @@ func parseFrom(r io.ReadSeeker, unchanged string) (*Config, string, error) {
 // means on its own what it means in the file is accepted: no anchors or
 // aliases in the list, no directives or document markers, indentation of
 // spaces only.
-func parseChunks(r io.ReadSeeker, sp split) (cfg *Config, err error, ok bool) {
+func parseChunks(r io.ReadSeeker, sp split) (cfg *Config, ok bool, err error) {
 	var f file
 	dec := yaml.NewDecoder(bytes.NewReader(sp.skeleton))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil || len(f.Tenants) != 0 {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	if _, err := r.Seek(int64(sp.head.off), io.SeekStart); err != nil {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	b := newBuilder(f.Tiers, sp.count)
 	var (
@@ -91,13 +91,13 @@ func parseChunks(r io.ReadSeeker, sp split) (cfg *Config, err error, ok bool) {
 		}
 		buf = slices.Grow(buf[:0], last-first.off)[:last-first.off]
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, nil, false
+			return nil, false, nil
 		}
 		crc = crc32.Update(crc, castagnoli, buf)
 		entries, ok = fastEntries(buf, first.line, sp.indent, entries[:0])
 		if !ok || len(entries) != want {
 			if entries, ok = yamlEntries(buf, first.line, entries[:0]); !ok || len(entries) != want {
-				return nil, nil, false
+				return nil, false, nil
 			}
 		}
 		for i := range entries {
@@ -105,10 +105,10 @@ func parseChunks(r io.ReadSeeker, sp split) (cfg *Config, err error, ok bool) {
 		}
 	}
 	if crc != sp.crc {
-		return nil, nil, false // the file changed under us
+		return nil, false, nil // the file changed under us
 	}
 	cfg, err = b.done()
-	return cfg, err, true
+	return cfg, true, err
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -121,7 +121,7 @@ func yamlEntries(chunk []byte, base int, out []tenantEntry) ([]tenantEntry, bool
 		return out, false
 	}
 	var extra any
-	if dec.Decode(&extra) != io.EOF {
+	if !errors.Is(dec.Decode(&extra), io.EOF) {
 		return out, false
 	}
 	for i := range out {

@@ -21,8 +21,10 @@ var chunkedCases = []struct {
 	{"tiers after the list", "# tenants\ntenants:  # the list\n\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\n  # comment\n  - id: b\n    tier: free\n    api_keys:\n      - key-of-b-1\ntiers:\n  free: {lane: premium, submit_rate: 9}\n", true, ""},
 	{"entries at column 0", "tenants:\n- id: a\n  tier: free\n  api_keys: [key-of-a-1]\n- id: b\n  tier: free\n  api_keys: [key-of-b-1]\n", true, ""},
 	{"block scalar key", "tenants:\n  - id: a\n    tier: free\n    api_keys:\n      - |-\n        key-of-a-1\n", true, ""},
-	{"error line numbers", "tiers:\n  free: {submit_rate: 5}\ntenants:\n  - id: a\n    tier: free\n    api_keys: [key-of-a-1]\n  - id: a\n    tier: nope\n    api_keys: [short]\n", true,
-		`line 7: tenant "a": duplicate tenant id`},
+	{
+		"error line numbers", "tiers:\n  free: {submit_rate: 5}\ntenants:\n  - id: a\n    tier: free\n    api_keys: [key-of-a-1]\n  - id: a\n    tier: nope\n    api_keys: [short]\n", true,
+		`line 7: tenant "a": duplicate tenant id`,
+	},
 	{"tier error in the skeleton", "tiers:\n  free: {submit_rate: -1}\ntenants:\n  - id: a\n    tier: free\n    api_keys: [key-of-a-1]\n", true, "line 2: tier free: submit_rate must be positive"},
 	{"plain values by hand", "tenants:\n  - id: a.b_c-1\n    tier: free\n    lane: premium\n    api_key_sha256: [" + HashKey("key-of-a-1") + ", " + HashKey("key-of-a-2") + "]\n    submit_rate: 2.5\n    hwm_fraction: 0.25\n    drain_rate: 0\n    submit_burst: 7\n    max_in_flight: 3\n", true, ""},
 	{"null id left to yaml", "tenants:\n  - id: null\n    tier: free\n    api_keys: [key-of-a-1]\n", true, "id must be"},
@@ -71,7 +73,7 @@ func checkChunked(t *testing.T, data []byte) bool {
 	if sum != digest(data) {
 		t.Fatalf("digest %s, want %s", sum, digest(data))
 	}
-	cc, cerr, ok := parseChunks(r, sp)
+	cc, ok, cerr := parseChunks(r, sp)
 	if !ok {
 		return false
 	}

@@ -36,7 +36,6 @@ func BenchmarkParseLarge(b *testing.B) {
 	var keep *Config
 	var before, after runtime.MemStats
 	for b.Loop() {
-		keep = nil
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		c, err := Parse(data)

@@ -108,8 +108,10 @@ func (p *jobPrinter) print(j worker.Job, outcome string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.json {
-		line := jobLine{Time: time.Now().UTC(), JobID: j.ID, Tenant: j.Tenant, Lane: j.Lane, Attempt: j.Attempt,
-			EnqueuedAt: j.EnqueuedAt.UTC(), Attributes: j.Attributes, Outcome: outcome}
+		line := jobLine{
+			Time: time.Now().UTC(), JobID: j.ID, Tenant: j.Tenant, Lane: j.Lane, Attempt: j.Attempt,
+			EnqueuedAt: j.EnqueuedAt.UTC(), Attributes: j.Attributes, Outcome: outcome,
+		}
 		if utf8.Valid(j.Payload) {
 			s := string(j.Payload)
 			line.Payload = &s

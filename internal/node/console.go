@@ -67,8 +67,10 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 		if err != nil {
 			return nil, nil, fmt.Errorf("console: %w", err)
 		}
-		c, err := console.New(console.Config{Admin: adminv1.NewAdminServiceClient(conn), AdminKey: adminKey, ReadOnlyKey: roKey,
-			SampleInterval: f.SampleInterval, Logger: log})
+		c, err := console.New(console.Config{
+			Admin: adminv1.NewAdminServiceClient(conn), AdminKey: adminKey, ReadOnlyKey: roKey,
+			SampleInterval: f.SampleInterval, Logger: log,
+		})
 		if err != nil {
 			return nil, nil, errors.Join(err, conn.Close())
 		}

@@ -737,8 +737,10 @@ func publishedMetrics(t *testing.T) publishedSet {
 			out[name][strings.Join(sortedCopy(dims), ",")] = true
 		}
 	}
-	for _, want := range []string{"JobsSubmitted", "DrainActions", "AgeOfFirstAttempt", "EnqueueLatency", "Dwell", "BackendCalls",
-		"DrainUtilizationRatio", "DrainFairnessIndex", "DrainTopTenantShare", "DrainHeldJobs"} {
+	for _, want := range []string{
+		"JobsSubmitted", "DrainActions", "AgeOfFirstAttempt", "EnqueueLatency", "Dwell", "BackendCalls",
+		"DrainUtilizationRatio", "DrainFairnessIndex", "DrainTopTenantShare", "DrainHeldJobs",
+	} {
 		if out[want] == nil {
 			t.Fatalf("the publisher sent no %s (sent %v)", want, slices.Sorted(maps.Keys(out)))
 		}
