@@ -84,6 +84,11 @@ type Config struct {
 	// a slot; more are moved to the spillover queue. Defaults to
 	// max(Concurrency, 20).
 	ReadAhead int
+	// StaleReadAhead is the most stale (backlog) jobs, and separately the
+	// most spillover and backlog-queue jobs, held in memory waiting for a
+	// slot; stale jobs read beyond it are moved to the backlog queue.
+	// Defaults to max(2 × Concurrency, a quarter of the read-ahead in all).
+	StaleReadAhead int
 	// PollWait is each Receive's long-poll wait. Defaults to queue.MaxWait
 	// (20 s): a wait ends as soon as a message arrives, so a long one only
 	// saves empty receives (billed calls on SQS). Stop cancels it at once.
@@ -191,8 +196,8 @@ func New(cfg Config) (*Drainer, error) {
 	if cfg.SidelineShare < 1 || cfg.SidelineShare > 99 {
 		return nil, fmt.Errorf("drainer: sideline share %d%%: must be 1 to 99", cfg.SidelineShare)
 	}
-	if cfg.Concurrency < 1 || cfg.ReadAhead < 0 {
-		return nil, errors.New("drainer: concurrency must be at least 1 and read-ahead not negative")
+	if cfg.Concurrency < 1 || cfg.ReadAhead < 0 || cfg.StaleReadAhead < 0 {
+		return nil, errors.New("drainer: concurrency must be at least 1 and read-aheads not negative")
 	}
 	cfg.ReadAhead = cmp.Or(cfg.ReadAhead, max(cfg.Concurrency, 20))
 	cfg.PollWait = cmp.Or(cfg.PollWait, PollWaitDefault)
@@ -233,9 +238,8 @@ func New(cfg Config) (*Drainer, error) {
 		}
 		d.lanes = append(d.lanes, in)
 	}
-	// Read ahead enough for several tenants' budgets and a batch from
-	// every poller; hold at most a slot's worth of stale and sideline jobs
-	// each, so that old work never crowds out the view of fresh work.
+	// Read ahead enough for many tenants' budgets and a batch from every
+	// poller.
 	pollers := 0
 	for _, in := range d.lanes {
 		pollers += bufferBatches*len(in.shards) + len(in.side)
@@ -245,8 +249,12 @@ func New(cfg Config) (*Drainer, error) {
 	// shrinks (freshBudget) rather than the pollers stopping, so a quiet
 	// tenant's job behind many floods is still read.
 	d.heldMax = max(16*cfg.ReadAhead, 1024) + pollers*queue.MaxBatch
-	d.staleMax = cfg.Concurrency
-	d.sideMax = cfg.Concurrency
+	// Stale and sideline jobs wait in memory up to a quarter of the
+	// read-ahead: enough to keep every slot busy from memory while the
+	// pollers look for fresh work, so that under a backlog the workers do
+	// not wait on moves; only what is read beyond it is moved aside.
+	d.staleMax = cmp.Or(cfg.StaleReadAhead, max(2*cfg.Concurrency, d.heldMax/4))
+	d.sideMax = d.staleMax
 	readAhead := cfg.ReadAhead
 	if cfg.Policy.NoSideline {
 		// A plain FIFO (the benchmarks' baseline): every job is held as

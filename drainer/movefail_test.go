@@ -53,13 +53,13 @@ func TestFailedMoveKeepsJob(t *testing.T) {
 			dest: func(tb *testBundle) string { return tb.topo.BacklogQueue("std") },
 			arrange: func(t *testing.T, tb *testBundle, rec *recorder) (Config, func()) {
 				// The one slot runs a job until done and one stale job
-				// waits in memory (a slot's worth): the others must be
+				// waits in memory (StaleReadAhead): the others must be
 				// moved aside.
 				rec.hold = make(chan struct{})
 				old := time.Now().Add(-time.Hour)
 				tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "fresh", time.Now()),
 					testEnvelope("t", "stale-1", old), testEnvelope("t", "stale-2", old), testEnvelope("t", "stale-3", old), testEnvelope("t", "stale-4", old))
-				return Config{Handler: rec, Concurrency: 1}, func() { close(rec.hold) }
+				return Config{Handler: rec, Concurrency: 1, StaleReadAhead: 1}, func() { close(rec.hold) }
 			},
 			moved:    func(c Counts) int64 { return c.Backlogged },
 			finished: delivered("fresh", "stale-1", "stale-2", "stale-3", "stale-4"),

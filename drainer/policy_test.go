@@ -101,7 +101,7 @@ func TestFreshBeforeBacklog(t *testing.T) {
 	// busy (no slot idles); a worker slower than reading, as in life,
 	// meets the fresh jobs early.
 	rec.work = 5 * time.Millisecond
-	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 1})
+	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 1, StaleReadAhead: 10})
 	order := rec.waitCount(t, oldJobs+freshJobs)
 
 	lastFresh, oldBeforeLastFresh := -1, 0
@@ -119,8 +119,8 @@ func TestFreshBeforeBacklog(t *testing.T) {
 	if oldBeforeLastFresh > oldJobs/4 {
 		t.Fatalf("%d old jobs were delivered before the last fresh one; want fresh first", oldBeforeLastFresh)
 	}
-	// A slot's worth of stale jobs waits in memory; the rest must be moved
-	// to see the fresh ones behind them.
+	// StaleReadAhead's worth of stale jobs waits in memory; the rest must
+	// be moved to see the fresh ones behind them.
 	if c := d.Counts(); c.Backlogged < oldJobs*3/4 {
 		t.Fatalf("backlogged %d of %d old jobs; want most moved aside", c.Backlogged, oldJobs)
 	}
