@@ -80,9 +80,11 @@ type Config struct {
 	// spillover and backlog work while it waits; it also gets every slot
 	// that fresh work leaves free. Defaults to 10.
 	SidelineShare int
-	// ReadAhead is the most jobs of one tenant held in memory, waiting for
-	// a slot; more are moved to the spillover queue. Defaults to
-	// max(Concurrency, 20).
+	// ReadAhead, when set, is the most fresh jobs of one tenant held in
+	// memory waiting for a slot. Without it a tenant may hold an equal
+	// share of the read-ahead in all (max(1,024, 16 × Concurrency) jobs)
+	// among the tenants holding jobs. Beyond either, a tenant's fresh jobs
+	// are moved to the spillover queue. Defaults to 0.
 	ReadAhead int
 	// StaleReadAhead is the most stale (backlog) jobs, and separately the
 	// most spillover and backlog-queue jobs, held in memory waiting for a
@@ -199,7 +201,6 @@ func New(cfg Config) (*Drainer, error) {
 	if cfg.Concurrency < 1 || cfg.ReadAhead < 0 || cfg.StaleReadAhead < 0 {
 		return nil, errors.New("drainer: concurrency must be at least 1 and read-aheads not negative")
 	}
-	cfg.ReadAhead = cmp.Or(cfg.ReadAhead, max(cfg.Concurrency, 20))
 	cfg.PollWait = cmp.Or(cfg.PollWait, PollWaitDefault)
 	cfg.HandlerTimeout = cmp.Or(cfg.HandlerTimeout, HandlerTimeoutDefault)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
@@ -248,19 +249,18 @@ func New(cfg Config) (*Drainer, error) {
 	// to ration tenants: when many tenants hold jobs, each one's budget
 	// shrinks (freshBudget) rather than the pollers stopping, so a quiet
 	// tenant's job behind many floods is still read.
-	d.heldMax = max(16*cfg.ReadAhead, 1024) + pollers*queue.MaxBatch
+	d.heldMax = max(16*cfg.Concurrency, 1024) + pollers*queue.MaxBatch
 	// Stale and sideline jobs wait in memory up to a quarter of the
 	// read-ahead: enough to keep every slot busy from memory while the
 	// pollers look for fresh work, so that under a backlog the workers do
 	// not wait on moves; only what is read beyond it is moved aside.
 	d.staleMax = cmp.Or(cfg.StaleReadAhead, max(2*cfg.Concurrency, d.heldMax/4))
 	d.sideMax = d.staleMax
-	readAhead := cfg.ReadAhead
-	if cfg.Policy.NoSideline {
-		// A plain FIFO (the benchmarks' baseline): every job is held as
-		// one tenant's, in the order read, and nothing is moved aside.
-		readAhead = d.heldMax + pollers*queue.MaxBatch
-	}
+	// The scheduler's per-tenant bound is only a backstop: freshBudget
+	// shares the read-ahead. In a plain FIFO (--sideline=false, the
+	// benchmarks' baseline) every job is held as one tenant's, in the
+	// order read, and nothing is moved aside.
+	readAhead := d.heldMax + pollers*queue.MaxBatch
 	sched, err := scheduler.New[*job](scheduler.Config{
 		Slots: cfg.Concurrency, SidelineShare: float64(cfg.SidelineShare) / 100,
 		ReadAhead: readAhead, Limits: cfg.Limits,

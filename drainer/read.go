@@ -156,14 +156,21 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
 	}
 }
 
-// freshBudget is how many fresh jobs one tenant may hold now: its
-// read-ahead, less when so many tenants hold jobs that their budgets would
-// fill the read-ahead in all (at least a receive batch); callers hold d.mu.
+// freshBudget is how many fresh jobs one tenant may hold now: an equal
+// share of the read-ahead in all among the tenants holding jobs (and one
+// more), at least a receive batch. A tenant alone may hold a lot; a flood
+// among many tenants is held to its share and the rest of it is moved to
+// the spillover queue, so the pollers keep reading past it. Callers hold
+// d.mu.
 func (d *Drainer) freshBudget() int {
 	if d.cfg.Policy.NoSideline {
 		return d.heldMax
 	}
-	return max(queue.MaxBatch, min(d.cfg.ReadAhead, d.heldMax/max(1, d.sched.Active())))
+	budget := max(queue.MaxBatch, d.heldMax/(d.sched.Active()+1))
+	if d.cfg.ReadAhead > 0 {
+		budget = min(budget, d.cfg.ReadAhead)
+	}
+	return budget
 }
 
 type decided struct {
