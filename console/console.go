@@ -1,8 +1,10 @@
 // Package console is sluice's web console: server-rendered pages over the
 // admin API for whoever runs sluice. Overview (each lane's depth, in
-// flight, delayed, oldest age and dead letters, with charts of the last
-// hour sampled in process), Tenants (a tenant's effective limits and the
-// config version; the tenants with dead letters), DLQ (filters, payload
+// flight, delayed, oldest age, dead letters, utilization and fairness
+// index, with charts of the last hour sampled in process), Tenants (the
+// top tenants by share of worker time with their state, a tenant's
+// effective limits and the config version; the tenants with dead
+// letters), DLQ (filters, payload
 // previews, replay with a dry run first) and Replays (progress, cancel).
 //
 // Every read and action is a call of the admin API (adminv1) through a
@@ -33,7 +35,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 )
@@ -155,7 +159,21 @@ func (c *Console) sample(ctx context.Context) {
 		}
 		return
 	}
-	c.hist.add(time.Now(), lanesOf(resp.GetQueues()))
+	c.hist.add(time.Now(), withFairness(lanesOf(resp.GetQueues()), c.fairness(ctx, 0)))
+}
+
+// fairness asks the drainers' fairness view for top tenants per lane (0:
+// the API's default); nil when no drainer runs here or the call fails,
+// which is logged unless the context ended.
+func (c *Console) fairness(ctx context.Context, top int32) *adminv1.GetFairnessResponse {
+	resp, err := c.cfg.Admin.GetFairness(ctx, &adminv1.GetFairnessRequest{Top: top})
+	if err != nil {
+		if status.Code(err) != codes.Unavailable && ctx.Err() == nil {
+			c.log.WarnContext(ctx, "console: fairness view", slog.Any("error", err))
+		}
+		return nil
+	}
+	return resp
 }
 
 // apiContext carries the admin credential for a call of the admin API.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +75,37 @@ func TestKeyRoles(t *testing.T) {
 	}
 	if _, ok := noRO.keyRole(""); ok {
 		t.Error("with no read-only key, the empty key signs in")
+	}
+}
+
+func TestChartLines(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	at := func(i int) time.Time { return now.Add(time.Duration(i-5) * time.Second) }
+	util := []float64{0.5, 0.6, -1, 0.7, 0.8, -1}
+	var samples []sample
+	for i, u := range util {
+		samples = append(samples, sample{at: at(i), lanes: map[string]laneStat{"standard": {Lane: "standard", Waiting: int64(10 * i), Utilization: u, Fairness: -1}}})
+	}
+	for _, tc := range []struct {
+		name  string
+		kind  chartKind
+		class string
+		lines int    // polylines of class
+		label string // an axis label
+	}{
+		{"waiting jobs: one line, axis to a round 80", counts, "s-waiting", 1, ">80</text>"},
+		{"utilization: a gap where the lane's jobs never waited", ratios, "s-util", 2, ">0.5</text>"},
+		{"fairness unknown throughout: no line", ratios, "s-fair", 0, ">1</text>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := string(chart(tc.kind, samples, "standard", 10*time.Second, now))
+			if n := strings.Count(got, `<polyline class="`+tc.class+`"`); n != tc.lines {
+				t.Errorf("%d polylines of class %s, want %d:\n%s", n, tc.class, tc.lines, got)
+			}
+			if !strings.Contains(got, tc.label) {
+				t.Errorf("no axis label %s:\n%s", tc.label, got)
+			}
+		})
 	}
 }

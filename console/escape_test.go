@@ -17,7 +17,8 @@ var pageTags = map[string]bool{
 	"html": true, "head": true, "meta": true, "title": true, "link": true, "body": true, "header": true, "nav": true, "a": true,
 	"form": true, "span": true, "input": true, "button": true, "main": true, "h1": true, "h2": true, "p": true, "table": true,
 	"thead": true, "tbody": true, "tr": true, "th": true, "td": true, "code": true, "pre": true, "section": true, "label": true,
-	"select": true, "option": true,
+	"select": true, "option": true, "h3": true, "meter": true, "b": true, "figure": true, "figcaption": true, "details": true,
+	"summary": true, "div": true, "svg": true, "line": true, "text": true, "polyline": true,
 }
 
 // checkInert fails if page has an element the templates do not write, an
@@ -45,9 +46,9 @@ func checkInert(t *testing.T, page []byte) {
 	}
 }
 
-// FuzzPagesEscapeData renders the dead-letter pages with arbitrary
-// tenant ids, payloads, reasons, errors and attributes: every one must
-// come out as text.
+// FuzzPagesEscapeData renders the dead-letter, tenants and overview
+// pages with arbitrary tenant ids, payloads, reasons, errors, attributes
+// and fairness states: every one must come out as text.
 func FuzzPagesEscapeData(f *testing.F) {
 	f.Add("acme", []byte(`<script>alert(1)</script>`), "permanent_failure", `<img src=x onerror=alert(1)>`, "k", `"><svg onload=alert(1)>`)
 	f.Add(`"><script>alert(1)</script>`, []byte("javascript:alert(1)"), "</td></tr></table><script>", "", "<b>", "</pre><iframe>")
@@ -61,15 +62,26 @@ func FuzzPagesEscapeData(f *testing.F) {
 			JobId: tenant + "-job", Tenant: tenant, Lane: "standard", Queue: "q", Reason: reason, LastError: lastErr,
 			PayloadPreview: payload, PayloadBytes: int64(len(payload)) + 1, EnqueuedAt: timestamppb.Now(), Attributes: map[string]string{attrKey: attrVal},
 		}
+		tf := &adminv1.TenantFairness{Tenant: tenant, Share: 0.9, State: reason, Weight: 2}
 		views := map[string]*view{
 			"dlq": {Title: "Dead letters", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: map[string]any{
 				"F": filterForm{Tenant: tenant, Reason: reason}, "Lanes": []string{"standard", tenant}, "Jobs": []*adminv1.DeadLetter{dl}, "Next": "/dlq?page=" + tenant,
 			}},
 			"job": {Title: "Dead letter", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: dl, Error: lastErr},
-			"tenants": {Title: "Tenants", Nav: "tenants", Role: "read-only key", ReadOnly: true, Data: map[string]any{"Tenant": tenant, "Dead": []struct {
-				Tenant string
-				Count  int
-			}{{tenant, 1}}}},
+			"tenants": {Title: "Tenants", Nav: "tenants", Role: "read-only key", ReadOnly: true, Data: map[string]any{
+				"Tenant": tenant, "Dead": []struct {
+					Tenant string
+					Count  int
+				}{{tenant, 1}},
+				"Drains": true, "Top": 20, "Fair": []*adminv1.LaneFairness{{Lane: "standard", Utilization: 0.5, JainIndex: -1, Tenants: []*adminv1.TenantFairness{tf}}},
+				"Limits": &adminv1.GetTenantLimitsResponse{
+					Tenant: tenant, Tier: reason, Limits: &adminv1.TenantLimits{Lane: attrKey, MaxDrainRate: 2, MaxInFlight: 3},
+					Config: &adminv1.TenantConfigVersion{Path: attrVal, Sha256: lastErr},
+				},
+			}},
+			"overview": {Title: "Overview", Nav: "overview", Role: "admin key", CSRF: "tok", Data: map[string]any{
+				"Drains": true, "Lanes": []laneView{{laneStat: laneStat{Lane: "standard", Utilization: 1, Fairness: 0.5}, Top: tf}},
+			}},
 		}
 		for name, v := range views {
 			var buf bytes.Buffer

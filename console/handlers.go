@@ -198,7 +198,8 @@ func (c *Console) overview(ctx context.Context, _ *session, _ *http.Request, v *
 		v.Error = apiError(err)
 		return "overview"
 	}
-	lanes := lanesOf(resp.GetQueues())
+	fair := c.fairness(ctx, 1)
+	lanes := withFairness(lanesOf(resp.GetQueues()), fair)
 	samples := c.hist.snapshot()
 	now := time.Now()
 	// The charts span the last History, or the time since sampling began.
@@ -206,17 +207,32 @@ func (c *Console) overview(ctx context.Context, _ *session, _ *http.Request, v *
 	if len(samples) > 1 {
 		span = min(span, max(now.Sub(samples[0].at), 2*c.cfg.SampleInterval))
 	}
-	type laneView struct {
-		laneStat
-		Chart template.HTML
-	}
 	var out []laneView
 	for _, l := range lanes {
-		out = append(out, laneView{laneStat: l, Chart: chart(samples, l.Lane, span, now)})
+		lv := laneView{laneStat: l, Chart: chart(counts, samples, l.Lane, span, now), Ratio: chart(ratios, samples, l.Lane, span, now)}
+		for _, lf := range fair.GetLanes() {
+			if lf.GetLane() == l.Lane && len(lf.GetTenants()) > 0 {
+				lv.Top = lf.GetTenants()[0]
+			}
+		}
+		out = append(out, lv)
 	}
-	v.Data = map[string]any{"Lanes": out, "Span": shortDuration(span), "Every": c.cfg.SampleInterval.String(), "Samples": len(samples)}
+	v.Data = map[string]any{
+		"Lanes": out, "Span": shortDuration(span), "Every": c.cfg.SampleInterval.String(), "Samples": len(samples),
+		"Drains": fair != nil, "Slots": fair.GetSlots(), "Busy": fair.GetBusy(),
+	}
 	return "overview"
 }
+
+// laneView is a lane on the overview.
+type laneView struct {
+	laneStat
+	Top          *adminv1.TenantFairness // the largest share of worker time
+	Chart, Ratio template.HTML
+}
+
+// topTenants is how many tenants per lane the Tenants page shows.
+const topTenants = 20
 
 func (c *Console) tenants(ctx context.Context, _ *session, r *http.Request, v *view) string {
 	v.Title, v.Nav = "Tenants", "tenants"
@@ -242,6 +258,8 @@ func (c *Console) tenants(ctx context.Context, _ *session, r *http.Request, v *v
 	}
 	slices.SortFunc(dead, func(a, b tc) int { return cmpDesc(a.Count, b.Count, a.Tenant, b.Tenant) })
 	data["Dead"], data["DeadMore"] = dead, resp.GetNextPageToken() != ""
+	fair := c.fairness(ctx, topTenants)
+	data["Drains"], data["Fair"], data["Top"] = fair != nil, fair.GetLanes(), topTenants
 	id := strings.TrimSpace(r.FormValue("tenant"))
 	data["Tenant"] = id
 	if id == "" {
@@ -487,11 +505,39 @@ var funcs = template.FuncMap{
 	"percent": func(r *adminv1.Replay) int64 {
 		return min(100, (r.GetMoved()+r.GetFailed())*100/max(r.GetMatched(), r.GetMaxJobs(), 1))
 	},
-	"filter": describeFilter,
-	"jobURL": func(id string) string { return "/dlq/job?" + url.Values{"id": {id}}.Encode() },
-	"dlqURL": func(f filterForm) template.URL { return template.URL("/dlq?" + f.query().Encode()) }, //nolint:gosec // encoded query of a fixed path
-	"int64":  func(n int) int64 { return int64(n) },
-	"mul100": func(f float64) float64 { return f * 100 },
+	"filter":    describeFilter,
+	"jobURL":    func(id string) string { return "/dlq/job?" + url.Values{"id": {id}}.Encode() },
+	"dlqURL":    func(f filterForm) template.URL { return template.URL("/dlq?" + f.query().Encode()) }, //nolint:gosec // encoded query of a fixed path
+	"int64":     func(n int) int64 { return int64(n) },
+	"mul100":    func(f float64) float64 { return f * 100 },
+	"pct":       percentText,
+	"jain":      indexText,
+	"stateText": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"weight":    weightText,
+}
+
+// percentText shows a figure in [0, 1] as a percentage, and indexText as
+// a decimal; both "—" when unknown (negative).
+func percentText(v float64) string {
+	if v < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f%%", v*100)
+}
+
+func indexText(v float64) string {
+	if v < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// weightText shows a weight without needless decimals; 0 is the lane's.
+func weightText(w float64) string {
+	if w == 0 {
+		return "the lane's"
+	}
+	return strconv.FormatFloat(w, 'f', -1, 64)
 }
 
 func humanDuration(d time.Duration) string {

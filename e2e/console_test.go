@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -19,6 +20,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 )
 
 // chromium finds Debian's headless-capable Chromium.
@@ -305,7 +309,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := admin.text("#limits"); !strings.Contains(got, "tier standard") || !strings.Contains(got, "built-in development config") {
 		t.Errorf("tenant limits: %q", got)
 	}
-	admin.screenshot("tenants")
 
 	// An action without the CSRF token, or with a wrong one, is refused.
 	for _, token := range []string{"", "not-the-token"} {
@@ -375,14 +378,148 @@ func TestConsoleInBrowser(t *testing.T) {
 	admin.waitFor("/", "#lane-standard .dead", "0")
 	admin.open("/replays")
 	admin.screenshot("replays")
-	admin.open("/")
-	admin.screenshot("overview")
 	for _, msg := range []string{"console: signed in", "console: replay", "console: action refused: missing or wrong CSRF token", "console: replay refused: read-only key"} {
 		l := gw.waitLog(msg)
 		if s, _ := json.Marshal(l); strings.Contains(string(s), adminKey) || strings.Contains(string(s), "e2e-console-readonly-key-1") {
 			t.Errorf("log line %s carries a key", s)
 		}
 	}
+	consoleFlood(t, ctx, shots)
+}
+
+// floodTenantsYAML has a flooding tenant with a low fair rate and weight
+// 1, and a quiet one with the lane's weight and a guaranteed share.
+const floodTenantsYAML = `
+tenants:
+  - id: flood
+    tier: standard
+    api_keys: [flood-key-1234]
+    submit_rate: 10000
+    submit_burst: 10000
+    drain_rate: 2
+    drain_burst: 2
+    weight: 1
+  - id: quiet
+    tier: standard
+    api_keys: [quiet-key-1234]
+    submit_rate: 10000
+    submit_burst: 10000
+    min_share: 0.25
+`
+
+// slowWorker takes a while over each job, so the drainers' slots stay
+// busy while a flood waits.
+type slowWorker struct {
+	workerv1.UnimplementedWorkerServiceServer
+	took time.Duration
+}
+
+func (w slowWorker) Process(ctx context.Context, _ *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
+	select {
+	case <-time.After(w.took):
+	case <-ctx.Done():
+	}
+	return &workerv1.ProcessResponse{}, nil
+}
+
+// consoleFlood floods a gateway with four delivery slots and a slow
+// worker from one tenant, with a quieter one beside it: the Tenants page
+// shows the flooding tenant with the larger share, past its fair rate,
+// and its effective limits; the overview shows the lane's utilization
+// and fairness, in the table and the charts.
+func consoleFlood(t *testing.T, ctx context.Context, shots string) {
+	dir := t.TempDir()
+	const adminKey = "e2e-console-admin-key-2"
+	gw := start(t, "gateway", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
+		"--admin-key", adminKey, "--console-sample-interval", "1s", "--tenants", writeFile(t, dir, "tenants.yaml", floodTenantsYAML),
+		"--worker-addr", startWorkerWith(t, slowWorker{took: 40 * time.Millisecond}), "--concurrency", "4", "--shutdown-grace", "2s")
+	addr := gw.addr("gateway listening")
+	consoleURL := strings.TrimSuffix(gw.waitLog("web console listening")["url"].(string), "/")
+	admin := &tab{t: t, ctx: ctx, base: consoleURL, shot: shots}
+	admin.signIn(adminKey)
+	admin.waitFor("/", "#slots", "Delivery slots: 0 of 4 busy")
+
+	c := client(t, addr)
+	for tenant, n := range map[string]int{"flood": 800, "quiet": 300} {
+		for sent := 0; sent < n; sent += 100 {
+			batch := &ingestv1.SubmitBatchRequest{}
+			for i := range 100 {
+				batch.Jobs = append(batch.Jobs, &ingestv1.SubmitRequest{Payload: fmt.Appendf(nil, "%s-%d", tenant, sent+i)})
+			}
+			resp, err := c.SubmitBatch(withKey(t.Context(), tenant+"-key-1234"), batch)
+			if err != nil {
+				t.Fatalf("flood as %s: %v", tenant, err)
+			}
+			for i, r := range resp.GetResults() {
+				if r.GetError() != nil {
+					t.Fatalf("flood as %s, job %d: %v", tenant, sent+i, r.GetError())
+				}
+			}
+		}
+	}
+
+	// While it floods, the flooding tenant leads its lane, past its fair
+	// rate (or sidelined), never "in share".
+	type row struct{ Tenant, Share, Weight, State string }
+	rows := func() map[string]row {
+		out := map[string]row{}
+		for _, r := range run(admin, chromedp.Evaluate[[]row](`[...document.querySelectorAll('#shares table.shares tbody tr')].map(tr => ({
+			Tenant: tr.cells[0].innerText, Share: tr.cells[1].innerText, Weight: tr.cells[2].innerText, State: tr.cells[3].innerText}))`)) {
+			out[r.Tenant] = r
+		}
+		return out
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		admin.open("/tenants?tenant=flood")
+		r := rows()
+		f, q := r["flood"], r["quiet"]
+		if (f.State == "over rate" || f.State == "sidelined") && q.Share != "" && q.Share != "0%" {
+			if f.Share == "0%" || f.Weight != "1" || q.Weight != "3" {
+				t.Errorf("the Tenants page's rows: %+v, want the flooding tenant with a share and weight 1, the quiet one weight 3", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Tenants page never showed the flooding tenant past its fair rate beside the quiet one; last rows: %+v", r)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for sel, want := range map[string]string{
+		"#fair-rate": "2 jobs/s, burst 2", "#weight": "1 (", "#min-share": "none",
+		"#ceilings": "none beyond the drainers' concurrency", "#config": "tenants.yaml",
+	} {
+		if got := admin.text(sel); !strings.Contains(got, want) {
+			t.Errorf("the flooding tenant's limits: %s is %q, want %q", sel, got, want)
+		}
+	}
+	inert := run(admin, chromedp.Evaluate[int]("document.querySelectorAll('script').length"))
+	if inert != 0 {
+		t.Errorf("the Tenants page has %d scripts", inert)
+	}
+	admin.screenshot("tenants")
+
+	// The overview shows the lane busy while the flood waited, with the
+	// largest share; once the flood is delivered, its chart has drawn
+	// the lane's utilization.
+	admin.waitFor("/", "#lane-standard .util", "%")
+	if got := admin.text("#lane-standard .top"); !strings.Contains(got, "flood") && !strings.Contains(got, "quiet") {
+		t.Errorf("the standard lane's largest share is %q, want a tenant of the flood", got)
+	}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		admin.open("/")
+		waiting := admin.text("#lane-standard .waiting")
+		lines := run(admin, chromedp.Evaluate[int]("document.querySelectorAll('#chart-standard polyline.s-util').length"))
+		if waiting == "0" && lines > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the overview shows %s waiting in the standard lane and %d utilization lines after 90s, want 0 waiting and a line", waiting, lines)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	admin.screenshot("overview")
 }
 
 func readFile(t *testing.T, path string) string {
