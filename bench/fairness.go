@@ -509,7 +509,7 @@ func utilFigure(fig Figure, fr fairResults, o FairnessOptions, i int, goal float
 	s, f := fr.runs[false][i], fr.runs[true][i]
 	capacity := fr.set.capacity(o)
 	u := s.utilization(capacity)
-	fig.Measured = fmt.Sprintf("%.2f (%.0f jobs/s delivered during the load of %.0f/s offered, capacity %.0f/s; noisy tenants got %.0f jobs/s; slots busy %.0f %%); FIFO, same run: %.2f (noisy %.0f/s)",
+	fig.Measured = fmt.Sprintf("%.3f (%.0f jobs/s delivered during the load of %.0f/s offered, capacity %.0f/s; noisy tenants got %.0f jobs/s; slots busy %.0f %%); FIFO, same run: %.3f (noisy %.0f/s)",
 		u, float64(len(s.inLoad()))/s.dur.Seconds(), float64(s.offered)/s.dur.Seconds(), capacity, s.noisyRate(), 100*s.busy(fr.set.slots()),
 		f.utilization(capacity), f.noisyRate())
 	fig.Status = AtLeast(u, goal)
