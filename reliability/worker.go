@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
@@ -21,12 +22,8 @@ import (
 // fail their first attempt only.
 func StartWorker(maxDelay time.Duration) (*testcluster.Worker, error) {
 	return testcluster.StartWorker(func(ctx context.Context, req *workerv1.ProcessRequest, call int) error {
-		if maxDelay > 0 {
-			select {
-			case <-time.After(rand.N(maxDelay)):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		if maxDelay > 0 && !periodic.Sleep(ctx, rand.N(maxDelay)) {
+			return ctx.Err()
 		}
 		switch _, kind, _ := ParsePayload(string(req.GetPayload())); {
 		case kind == KindPoison:

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/periodic"
 )
 
 // Delivery is one job's first delivery as the worker saw it.
@@ -143,17 +144,10 @@ func (w *Worker) serve(ctx context.Context, tenant string) error {
 	if v, ok := w.perTenant.Load(tenant); ok {
 		d = v.(time.Duration)
 	}
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if d > 0 && !periodic.Sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // Count returns the number of distinct jobs delivered.
