@@ -69,7 +69,7 @@ func Start(spec Spec) (*Proc, error) {
 		}
 		logFile = f
 	}
-	var logOut io.Writer = io.Discard
+	logOut := io.Discard
 	if logFile != nil {
 		logOut = logFile
 	}
