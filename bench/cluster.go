@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/topology"
 )
@@ -113,7 +114,14 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 	default:
 		return nil, fmt.Errorf("backend %q: want %s or %s", cfg.Backend, Embedded, SQS)
 	}
-	if err := c.startGateway(ctx, "127.0.0.1:0", cfg.Drain && !c.sqs); err != nil {
+	// The gateway restarts on its address (see StartDrainers): a port
+	// from FreePort, which the kernel will not hand to an outgoing
+	// connection meanwhile.
+	listen, err := testcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startGateway(ctx, listen, cfg.Drain && !c.sqs); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -134,7 +134,7 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		if err != nil {
 			return err
 		}
-		procs = append(procs, &proc{name: p.Name, addr: addr})
+		procs = append(procs, &proc{name: p.Spec.Name, addr: addr})
 	}
 	snap := func(get func(*proc) *callSnapshot) error {
 		errs := make(chan error, len(procs))

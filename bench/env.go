@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/test/fauxqs"
 )
 
@@ -43,10 +43,8 @@ func NewEnv(ctx context.Context, root, work string, bareCmd []string, out io.Wri
 		return nil, fmt.Errorf("scratch directory: %w", err)
 	}
 	start := time.Now()
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.bin+"/", "./cmd/gateway", "./cmd/drainer")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build binaries: %w\n%s", err, out)
+	if err := testcluster.Build(ctx, e.bin, false, "gateway", "drainer"); err != nil {
+		return nil, err
 	}
 	e.Logf("built cmd/gateway and cmd/drainer in %.1fs", time.Since(start).Seconds())
 	// The SQS backend talks to the local server only; any credentials do.
@@ -74,6 +72,9 @@ func (e *Env) Dir(name string) (string, error) {
 	return d, nil
 }
 
+// Proc is a running sluice binary.
+type Proc = testcluster.Proc
+
 // Start runs one of the built binaries (gateway, drainer) or, given an
 // absolute path, any program, logging to dir/<name>.log.
 func (e *Env) Start(dir, name, bin string, args ...string) (*Proc, error) {
@@ -84,7 +85,7 @@ func (e *Env) Start(dir, name, bin string, args ...string) (*Proc, error) {
 	e.seq++
 	n := e.seq
 	e.mu.Unlock()
-	p, err := StartProc(name, bin, filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, n)), args...)
+	p, err := testcluster.Start(testcluster.Spec{Name: name, Path: bin, Args: args, LogPath: filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, n))})
 	if err != nil {
 		return nil, err
 	}

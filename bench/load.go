@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // PayloadBytes is the size of each job's payload: a small event, about
@@ -28,9 +27,9 @@ type Client struct {
 
 // Dial connects to an ingest API (the gateway, or the bare server).
 func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := testcluster.Dial(addr)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, err
 	}
 	return &Client{conn: conn, api: ingestv1.NewIngestServiceClient(conn), payload: benchPayload()}, nil
 }
@@ -47,9 +46,7 @@ func benchPayload() []byte {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-func withKey(ctx context.Context, key string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
-}
+var withKey = testcluster.WithKey
 
 // Submit submits one job as t. It waits for the connection to be ready,
 // so a gateway restarting on the same address delays calls rather than

@@ -23,6 +23,7 @@ import (
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // chromium finds Debian's headless-capable Chromium.
@@ -190,13 +191,13 @@ type printedJobs struct {
 
 func startPrintingWorker(t *testing.T, args ...string) (*proc, *printedJobs, string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "sluicectl"), append([]string{"worker", "--json"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdout, out := io.Pipe()
 	pj := &printedJobs{}
-	p := startCmd(t, "sluicectl worker", cmd)
+	p := startSpec(t, testcluster.Spec{
+		Name: "sluicectl worker", Path: filepath.Join(binDir, "sluicectl"), Args: append([]string{"worker", "--json"}, args...),
+		Setup: func(cmd *exec.Cmd) { cmd.Stdout = out },
+	})
+	t.Cleanup(func() { _ = out.Close() })
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {

@@ -72,7 +72,7 @@ func startGateway(t *testing.T, o gatewayOpts) (*proc, string) {
 func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 	t.Parallel()
 	w := startWorker(t)
-	gw, addr := startGateway(t, gatewayOpts{worker: w.addr})
+	gw, addr := startGateway(t, gatewayOpts{worker: w.Addr})
 	c := client(t, addr)
 
 	want := map[string]string{} // job id → tenant
@@ -252,14 +252,14 @@ func TestNothingLostOnSIGKILL(t *testing.T) {
 	_ = p.stop(syscall.SIGKILL)
 
 	w := startWorker(t)
-	startGateway(t, gatewayOpts{dataDir: dataDir, worker: w.addr})
+	startGateway(t, gatewayOpts{dataDir: dataDir, worker: w.Addr})
 	w.waitFor(t, ids)
 }
 
 func TestSIGTERMExitsCleanly(t *testing.T) {
 	t.Parallel()
 	w := startWorker(t)
-	p, addr := startGateway(t, gatewayOpts{worker: w.addr})
+	p, addr := startGateway(t, gatewayOpts{worker: w.Addr})
 	resp, err := client(t, addr).Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")})
 	if err != nil {
 		t.Fatal(err)

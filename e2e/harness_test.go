@@ -5,28 +5,23 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 var binDir string
@@ -38,10 +33,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	build := exec.Command("go", "build", "-race", "-o", dir+"/", "../cmd/gateway", "../cmd/drainer", "../cmd/sluicectl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build binaries:", err)
+	if err := testcluster.Build(context.Background(), dir, true, "gateway", "drainer", "sluicectl"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	// The SQS tests talk to a local server only; any credentials do.
@@ -56,90 +49,53 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is a running binary whose JSON log lines are collected.
+// proc is a running binary whose JSON log lines are collected; it fails
+// its test where the harness's calls return errors.
 type proc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs []map[string]any
-	done chan struct{}
-	err  error
+	*testcluster.Proc
+	t *testing.T
 }
 
-// start runs bin with args and waits for the log line with msg "gateway
-// listening" or "admin API listening" as asked by waitFor.
+// start runs one of the built binaries with args.
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, bin), args...)
-	cmd.Stdout = io.Discard
-	return startCmd(t, bin, cmd)
+	return startSpec(t, testcluster.Spec{Name: bin, Path: filepath.Join(binDir, bin), Args: args})
 }
 
-// startCmd is start for a command already set up (its stdout taken).
-func startCmd(t *testing.T, bin string, cmd *exec.Cmd) *proc {
+// startSpec starts a process and kills it when the test ends, logging its
+// lines if the test failed.
+func startSpec(t *testing.T, spec testcluster.Spec) *proc {
 	t.Helper()
-	stderr, err := cmd.StderrPipe()
+	p, err := testcluster.Start(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) != nil {
-				line = map[string]any{"msg": "(not json) " + sc.Text()}
-			}
-			p.mu.Lock()
-			p.logs = append(p.logs, line)
-			p.mu.Unlock()
-		}
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
+		p.Kill()
 		if t.Failed() {
-			p.mu.Lock()
-			for _, l := range p.logs {
-				t.Logf("%s log: %v", bin, l)
+			for _, l := range p.Lines() {
+				t.Logf("%s log: %v", spec.Name, l)
 			}
-			p.mu.Unlock()
 		}
 	})
-	return p
+	return &proc{Proc: p, t: t}
 }
 
 // waitLog waits for a log line with the given msg and returns it.
 func (p *proc) waitLog(msg string) map[string]any {
 	p.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		p.mu.Lock()
-		for _, l := range p.logs {
-			if l["msg"] == msg {
-				p.mu.Unlock()
-				return l
-			}
-		}
-		p.mu.Unlock()
-		select {
-		case <-p.done:
-			p.t.Fatalf("process exited (%v) before logging %q", p.err, msg)
-		case <-time.After(20 * time.Millisecond):
-		}
+	return p.waitLogN(msg, 1)
+}
+
+// waitLogN waits until the process has logged msg n times and returns the
+// n-th line.
+func (p *proc) waitLogN(msg string, n int) map[string]any {
+	p.t.Helper()
+	l, err := p.WaitLogN(p.t.Context(), msg, n, time.Minute)
+	if err != nil {
+		p.t.Fatal(err)
 	}
-	p.t.Fatalf("no %q log line within 60s", msg)
-	return nil
+	return l
 }
 
 func (p *proc) addr(msg string) string {
@@ -149,10 +105,10 @@ func (p *proc) addr(msg string) string {
 // stop sends sig and waits for the process to exit, returning its error.
 func (p *proc) stop(sig syscall.Signal) error {
 	p.t.Helper()
-	_ = p.cmd.Process.Signal(sig)
+	_ = p.Signal(sig)
 	select {
-	case <-p.done:
-		return p.err
+	case <-p.Done():
+		return p.Err()
 	case <-time.After(60 * time.Second):
 		p.t.Fatal("process did not exit within 60s")
 		return nil
@@ -160,20 +116,16 @@ func (p *proc) stop(sig syscall.Signal) error {
 }
 
 // worker is a real gRPC worker that records the jobs it processes.
-type worker struct {
-	workerv1.UnimplementedWorkerServiceServer
-	addr string
-
-	mu   sync.Mutex
-	jobs map[string]*workerv1.ProcessRequest
-	seen chan struct{}
-}
+type worker struct{ *testcluster.Worker }
 
 func startWorker(t *testing.T) *worker {
 	t.Helper()
-	w := &worker{jobs: map[string]*workerv1.ProcessRequest{}, seen: make(chan struct{}, 1)}
-	w.addr = startWorkerWith(t, w)
-	return w
+	w, err := testcluster.StartWorker(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return &worker{w}
 }
 
 // startWorkerWith serves impl as a worker on a loopback port and returns
@@ -191,52 +143,20 @@ func startWorkerWith(t *testing.T, impl workerv1.WorkerServiceServer) string {
 	return lis.Addr().String()
 }
 
-func (w *worker) Process(_ context.Context, req *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
-	w.mu.Lock()
-	w.jobs[req.GetJobId()] = req
-	w.mu.Unlock()
-	select {
-	case w.seen <- struct{}{}:
-	default:
-	}
-	return &workerv1.ProcessResponse{}, nil
-}
-
 // waitFor waits until every id has been processed.
 func (w *worker) waitFor(t *testing.T, ids []string) {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		w.mu.Lock()
-		missing := 0
-		for _, id := range ids {
-			if w.jobs[id] == nil {
-				missing++
-			}
-		}
-		w.mu.Unlock()
-		if missing == 0 {
-			return
-		}
-		select {
-		case <-w.seen:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("%d of %d jobs not delivered within 60s", missing, len(ids))
-		}
+	if err := w.WaitDelivered(t.Context(), ids, time.Minute); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func (w *worker) job(id string) *workerv1.ProcessRequest {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.jobs[id]
-}
+func (w *worker) job(id string) *workerv1.ProcessRequest { return w.Job(id) }
 
 // client dials the gateway and returns a client and a ctx factory per key.
 func client(t *testing.T, addr string) ingestv1.IngestServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := testcluster.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,9 +164,7 @@ func client(t *testing.T, addr string) ingestv1.IngestServiceClient {
 	return ingestv1.NewIngestServiceClient(conn)
 }
 
-func withKey(ctx context.Context, key string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
-}
+var withKey = testcluster.WithKey
 
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
@@ -282,7 +200,7 @@ func scrape(t *testing.T, p *proc, want ...string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/metrics of %s lacks %q", p.cmd.Path, missing)
+			t.Fatalf("/metrics of %s lacks %q", p.Spec.Name, missing)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

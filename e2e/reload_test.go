@@ -16,29 +16,6 @@ import (
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 )
 
-// waitLogN waits until the process has logged msg n times and returns the
-// n-th line.
-func (p *proc) waitLogN(msg string, n int) map[string]any {
-	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		p.mu.Lock()
-		seen := 0
-		for _, l := range p.logs {
-			if l["msg"] == msg {
-				if seen++; seen == n {
-					p.mu.Unlock()
-					return l
-				}
-			}
-		}
-		p.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-	p.t.Fatalf("fewer than %d %q log lines within 30s", n, msg)
-	return nil
-}
-
 // replaceFile writes content to path the way deploy tools do: a new file
 // renamed over the old one.
 func replaceFile(t *testing.T, path, content string) {
@@ -182,7 +159,7 @@ func TestTenantConfigReloadsLive(t *testing.T) {
 	if err := os.WriteFile(tenantsPath, []byte(reloadBefore), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_ = gw.cmd.Process.Signal(syscall.SIGHUP)
+	_ = gw.Signal(syscall.SIGHUP)
 	gw.waitLogN("tenant config reloaded", 2)
 	wantCode(submit("acme-key-0002"), codes.Unauthenticated, "acme's removed key")
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +24,7 @@ import (
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
-	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
@@ -86,17 +85,12 @@ func startTLSWorker(t *testing.T, pki tlstest.Files) *worker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &worker{jobs: map[string]*workerv1.ProcessRequest{}, seen: make(chan struct{}, 1)}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	w, err := testcluster.StartWorker(nil, grpc.Creds(credentials.NewTLS(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
-	workerv1.RegisterWorkerServiceServer(srv, w)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	w.addr = lis.Addr().String()
-	return w
+	t.Cleanup(w.Stop)
+	return &worker{w}
 }
 
 func healthy(t *testing.T, conn *grpc.ClientConn) error {
@@ -141,7 +135,7 @@ func TestTLSOnBothListeners(t *testing.T) {
 	gw := start(t, "gateway",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
 		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--admin-key", adminKey, "--worker-addr", w.addr, "--worker-tls-ca", pki.CA,
+		"--admin-key", adminKey, "--worker-addr", w.Addr, "--worker-tls-ca", pki.CA,
 		"--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
 	if l := gw.waitLog("gateway listening"); l["tls"] != "tls" {
 		t.Fatalf("gateway listening: %v", l)
@@ -314,7 +308,7 @@ func TestAbuseAndKeysNeverLogged(t *testing.T) {
 	gw := start(t, "gateway",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
 		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--worker-addr", w.addr, "--log-level", "debug")
+		"--worker-addr", w.Addr, "--log-level", "debug")
 	addr, admin := gw.addr("gateway listening"), gw.addr("admin API listening")
 	ingest := ingestv1.NewIngestServiceClient(dial(t, addr, tlsflags.Client{}))
 	adminAPI := adminv1.NewAdminServiceClient(dial(t, admin, tlsflags.Client{}))
@@ -384,19 +378,17 @@ func TestAbuseAndKeysNeverLogged(t *testing.T) {
 		t.Fatalf("gateway exit: %v", err)
 	}
 
-	gw.mu.Lock()
 	var logs strings.Builder
 	enc := json.NewEncoder(&logs)
 	enc.SetEscapeHTML(false)
-	for _, l := range gw.logs {
+	lines := gw.Lines()
+	for _, l := range lines {
 		if err := enc.Encode(l); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lines := len(gw.logs)
-	gw.mu.Unlock()
 	if !strings.Contains(logs.String(), "PermissionDenied") || !strings.Contains(logs.String(), "Unauthenticated") {
-		t.Fatalf("the debug log does not show the refused calls; %d lines", lines)
+		t.Fatalf("the debug log does not show the refused calls; %d lines", len(lines))
 	}
 	for _, k := range append(append([]string{adminKey}, tenantKeys...), guesses...) {
 		for what, text := range map[string]string{"the gateway's log": logs.String(), "an error a client got": strings.Join(errs, "\n"), "CLI output": strings.Join(outputs, "\n")} {
@@ -405,7 +397,7 @@ func TestAbuseAndKeysNeverLogged(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d log lines, %d client errors and %d CLI outputs checked", lines, len(errs), len(outputs))
+	t.Logf("%d log lines, %d client errors and %d CLI outputs checked", len(lines), len(errs), len(outputs))
 }
 
 // TestCorruptConfigRefusedAtStart starts the gateway with one corrupt

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,7 +48,7 @@ func TestDistributedOnSQS(t *testing.T) {
 	w := startWorker(t)
 	var drainers []*proc
 	for i := range 2 {
-		d := start(t, "drainer", append([]string{"run", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", fmt.Sprintf("%s/d%d", dir, i), "--worker-addr", w.addr, "--concurrency", "8"}, sqsArgs...)...)
+		d := start(t, "drainer", append([]string{"run", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", fmt.Sprintf("%s/d%d", dir, i), "--worker-addr", w.Addr, "--concurrency", "8"}, sqsArgs...)...)
 		d.waitLog("admin API listening")
 		drainers = append(drainers, d)
 	}
@@ -100,7 +99,7 @@ func TestDistributedOnSQS(t *testing.T) {
 			t.Fatalf("exit after SIGTERM: %v", err)
 		}
 		line := p.waitLog("backend API calls")
-		t.Logf("%s API calls: %v", filepath.Base(p.cmd.Path), line)
+		t.Logf("%s API calls: %v", p.Spec.Name, line)
 		calls += int64(line["total"].(float64))
 	}
 	t.Logf("%d jobs delivered by 2 drainers; %d backend API calls in all (gateway, drainers, depth polls): %.2f per delivered job",

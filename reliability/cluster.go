@@ -10,11 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/test/fauxqs"
 	"github.com/sluice-dev/sluice/topology"
 )
@@ -51,16 +48,28 @@ func (e *Env) scenarioDir(name string) (string, error) {
 // errNoServer is returned by SQS scenarios run without a server.
 var errNoServer = errors.New("no SQS-compatible server (Env.SQSEndpoint is empty)")
 
-// sqsEnv is the environment of a process talking to the local server:
-// it accepts any credentials.
-var sqsEnv = []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=" + fauxqs.Region}
+// Binaries are the paths of the built sluice binaries.
+type Binaries struct {
+	Gateway string
+	Drainer string
+}
+
+// Build compiles cmd/gateway and cmd/drainer into dir. The binaries are
+// built without the race detector: they run under load for minutes, and
+// the e2e tests already run them with it.
+func Build(ctx context.Context, dir string) (Binaries, error) {
+	if err := testcluster.Build(ctx, dir, false, "gateway", "drainer"); err != nil {
+		return Binaries{}, err
+	}
+	return Binaries{Gateway: filepath.Join(dir, "gateway"), Drainer: filepath.Join(dir, "drainer")}, nil
+}
 
 // slot is one role in a cluster (the gateway, a drainer): its command and
 // the process currently running it.
 type slot struct {
-	spec  ProcSpec
+	spec  testcluster.Spec
 	ready string // the log message that says it is serving
-	p     *Proc
+	p     *testcluster.Proc
 	kills int
 }
 
@@ -70,7 +79,7 @@ type cluster struct {
 	env        *Env
 	dir        string
 	topo       topology.Topology
-	worker     *Worker
+	worker     *testcluster.Worker
 	ingestAddr string
 	adminAddr  string // of the process whose admin API the harness reads
 	adminKey   string
@@ -116,7 +125,7 @@ func newCluster(env *Env, dir string, cfg clusterConfig) (*cluster, error) {
 	if c.worker, err = StartWorker(cfg.WorkerDelay); err != nil {
 		return nil, err
 	}
-	if c.ingestAddr, err = FreePort(); err != nil {
+	if c.ingestAddr, err = testcluster.FreePort(); err != nil {
 		return nil, err
 	}
 	common := []string{
@@ -126,7 +135,7 @@ func newCluster(env *Env, dir string, cfg clusterConfig) (*cluster, error) {
 	var procEnv []string
 	if cfg.Backend == "sqs" {
 		common = append(common, "--backend", "sqs", "--sqs-endpoint", cfg.SQSEndpoint, "--aws-region", fauxqs.Region)
-		procEnv = sqsEnv
+		procEnv = testcluster.SQSEnv
 	}
 	common = append(common, cfg.ExtraArgs...)
 
@@ -135,16 +144,16 @@ func newCluster(env *Env, dir string, cfg clusterConfig) (*cluster, error) {
 		gwArgs = append(gwArgs, "--create-queues")
 	}
 	if cfg.Drainers == 0 {
-		if c.adminAddr, err = FreePort(); err != nil {
+		if c.adminAddr, err = testcluster.FreePort(); err != nil {
 			return nil, err
 		}
 		gwArgs = append(gwArgs, "--admin-listen", c.adminAddr, "--worker-addr", c.worker.Addr)
 	} else {
 		gwArgs = append(gwArgs, "--drain=false")
 	}
-	c.add("gateway", ProcSpec{Path: c.env.Bin.Gateway, Args: gwArgs, Env: procEnv}, "gateway listening")
+	c.add("gateway", testcluster.Spec{Path: c.env.Bin.Gateway, Args: gwArgs, Env: procEnv}, "gateway listening")
 	for i := range cfg.Drainers {
-		addr, err := FreePort()
+		addr, err := testcluster.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -152,12 +161,12 @@ func newCluster(env *Env, dir string, cfg clusterConfig) (*cluster, error) {
 			c.adminAddr = addr
 		}
 		args := append([]string{"run", "--admin-listen", addr, "--data-dir", filepath.Join(dir, fmt.Sprintf("drainer-%d", i)), "--worker-addr", c.worker.Addr}, common...)
-		c.add(fmt.Sprintf("drainer-%d", i), ProcSpec{Path: c.env.Bin.Drainer, Args: args, Env: procEnv}, "admin API listening")
+		c.add(fmt.Sprintf("drainer-%d", i), testcluster.Spec{Path: c.env.Bin.Drainer, Args: args, Env: procEnv}, "admin API listening")
 	}
 	return c, nil
 }
 
-func (c *cluster) add(name string, spec ProcSpec, ready string) {
+func (c *cluster) add(name string, spec testcluster.Spec, ready string) {
 	spec.Name = name
 	spec.LogPath = filepath.Join(c.dir, name+".log")
 	c.slots[name] = &slot{spec: spec, ready: ready}
@@ -172,7 +181,7 @@ func (c *cluster) start(ctx context.Context, name string) error {
 	c.mu.Lock()
 	s := c.slots[name]
 	c.mu.Unlock()
-	p, err := Start(s.spec)
+	p, err := testcluster.Start(s.spec)
 	if err != nil {
 		return err
 	}
@@ -207,7 +216,7 @@ func (c *cluster) kill(name string) {
 }
 
 // proc returns the process currently running a role.
-func (c *cluster) proc(name string) *Proc {
+func (c *cluster) proc(name string) *testcluster.Proc {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.slots[name].p
@@ -265,15 +274,14 @@ func (c *cluster) close() {
 // depths reads the live queues' and the DLQs' message counts through the
 // admin API.
 func (c *cluster) depths(ctx context.Context) (live, dlq int64, err error) {
-	conn, err := grpc.NewClient(c.adminAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := testcluster.Dial(c.adminAddr)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.adminKey)
-	resp, err := adminv1.NewAdminServiceClient(conn).GetQueueStats(ctx, &adminv1.GetQueueStatsRequest{})
+	resp, err := adminv1.NewAdminServiceClient(conn).GetQueueStats(testcluster.WithKey(ctx, c.adminKey), &adminv1.GetQueueStatsRequest{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("admin GetQueueStats: %w", err)
 	}

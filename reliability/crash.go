@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/test/fauxqs"
 )
 
@@ -223,7 +224,7 @@ func (c *cluster) killLoop(ctx context.Context, cfg CrashConfig, res *CrashResul
 		if rand.Float64() < cfg.StartupKills {
 			// Kill it again during start-up, before it serves: while it
 			// opens and recovers its store, or connects to SQS.
-			p, err := Start(c.slots[name].spec)
+			p, err := testcluster.Start(c.slots[name].spec)
 			if err != nil {
 				return err
 			}
@@ -267,7 +268,7 @@ func (c *cluster) account(ctx context.Context, backend string, env *Env, ledger 
 	if err != nil {
 		return err
 	}
-	delivered, payloads := c.worker.Deliveries()
+	delivered, payloads := c.worker.Acked()
 	*a = ledger.Check(delivered, payloads, dead, left.Jobs)
 	a.LostLog = c.logLinesAbout(a.LostIDs, 3, 40)
 	return nil

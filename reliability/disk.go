@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // DiskResult is the outcome of the embedded backend's storage-fault runs.
@@ -86,7 +88,7 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
 		return nil, fmt.Errorf("remount read-only: %w", err)
 	}
-	p, err := Start(gw.spec)
+	p, err := testcluster.Start(gw.spec)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +98,7 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 		p.Kill()
 		res.Problems = append(res.Problems, "gateway on a read-only data directory did not exit within 30 s")
 	}
-	last := lastMsg(p)
+	last := p.LastMsg()
 	res.ReadOnlyExit = fmt.Sprintf("%v: %s", p.Err(), last)
 	// The file is named once: the error used to repeat it ("open X: open
 	// X: read-only file system").
@@ -159,24 +161,24 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	// exit with a clear error.
 	c.kill("gateway")
 	gw.spec.Args = base
-	full, err := Start(gw.spec)
+	full, err := testcluster.Start(gw.spec)
 	if err != nil {
 		return nil, err
 	}
 	c.slots["gateway"].p = full
 	if _, err := full.WaitLog(ctx, "gateway listening", time.Minute); err != nil {
-		res.RestartFull = "exited: " + lastMsg(full)
-		if !strings.Contains(lastMsg(full), "no space left on device") {
+		res.RestartFull = "exited: " + full.LastMsg()
+		if !strings.Contains(full.LastMsg(), "no space left on device") {
 			res.Problems = append(res.Problems, "restart on a full disk failed without naming the cause: "+err.Error())
 		}
 	} else {
 		sleepCtx(ctx, 5*time.Second)
 		select {
 		case <-full.Done():
-			res.RestartFull = "served, then exited: " + lastMsg(full)
+			res.RestartFull = "served, then exited: " + full.LastMsg()
 			res.Problems = append(res.Problems, "the draining gateway exited on a full disk: "+full.Tail(3))
 		default:
-			res.RestartFull = fmt.Sprintf("serving; %d jobs delivered while full", len(mapKeys(c.worker.Deliveries())))
+			res.RestartFull = fmt.Sprintf("serving; %d jobs delivered while full", len(mapKeys(c.worker.Acked())))
 		}
 	}
 
@@ -225,7 +227,7 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	delivered, payloads := c.worker.Deliveries()
+	delivered, payloads := c.worker.Acked()
 	res.Accounting = ledger.Check(delivered, payloads, dead, left.Jobs)
 	res.Problems = append(res.Problems, res.Accounting.Violations()...)
 	return res, nil
@@ -240,18 +242,6 @@ func setArg(args []string, flag, value string) []string {
 		}
 	}
 	return append(args, flag, value)
-}
-
-// lastMsg returns the message of a process's last log line (a binary's
-// final error is a plain-text line).
-func lastMsg(p *Proc) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.lines) == 0 {
-		return ""
-	}
-	msg, _ := p.lines[len(p.lines)-1]["msg"].(string)
-	return strings.TrimPrefix(msg, notJSON)
 }
 
 func mapKeys(m map[string]int, _ map[string]string) []string {

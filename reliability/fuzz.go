@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // FuzzTarget is one Go fuzz test.
@@ -43,7 +45,7 @@ var fuzzFuncRE = regexp.MustCompile(`(?m)^func (Fuzz\w*)\(`)
 // ListFuzzTargets finds the packages whose tests declare fuzz functions
 // and asks `go test -list` for their fuzz targets.
 func ListFuzzTargets(ctx context.Context) ([]FuzzTarget, error) {
-	root := ModuleDir()
+	root := testcluster.ModuleDir()
 	pkgs := map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -91,11 +93,11 @@ var execsRE = regexp.MustCompile(`execs: (\d+) .*new interesting: (\d+)`)
 // go test's progress lines.
 func RunFuzz(ctx context.Context, t FuzzTarget, fuzztime time.Duration) FuzzResult {
 	res := FuzzResult{FuzzTarget: t}
-	corpus := filepath.Join(ModuleDir(), t.Pkg, "testdata", "fuzz", t.Name)
+	corpus := filepath.Join(testcluster.ModuleDir(), t.Pkg, "testdata", "fuzz", t.Name)
 	before := dirNames(corpus)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-fuzz", "^"+t.Name+"$", "-fuzztime", fuzztime.String(), t.Pkg)
-	cmd.Dir = ModuleDir()
+	cmd.Dir = testcluster.ModuleDir()
 	out, err := cmd.CombinedOutput()
 	res.Elapsed = time.Since(start)
 	res.Execs, res.Interest = parseFuzzOutput(out)

@@ -12,11 +12,10 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // LoadConfig describes a load: how many callers, how fast, with which
@@ -93,7 +92,7 @@ type Load struct {
 func NewLoad(cfg LoadConfig, ledger *Ledger) (*Load, error) {
 	l := &Load{cfg: cfg, ledger: ledger, stats: LoadStats{Codes: map[string]int64{}}}
 	for range max(1, cfg.Conns) {
-		conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.WaitForReady(cfg.WaitForReady)))
+		conn, err := testcluster.Dial(cfg.Addr, grpc.WithDefaultCallOptions(grpc.WaitForReady(cfg.WaitForReady)))
 		if err != nil {
 			l.Close()
 			return nil, err
@@ -171,7 +170,7 @@ func (l *Load) call(client ingestv1.IngestServiceClient, n int) {
 	key := l.cfg.Keys[rand.N(len(l.cfg.Keys))]
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CallTimeout)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+	ctx = testcluster.WithKey(ctx, key)
 	seqs := make([]int64, n)
 	reqs := make([]*ingestv1.SubmitRequest, n)
 	for i := range n {
@@ -248,13 +247,12 @@ func hasRetryInfo(st *status.Status) bool {
 // SubmitOne submits one job with key and reports the answer's code; used
 // to probe a gateway.
 func SubmitOne(ctx context.Context, addr, key string, payload []byte) (string, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := testcluster.Dial(addr)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
-	resp, err := ingestv1.NewIngestServiceClient(conn).Submit(ctx, &ingestv1.SubmitRequest{Payload: payload})
+	resp, err := ingestv1.NewIngestServiceClient(conn).Submit(testcluster.WithKey(ctx, key), &ingestv1.SubmitRequest{Payload: payload})
 	if err != nil {
 		return "", err
 	}

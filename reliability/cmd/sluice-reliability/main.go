@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/reliability"
 	"github.com/sluice-dev/sluice/test/fauxqs"
 )
@@ -238,12 +239,12 @@ func run(ctx context.Context, args []string) error {
 // commit names the checked-out commit, with "+changes" if the tree is
 // dirty.
 func commit() string {
-	out, err := exec.Command("git", "-C", reliability.ModuleDir(), "rev-parse", "--short", "HEAD").Output()
+	out, err := exec.Command("git", "-C", testcluster.ModuleDir(), "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
 	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "-C", reliability.ModuleDir(), "status", "--porcelain").Output(); err == nil && len(st) > 0 {
+	if st, err := exec.Command("git", "-C", testcluster.ModuleDir(), "status", "--porcelain").Output(); err == nil && len(st) > 0 {
 		c += "+changes"
 	}
 	return c

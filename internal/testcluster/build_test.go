@@ -1,4 +1,4 @@
-package reliability
+package testcluster
 
 import (
 	"net"

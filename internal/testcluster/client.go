@@ -1,0 +1,25 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// Dial connects to a plaintext gRPC server on addr (the connection is
+// made lazily, so a server that is down or restarting is retried).
+func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// WithKey returns ctx carrying key as the calls' bearer credential.
+func WithKey(ctx context.Context, key string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+}
