@@ -69,7 +69,7 @@ buf-breaking:
 	echo "buf breaking --against $$against"; \
 	$(BUF) breaking --against "$$against"
 
-## bench: the scenario harness against the real binaries (< 10 min on 2 cores); writes docs/benchmarks.md and docs/bench/
+## bench: the scenario harness against the real binaries (about 20 min on 2 cores); writes docs/benchmarks.md and docs/bench/
 bench:
 	$(GO) run ./bench/cmd/sluice-bench
 
