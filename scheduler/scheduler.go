@@ -159,6 +159,9 @@ type tenant[T any] struct {
 	activeAt  int // index in Scheduler.active, -1 when not there
 	lastUsed  time.Time
 
+	// running are the tenant's granted jobs not yet Done: a job running
+	// longer than its estimate is charged for the excess as it runs.
+	running []*Ticket[T]
 	work    fading // worker seconds
 	waiting fading // seconds with held jobs, up to heldSince
 	// heldSince is when the tenant last went from no held job to some.
@@ -173,7 +176,8 @@ type Ticket[T any] struct {
 	Group  string
 	Class  Class
 	Level  Level
-	charge float64
+	charge float64 // virtual time charged at grant: the cost estimate ÷ weight
+	start  time.Time
 	t      *tenant[T]
 	done   bool
 }
@@ -297,6 +301,7 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 	}
 	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideGrants.v <= s.cfg.SidelineShare*s.allGrants.v
 	var best *tenant[T]
+	var bestVT float64
 	bestLevel, bestClass := levelNone, Fresh
 	for _, t := range s.active {
 		if t.limits.MaxInFlight > 0 && t.inFlight >= t.limits.MaxInFlight {
@@ -311,9 +316,13 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 			}
 		}
 		level, class := s.levelOf(t, now, sideOpen)
+		if level > bestLevel {
+			continue
+		}
+		vt := t.runningVT(now)
 		// Within the sideline share, spillover goes before backlog.
-		if level < bestLevel || level == bestLevel && better(level, class, t.vt, bestClass, best.vt) {
-			best, bestLevel, bestClass = t, level, class
+		if level < bestLevel || better(level, class, vt, bestClass, bestVT) {
+			best, bestVT, bestLevel, bestClass = t, vt, level, class
 		}
 	}
 	if best == nil {
@@ -407,7 +416,9 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	if c != Fresh {
 		s.sideGrants.add(1)
 	}
-	return &Ticket[T]{Item: item, Tenant: t.id, Group: t.group, Class: c, Level: level, charge: charge, t: t}
+	tk := &Ticket[T]{Item: item, Tenant: t.id, Group: t.group, Class: c, Level: level, charge: charge, t: t, start: now}
+	t.running = append(t.running, tk)
+	return tk
 }
 
 func (s *Scheduler[T]) deactivate(t *tenant[T], now time.Time) {
@@ -442,6 +453,12 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 		t.cost, t.costKnown = sec, true
 	}
 	t.work.add(now, sec)
+	for i, r := range t.running {
+		if r == tk {
+			t.running = append(t.running[:i], t.running[i+1:]...)
+			break
+		}
+	}
 	t.inFlight--
 	t.lastUsed = now
 	s.running--
@@ -511,3 +528,17 @@ func (s *Scheduler[T]) Sweep(now time.Time) int {
 func full(b *bucket, now time.Time) bool { return b == nil || b.full(now) }
 
 func tokenWait(b *bucket, now time.Time) time.Duration { return b.wait(now) }
+
+// runningVT is the tenant's virtual time with its running jobs charged
+// for the time they have run beyond their estimates, so that a tenant
+// whose jobs turn out slow (its first ones, before any has finished) is
+// charged while they run, not only once they end.
+func (t *tenant[T]) runningVT(now time.Time) float64 {
+	vt := t.vt
+	for _, tk := range t.running {
+		if over := now.Sub(tk.start).Seconds()/t.weight - tk.charge; over > 0 {
+			vt += over
+		}
+	}
+	return vt
+}

@@ -383,3 +383,29 @@ func FuzzScheduler(f *testing.F) {
 		}
 	})
 }
+
+// A tenant's running job is charged for the time it runs past its
+// estimate, before it ends: a tenant whose first jobs turn out slow does
+// not take every slot while the scheduler still thinks them cheap.
+func TestRunningJobsAreChargedAsTheyRun(t *testing.T) {
+	t.Parallel()
+	s := newSched(t, 8, nil)
+	for range 4 {
+		s.Push(t0, "slow", "lane", Fresh, "s")
+		s.Push(t0, "fast", "lane", Fresh, "f")
+	}
+	first, _ := s.Next(t0) // slow's first job (activated first), estimated at 10ms
+	if first.Tenant != "slow" {
+		t.Fatalf("first grant to %s", first.Tenant)
+	}
+	second, _ := s.Next(t0)
+	s.Done(t0.Add(10*time.Millisecond), second, 10*time.Millisecond)
+	// 300ms later slow's job still runs: every free slot goes to fast.
+	now := t0.Add(300 * time.Millisecond)
+	for i := range 3 {
+		tk, _ := s.Next(now)
+		if tk == nil || tk.Tenant != "fast" {
+			t.Fatalf("grant %d at 300ms went to %v; slow's running job has used 300ms", i, tk)
+		}
+	}
+}
