@@ -105,7 +105,7 @@ type GroupStats struct {
 	// Utilization is busy slots ÷ slots over the recent window, counted
 	// while the group's jobs waited (or every slot was busy). 1 means no
 	// slot was idle while this group's work waited. -1 when its work
-	// never waited in the window.
+	// waited less than half a second in the window.
 	Utilization float64
 	// Jain is Jain's fairness index over the active tenants' weighted
 	// worker-time shares, each against its weighted max-min fair share:
@@ -136,7 +136,10 @@ func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
 	var out []GroupStats
 	for name, g := range s.groups {
 		gs := GroupStats{Group: name, Utilization: -1, Jain: -1, Held: g.held}
-		if g.demand.v > 1e-9 {
+		// Under half a second of work waiting in the window says nothing
+		// about idle workers (a job held for the millisecond before its
+		// grant is not a wait): unknown, not 0.
+		if g.demand.v >= 0.5*float64(s.cfg.Slots) {
 			gs.Utilization = min(g.busy.v/g.demand.v, 1)
 		}
 		ts := byGroup[name]
