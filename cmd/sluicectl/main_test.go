@@ -308,6 +308,11 @@ func TestCommands(t *testing.T) {
 		{"dlq list", []string{"dlq", "list", "--reason", "attempts_exhausted"}, []string{"LAST ERROR", flaky, "attempts_exhausted", `"flaky job"`}},
 		{"dlq show", []string{"dlq", "show", flaky}, []string{"reason      attempts_exhausted", `payload matches --retry "flaky" (attempt 2)`, `9 bytes: "flaky job"`}},
 		{"dlq show json", []string{"dlq", "show", poison, "--json"}, []string{`"jobId": "` + poison + `"`, `"lastError": "worker: rpc error: code = FailedPrecondition desc = payload matches --fail \"poison\""`}},
+		// The jobs above were delivered by the gateway's drainers: the dev
+		// tenant has worker time in the standard lane.
+		{"top", []string{"top", "--once"}, []string{"delivery slots", "lane standard", "TENANT", "dev"}},
+		{"top json", []string{"top", "--once", "--json"}, []string{`"lane": "standard"`, `"tenant": "dev"`, `"slots":`}},
+		{"limits shows the fair rate and ceilings", []string{"limits", "dev"}, []string{"fair rate", "ceilings", "none beyond the drainers' concurrency"}},
 		{"dry run", []string{"dlq", "replay", "--tenant", "dev", "--reason", "attempts_exhausted", "--dry-run"}, []string{"dry run: 1 of 2 dead-lettered jobs would be replayed"}},
 		{"dry run json", []string{"dlq", "replay", "--all-tenants", "--dry-run", "--json"}, []string{`"matched": "2"`, `"dryRun": true`, `"state": "STATE_DONE"`}},
 	}
@@ -391,6 +396,8 @@ func TestCommands(t *testing.T) {
 		{[]string{"dlq", "cancel", "nope", "--admin-addr", c.admin, "--data-dir", c.dataDir}, `no replay "nope"`},
 		{[]string{"worker", "--fail", "("}, "not a regular expression"},
 		{[]string{"completion", "tcsh"}, `no completion for shell "tcsh"`},
+		{[]string{"top", "--top", "0", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "give 1 to 1000 tenants per lane"},
+		{[]string{"top", "--interval", "1ms", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "give at least 100ms"},
 	}
 	for _, m := range mistakes {
 		_, errOut, err := run(t, "sluicectl", m.args...)
