@@ -26,6 +26,8 @@ type laneStat struct {
 	// jobs read ahead waiting for a slot.
 	Utilization, Fairness float64
 	Held                  int64
+	// Delivery attempts finished per second, recently (the drainers').
+	Deliveries float64
 }
 
 // lanesOf groups queue stats by lane, in the order the API lists them
@@ -61,6 +63,7 @@ func withFairness(lanes []laneStat, f *adminv1.GetFairnessResponse) []laneStat {
 		for i := range lanes {
 			if lanes[i].Lane == lf.GetLane() {
 				lanes[i].Utilization, lanes[i].Fairness, lanes[i].Held = lf.GetUtilization(), lf.GetJainIndex(), lf.GetHeld()
+				lanes[i].Deliveries = lf.GetDeliveriesPerSecond()
 			}
 		}
 	}

@@ -504,6 +504,9 @@ func consoleFlood(t *testing.T, ctx context.Context, shots string) {
 	// largest share; once the flood is delivered, its chart has drawn
 	// the lane's utilization.
 	admin.waitFor("/", "#lane-standard .util", "%")
+	if got := admin.text("#lane-standard .deliveries"); got == "" || got == "0.0" || got == "—" {
+		t.Errorf("overview deliveries per second %q after the flood, want a positive rate", got)
+	}
 	if got := admin.text("#lane-standard .top"); !strings.Contains(got, "flood") && !strings.Contains(got, "quiet") {
 		t.Errorf("the standard lane's largest share is %q, want a tenant of the flood", got)
 	}

@@ -143,6 +143,7 @@ type Scheduler[T any] struct {
 
 	groups map[string]*groupStats
 	last   time.Time // when stats were last advanced
+	first  time.Time // the first time seen: rates count from it
 }
 
 type tenant[T any] struct {
@@ -462,6 +463,7 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 	t.inFlight--
 	t.lastUsed = now
 	s.running--
+	s.group(t.group).finished.add(1)
 }
 
 // Each calls fn for every held job.

@@ -285,6 +285,10 @@ func TestStats(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	g := st[0]
+	// 2 jobs every 100ms for 5 s.
+	if math.Abs(g.DeliveriesPerSecond-20) > 1 {
+		t.Errorf("deliveries %.1f/s, want 20", g.DeliveriesPerSecond)
+	}
 	if g.Utilization < 0.99 {
 		t.Errorf("utilization %.3f, want 1: both slots always busy", g.Utilization)
 	}

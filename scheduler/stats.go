@@ -37,6 +37,7 @@ func (f *fading) add(now time.Time, x float64) {
 type groupStats struct {
 	held         int     // jobs held now
 	busy, demand decayed // slot-seconds busy, and offered, while work waited
+	finished     decayed // delivery attempts done
 }
 
 func (s *Scheduler[T]) group(name string) *groupStats {
@@ -54,7 +55,7 @@ func (s *Scheduler[T]) group(name string) *groupStats {
 func (s *Scheduler[T]) advance(now time.Time) {
 	if s.last.IsZero() || !now.After(s.last) {
 		if s.last.IsZero() {
-			s.last = now
+			s.last, s.first = now, now
 		}
 		return
 	}
@@ -67,6 +68,7 @@ func (s *Scheduler[T]) advance(now time.Time) {
 	for _, g := range s.groups {
 		g.busy.decay(factor)
 		g.demand.decay(factor)
+		g.finished.decay(factor)
 		if g.held > 0 || saturated {
 			g.busy.add(dt * float64(s.running))
 			g.demand.add(dt * float64(s.cfg.Slots))
@@ -113,7 +115,9 @@ type GroupStats struct {
 	Jain float64
 	// Tenants lists the active tenants by worker-time share, largest first.
 	Tenants []TenantStats
-	Held    int
+	// DeliveriesPerSecond is the recent rate of delivery attempts done.
+	DeliveriesPerSecond float64
+	Held                int
 }
 
 // Stats returns each group's figures at now, tenants active in the last
@@ -135,7 +139,7 @@ func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
 	}
 	var out []GroupStats
 	for name, g := range s.groups {
-		gs := GroupStats{Group: name, Utilization: -1, Jain: -1, Held: g.held}
+		gs := GroupStats{Group: name, Utilization: -1, Jain: -1, Held: g.held, DeliveriesPerSecond: s.rate(g.finished.v, now)}
 		// Under half a second of work waiting in the window says nothing
 		// about idle workers (a job held for the millisecond before its
 		// grant is not a wait): unknown, not 0.
@@ -182,6 +186,17 @@ func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
 		return 1
 	})
 	return out
+}
+
+// rate turns a decayed count into a rate per second: over a window that
+// has not yet run a full half-life's worth since the first reading, the
+// decayed count is divided by what has elapsed, not by the whole window.
+func (s *Scheduler[T]) rate(count float64, now time.Time) float64 {
+	elapsed := now.Sub(s.first).Seconds()
+	if s.first.IsZero() || elapsed <= 0 {
+		return 0
+	}
+	return count / (window() * (1 - math.Exp2(-elapsed/statsHalfLife.Seconds())))
 }
 
 // window is the effective length of a decayed sum of a constant 1/s.

@@ -64,7 +64,8 @@ func printFairness(c *admin, resp *adminv1.GetFairnessResponse) error {
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 	for _, l := range resp.GetLanes() {
-		fmt.Fprintf(tw, "lane %s\tutilization %s\tfairness (Jain) %s\theld %d\n", l.GetLane(), ratio(l.GetUtilization()), ratio(l.GetJainIndex()), l.GetHeld())
+		fmt.Fprintf(tw, "lane %s\tdeliveries %.1f/s\tutilization %s\tfairness (Jain) %s\theld %d\n", l.GetLane(), l.GetDeliveriesPerSecond(),
+			ratio(l.GetUtilization()), ratio(l.GetJainIndex()), l.GetHeld())
 		fmt.Fprintln(tw, "  TENANT\tSHARE\tWEIGHT\tSTATE\tIN FLIGHT\tHELD\tWANTS MORE")
 		for _, t := range l.GetTenants() {
 			fmt.Fprintf(tw, "  %s\t%5.1f%%\t%s\t%s\t%d\t%d\t%s\n", t.GetTenant(), t.GetShare()*100, weightText(t.GetWeight()),

@@ -198,10 +198,13 @@ type LaneFairness struct {
 	// their weighted max-min fair shares (1 = all fair); -1 with none.
 	JainIndex float64 `protobuf:"fixed64,3,opt,name=jain_index,json=jainIndex,proto3" json:"jain_index,omitempty"`
 	// Jobs read ahead and waiting for a slot.
-	Held          int64             `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`
-	Tenants       []*TenantFairness `protobuf:"bytes,5,rep,name=tenants,proto3" json:"tenants,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Held    int64             `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`
+	Tenants []*TenantFairness `protobuf:"bytes,5,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	// Delivery attempts that finished (acked or not) per second, over the
+	// same recent window.
+	DeliveriesPerSecond float64 `protobuf:"fixed64,6,opt,name=deliveries_per_second,json=deliveriesPerSecond,proto3" json:"deliveries_per_second,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LaneFairness) Reset() {
@@ -267,6 +270,13 @@ func (x *LaneFairness) GetTenants() []*TenantFairness {
 		return x.Tenants
 	}
 	return nil
+}
+
+func (x *LaneFairness) GetDeliveriesPerSecond() float64 {
+	if x != nil {
+		return x.DeliveriesPerSecond
+	}
+	return 0
 }
 
 // TenantFairness is one tenant's share of its lane's recent worker time.
@@ -1874,14 +1884,15 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\x13GetFairnessResponse\x123\n" +
 	"\x05lanes\x18\x01 \x03(\v2\x1d.sluice.admin.v1.LaneFairnessR\x05lanes\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\x05R\x05slots\x12\x12\n" +
-	"\x04busy\x18\x03 \x01(\x05R\x04busy\"\xb2\x01\n" +
+	"\x04busy\x18\x03 \x01(\x05R\x04busy\"\xe6\x01\n" +
 	"\fLaneFairness\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\tR\x04lane\x12 \n" +
 	"\vutilization\x18\x02 \x01(\x01R\vutilization\x12\x1d\n" +
 	"\n" +
 	"jain_index\x18\x03 \x01(\x01R\tjainIndex\x12\x12\n" +
 	"\x04held\x18\x04 \x01(\x03R\x04held\x129\n" +
-	"\atenants\x18\x05 \x03(\v2\x1f.sluice.admin.v1.TenantFairnessR\atenants\"\xbd\x01\n" +
+	"\atenants\x18\x05 \x03(\v2\x1f.sluice.admin.v1.TenantFairnessR\atenants\x122\n" +
+	"\x15deliveries_per_second\x18\x06 \x01(\x01R\x13deliveriesPerSecond\"\xbd\x01\n" +
 	"\x0eTenantFairness\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x14\n" +
 	"\x05share\x18\x02 \x01(\x01R\x05share\x12\x16\n" +
