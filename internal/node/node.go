@@ -438,8 +438,10 @@ func FairnessReport(d *drainer.Drainer, top int) *adminv1.GetFairnessResponse {
 	slots, busy := d.Slots()
 	resp := &adminv1.GetFairnessResponse{Slots: int32(slots), Busy: int32(busy)}
 	for _, g := range d.Fairness(top) {
-		lane := &adminv1.LaneFairness{Lane: g.Group, Utilization: g.Utilization, JainIndex: g.Jain, Held: int64(g.Held),
-			DeliveriesPerSecond: g.DeliveriesPerSecond}
+		lane := &adminv1.LaneFairness{
+			Lane: g.Group, Utilization: g.Utilization, JainIndex: g.Jain, Held: int64(g.Held),
+			DeliveriesPerSecond: g.DeliveriesPerSecond,
+		}
 		for _, t := range g.Tenants {
 			lane.Tenants = append(lane.Tenants, &adminv1.TenantFairness{
 				Tenant: t.Tenant, Share: t.Share, Weight: t.Weight, State: string(t.State),
