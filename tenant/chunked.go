@@ -107,6 +107,7 @@ func parseChunks(r io.ReadSeeker, sp split) (cfg *Config, ok bool, err error) {
 	if crc != sp.crc {
 		return nil, false, nil // the file changed under us
 	}
+	b.addWorkers(f.Workers)
 	cfg, err = b.done()
 	return cfg, true, err
 }

@@ -12,6 +12,10 @@
 //	    tier: standard
 //	    api_keys: [dev-key]          # plain keys, for development only
 //	    submit_rate: 50              # override the tier's limit
+//	workers:                    # optional: pull workers' keys (workers.go)
+//	  - name: pool
+//	    api_key_sha256: [2c26b46…]
+//	    lanes: [premium]             # empty: every lane
 //
 // Keys are looked up by their SHA-256, so a presented key is never compared
 // byte by byte with a stored one and stored keys can stay hashed.
@@ -264,6 +268,7 @@ func (e *tierEntry) UnmarshalYAML(node *yaml.Node) error {
 type file struct {
 	Tiers   map[string]tierEntry `yaml:"tiers"`
 	Tenants []tenantEntry        `yaml:"tenants"`
+	Workers []workerEntry        `yaml:"workers"`
 }
 
 // Config is a loaded, validated tenant configuration. It is immutable;
@@ -279,6 +284,9 @@ type Config struct {
 	tenants map[string]*Tenant
 	byKey   map[[sha256.Size]byte]*Tenant
 	notices []string
+	// workers are the pull workers' credentials (workers.go).
+	workers    map[[sha256.Size]byte]*Worker
+	workerList []*Worker
 }
 
 // Notices are lines to log when the config is loaded: settings whose
@@ -357,6 +365,7 @@ func parseWhole(data []byte) (*Config, error) {
 	for i := range f.Tenants {
 		b.add(&f.Tenants[i])
 	}
+	b.addWorkers(f.Workers)
 	return b.done()
 }
 
