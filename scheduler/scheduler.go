@@ -141,9 +141,10 @@ type Scheduler[T any] struct {
 	// share is guaranteed while sideline grants are below it.
 	allGrants, sideGrants decayed
 
-	groups map[string]*groupStats
-	last   time.Time // when stats were last advanced
-	first  time.Time // the first time seen: rates count from it
+	groups        map[string]*groupStats
+	limitedGroups int       // groups with a slot limit of their own
+	last          time.Time // when stats were last advanced
+	first         time.Time // the first time seen: rates count from it
 }
 
 type tenant[T any] struct {
@@ -204,8 +205,24 @@ func New[T any](cfg Config) (*Scheduler[T], error) {
 	return &Scheduler[T]{cfg: cfg, tenants: map[string]*tenant[T]{}, recent: map[string]*tenant[T]{}, groups: map[string]*groupStats{}}, nil
 }
 
-// SetSlots changes the number of slots; running jobs keep theirs.
-func (s *Scheduler[T]) SetSlots(n int) { s.cfg.Slots = max(n, 1) }
+// SetSlots changes the number of slots; running jobs keep theirs. Zero
+// slots (no worker connected, say) grants nothing.
+func (s *Scheduler[T]) SetSlots(n int) { s.cfg.Slots = max(n, 0) }
+
+// SetGroupSlots limits the jobs of group (a lane) running at once to n,
+// within the slots in all: the workers that serve the group may be fewer
+// than all the workers. A negative n removes the limit.
+func (s *Scheduler[T]) SetGroupSlots(group string, n int) {
+	g := s.group(group)
+	if g.limited != (n >= 0) {
+		if n >= 0 {
+			s.limitedGroups++
+		} else {
+			s.limitedGroups--
+		}
+	}
+	g.limited, g.slots = n >= 0, max(n, 0)
+}
 
 // Slots returns the number of slots.
 func (s *Scheduler[T]) Slots() int { return s.cfg.Slots }
@@ -307,6 +324,11 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 	for _, t := range s.active {
 		if t.limits.MaxInFlight > 0 && t.inFlight >= t.limits.MaxInFlight {
 			continue
+		}
+		if s.limitedGroups > 0 {
+			if g := s.groups[t.group]; g.limited && g.running >= g.slots {
+				continue
+			}
 		}
 		if t.max != nil {
 			if w := tokenWait(t.max, now); w > 0 {
@@ -413,6 +435,7 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	t.lastUsed = now
 	s.recent[t.id] = t
 	s.running++
+	s.group(t.group).running++
 	s.allGrants.add(1)
 	if c != Fresh {
 		s.sideGrants.add(1)
@@ -463,7 +486,9 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 	t.inFlight--
 	t.lastUsed = now
 	s.running--
-	s.group(t.group).finished.add(1)
+	g := s.group(tk.Group)
+	g.running--
+	g.finished.add(1)
 }
 
 // Each calls fn for every held job.

@@ -413,3 +413,51 @@ func TestRunningJobsAreChargedAsTheyRun(t *testing.T) {
 		}
 	}
 }
+
+// Slots can drop to zero (no worker connected) and come back; a group
+// (lane) limited to the slots of the workers serving it never takes more,
+// and the other group gets the rest.
+func TestGroupSlots(t *testing.T) {
+	t.Parallel()
+	s := newSched(t, 4, nil)
+	for i := range 4 {
+		s.Push(t0, "a", "premium", Fresh, "a"+string(rune('0'+i)))
+		s.Push(t0, "b", "free", Fresh, "b"+string(rune('0'+i)))
+	}
+	s.SetSlots(0)
+	if tk, _ := s.Next(t0); tk != nil {
+		t.Fatalf("granted %s with no slots", tk.Item)
+	}
+	s.SetSlots(4)
+	s.SetGroupSlots("premium", 1)
+	var got []*Ticket[string]
+	for {
+		tk, _ := s.Next(t0)
+		if tk == nil {
+			break
+		}
+		got = append(got, tk)
+	}
+	perGroup := map[string]int{}
+	for _, tk := range got {
+		perGroup[tk.Group]++
+	}
+	if perGroup["premium"] != 1 || perGroup["free"] != 3 {
+		t.Fatalf("granted per group %v, want premium 1 and free 3", perGroup)
+	}
+	// A premium job's end frees a premium slot only.
+	for _, tk := range got {
+		if tk.Group == "premium" {
+			s.Done(t0, tk, time.Millisecond)
+		}
+	}
+	tk, _ := s.Next(t0)
+	if tk == nil || tk.Group != "premium" {
+		t.Fatalf("after a premium job ended, Next = %v, want a premium job", tk)
+	}
+	s.SetGroupSlots("premium", -1)
+	s.SetSlots(8)
+	if items, _ := grants(s, t0); len(items) != 3 {
+		t.Fatalf("with the limit removed, granted %v, want the 3 held", items)
+	}
+}

@@ -36,6 +36,9 @@ func (f *fading) add(now time.Time, x float64) {
 
 type groupStats struct {
 	held         int     // jobs held now
+	running      int     // jobs granted and not yet Done
+	slots        int     // most jobs running at once, when limited
+	limited      bool    // SetGroupSlots set a limit
 	busy, demand decayed // slot-seconds busy, and offered, while work waited
 	finished     decayed // delivery attempts done
 }
@@ -143,7 +146,7 @@ func (s *Scheduler[T]) Stats(now time.Time, top int) []GroupStats {
 		// Under half a second of work waiting in the window says nothing
 		// about idle workers (a job held for the millisecond before its
 		// grant is not a wait): unknown, not 0.
-		if g.demand.v >= 0.5*float64(s.cfg.Slots) {
+		if s.cfg.Slots > 0 && g.demand.v >= 0.5*float64(s.cfg.Slots) {
 			gs.Utilization = min(g.busy.v/g.demand.v, 1)
 		}
 		ts := byGroup[name]
