@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/scheduler"
 	"github.com/sluice-dev/sluice/sideliner"
+	"github.com/sluice-dev/sluice/worker"
 )
 
 // Delivering: the dispatcher hands free slots to the scheduler's picks;
@@ -130,6 +131,11 @@ func (d *Drainer) deliver(j *job, done func()) {
 		d.cfg.Metrics.Drain(lane, metrics.ActionLeaseLost, "")
 		return
 	}
+	if errors.Is(err, worker.ErrReleased) {
+		outcome, failure = "released", err
+		d.release(j, l, log)
+		return
+	}
 	if err == nil {
 		// The ack (a durable delete) need not hold the delivery slot: the
 		// next job can start while it commits. Past 4 acks per slot,
@@ -179,6 +185,19 @@ func (d *Drainer) deliver(j *job, done func()) {
 type PanicError struct{ Value any }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// release hands j back to its queue at once (visibility 0), with no
+// attempt counted: its worker went away before answering.
+func (d *Drainer) release(j *job, l *lease, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	d.counts.released.Add(1)
+	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionReleased, "")
+	if err := l.extend(ctx, 0); err != nil {
+		// It comes back when its visibility timeout runs out.
+		log.WarnContext(ctx, "release after the worker went away failed", slog.Any("error", err))
+	}
+}
 
 func (d *Drainer) ack(j *job, l *lease, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)

@@ -130,6 +130,7 @@ type Counts struct {
 	LeaseLost    int64 // deliveries whose lease another consumer took
 	MoveFailed   int64 // moves whose send failed (the job stays where it was)
 	Panicked     int64 // deliveries whose handler panicked (each also retried or dead-lettered)
+	Released     int64 // deliveries handed back unanswered (a pull worker went away): redelivered at once
 }
 
 // Drainer delivers jobs from a topology's queues to a Handler.
@@ -163,7 +164,7 @@ type Drainer struct {
 
 	counts struct {
 		delivered, retried, spilled, backlogged, dropped, deadLettered,
-		deferred, requeued, leaseLost, moveFailed, panicked atomic.Int64
+		deferred, requeued, leaseLost, moveFailed, panicked, released atomic.Int64
 	}
 }
 
@@ -338,7 +339,7 @@ func (d *Drainer) Counts() Counts {
 		Delivered: c.delivered.Load(), Retried: c.retried.Load(), Spilled: c.spilled.Load(),
 		Backlogged: c.backlogged.Load(), Dropped: c.dropped.Load(), DeadLettered: c.deadLettered.Load(),
 		Deferred: c.deferred.Load(), Requeued: c.requeued.Load(), LeaseLost: c.leaseLost.Load(),
-		MoveFailed: c.moveFailed.Load(), Panicked: c.panicked.Load(),
+		MoveFailed: c.moveFailed.Load(), Panicked: c.panicked.Load(), Released: c.released.Load(),
 	}
 }
 
@@ -348,6 +349,24 @@ func (d *Drainer) Fairness(top int) []scheduler.GroupStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.sched.Stats(d.cfg.Now(), top)
+}
+
+// SetCapacity sets the delivery slots to slots, within Config.Concurrency
+// (the ceiling), and when lanes is not nil each lane's slots to lanes[lane]
+// (missing: none): the credits of the pull workers connected, in all and
+// of those serving each lane. Running deliveries keep their slots.
+func (d *Drainer) SetCapacity(slots int, lanes map[string]int) {
+	d.mu.Lock()
+	d.sched.SetSlots(min(slots, d.cfg.Concurrency))
+	for _, in := range d.lanes {
+		n := -1
+		if lanes != nil {
+			n = lanes[in.lane.Name]
+		}
+		d.sched.SetGroupSlots(in.lane.Name, n)
+	}
+	d.mu.Unlock()
+	d.signal()
 }
 
 // Slots returns the number of delivery slots and how many are busy.

@@ -32,6 +32,11 @@ const (
 	// NameDrainTenantShare is labelled by tenant: Prometheus only, never
 	// published to CloudWatch (which would add the shares up).
 	NameDrainTenantShare = "sluice_drain_tenant_share"
+	// Pull workers (package pull), per lane.
+	NamePullWorkers        = "sluice_pull_workers"
+	NamePullCreditsGranted = "sluice_pull_credits_granted"
+	NamePullCreditsUsed    = "sluice_pull_credits_used"
+	NamePullReleased       = "sluice_pull_leases_released_total"
 )
 
 // OtherValue replaces a label value that is not kept: a tenant outside the
@@ -85,13 +90,14 @@ const (
 	ActionLeaseLost    = "lease_lost"
 	ActionMoveFailed   = "move_failed"
 	ActionPanicked     = "panicked"
+	ActionReleased     = "released"
 )
 
 var (
 	outcomes = set(OutcomeAdmitted, OutcomeDuplicate, OutcomeThrottledRate, OutcomeThrottledBacklog,
 		OutcomeInvalid, OutcomeUnauthenticated, OutcomeUnavailable)
 	actions = set(ActionDelivered, ActionRetried, ActionSpilled, ActionBacklogged, ActionDropped,
-		ActionDeadLettered, ActionDeferred, ActionRequeued, ActionLeaseLost, ActionMoveFailed, ActionPanicked)
+		ActionDeadLettered, ActionDeferred, ActionRequeued, ActionLeaseLost, ActionMoveFailed, ActionPanicked, ActionReleased)
 )
 
 func set(vs ...string) map[string]bool {
@@ -133,6 +139,10 @@ type Metrics struct {
 	drainHeld         *prometheus.GaugeVec
 	drainTopShare     *prometheus.GaugeVec
 	drainTenantShare  *prometheus.GaugeVec
+	pullWorkers       *prometheus.GaugeVec
+	pullGranted       *prometheus.GaugeVec
+	pullUsed          *prometheus.GaugeVec
+	pullReleased      *prometheus.CounterVec
 	fairnessMu        sync.Mutex // one lane's tenant shares are replaced as a whole
 
 	tenants *topK
@@ -225,6 +235,22 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: NameDrainTenantShare,
 			Help: "Share of the lane's recent worker time of each of its top tenants, with the tenant's state (in_share, over_rate, capped, sidelined).",
 		}, []string{"lane", "tenant", "state"}),
+		pullWorkers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NamePullWorkers,
+			Help: "Pull workers connected (Connect streams) serving the lane.",
+		}, []string{"lane"}),
+		pullGranted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NamePullCreditsGranted,
+			Help: "Credits (jobs run at once) granted by the pull workers serving the lane; a stalled worker's count only what it holds.",
+		}, []string{"lane"}),
+		pullUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: NamePullCreditsUsed,
+			Help: "Jobs held by the pull workers serving the lane (credits in use).",
+		}, []string{"lane"}),
+		pullReleased: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NamePullReleased,
+			Help: "Jobs handed back at once, unanswered, because their pull worker's stream ended.",
+		}, []string{"lane"}),
 
 		lanes:      newBounded(maxLanes),
 		tiers:      newBounded(maxTiers),
@@ -239,7 +265,8 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
 			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
-			m.tenantReloads, m.drainUtilization, m.drainFairness, m.drainHeld, m.drainTopShare, m.drainTenantShare)
+			m.tenantReloads, m.drainUtilization, m.drainFairness, m.drainHeld, m.drainTopShare, m.drainTenantShare,
+			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased)
 	}
 	return m
 }
@@ -346,6 +373,27 @@ func (m *Metrics) Dwell(lane string, d time.Duration) {
 		return
 	}
 	m.dwell.WithLabelValues(m.lanes.value(lane)).Observe(d.Seconds())
+}
+
+// PullWorkers sets a lane's pull workers, the credits they grant and the
+// credits in use.
+func (m *Metrics) PullWorkers(lane string, workers, granted, used int) {
+	if m == nil {
+		return
+	}
+	l := m.lanes.value(lane)
+	m.pullWorkers.WithLabelValues(l).Set(float64(workers))
+	m.pullGranted.WithLabelValues(l).Set(float64(granted))
+	m.pullUsed.WithLabelValues(l).Set(float64(used))
+}
+
+// PullReleased counts n jobs of lane handed back when their pull worker's
+// stream ended.
+func (m *Metrics) PullReleased(lane string, n int) {
+	if m == nil {
+		return
+	}
+	m.pullReleased.WithLabelValues(m.lanes.value(lane)).Add(float64(n))
 }
 
 // AgeOfFirstAttempt records the time from acceptance to the start of a

@@ -105,6 +105,11 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// ErrReleased is a delivery that did not reach a worker's handler, or whose
+// worker went away before answering (its pull stream ended): the job goes
+// back to its queue at once, with no attempt counted.
+var ErrReleased = errors.New("released: the worker went away before answering")
+
 // Service implements workerv1.WorkerServiceServer by calling a Handler.
 type Service struct {
 	workerv1.UnimplementedWorkerServiceServer
