@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,6 +60,11 @@ type proc struct {
 // start runs one of the built binaries with args.
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	if (bin == "gateway" || (bin == "drainer" && slices.Contains(args, "run"))) && !slices.Contains(args, "--worker-listen") {
+		// Pull workers' listener: a free port, as for the others, so
+		// that tests can run side by side.
+		args = append(args, "--worker-listen", "127.0.0.1:0")
+	}
 	return startSpec(t, testcluster.Spec{Name: bin, Path: filepath.Join(binDir, bin), Args: args})
 }
 

@@ -66,9 +66,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	queues := fs.String("queues", "", "queue topology file (YAML); empty uses lanes premium, standard, free")
 	tenantsFile := fs.String("tenants", "", "tenant config file, for per-tenant drain limits; empty gives every tenant the standard tier's")
 	var target node.Target
-	fs.StringVar(&target.WorkerAddr, "worker-addr", "", "gRPC address of a worker (sluice.worker.v1.WorkerService)")
-	fs.StringVar(&target.WebhookURL, "webhook-url", "", "HTTP URL to POST jobs to, instead of a gRPC worker")
-	fs.StringVar(&target.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key for the X-Sluice-Signature header of webhook posts")
+	target.Register(fs)
+	var pullFlags node.PullFlags
+	pullFlags.Register(fs)
 	concurrency := fs.Int("concurrency", 32, "most jobs delivered at once")
 	adminListen := fs.String("admin-listen", "127.0.0.1:7071", "address of the admin gRPC API")
 	adminKey := fs.String("admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
@@ -155,7 +155,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	workerKey := ""
+	if handler == nil {
+		if workerKey, err = node.SecretFile(node.WorkerKeyFile(bf.DataDir), "sk_worker_"); err != nil {
+			return err
+		}
+	}
 	return node.RunDrain(ctx, node.DrainConfig{
+		Pull: pullFlags, WorkerKeys: node.WorkerKeys(tenants, workerKey), WorkerTLS: tlsCfg.Ingest, WorkerTLSMode: tlsCfg.IngestMode,
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
 		Tenants: tenants, Policy: policy, SidelineShare: share, ReadAhead: readAhead, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,

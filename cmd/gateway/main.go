@@ -52,6 +52,7 @@ type config struct {
 	tenants       string
 	queues        string
 	target        node.Target
+	pull          node.PullFlags
 	observe       node.ObserveFlags
 	policy        sideliner.Policy
 	sidelineShare int
@@ -76,9 +77,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	c.backend.Register(fs)
 	fs.StringVar(&c.tenants, "tenants", "", "tenant config file (YAML); empty runs with one development tenant")
 	fs.StringVar(&c.queues, "queues", "", "queue topology file (YAML, the Terraform module's output); empty uses lanes premium, standard, free")
-	fs.StringVar(&c.target.WorkerAddr, "worker-addr", "", "gRPC address of a worker (sluice.worker.v1.WorkerService)")
-	fs.StringVar(&c.target.WebhookURL, "webhook-url", "", "HTTP URL to POST jobs to, instead of a gRPC worker")
-	fs.StringVar(&c.target.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key for the X-Sluice-Signature header of webhook posts")
+	c.target.Register(fs)
+	c.pull.Register(fs)
 	fs.BoolVar(&c.drain, "drain", true, "run drainers in this process")
 	fs.IntVar(&c.concurrency, "concurrency", 32, "most jobs delivered at once by the in-process drainers")
 	fs.StringVar(&c.adminKey, "admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
@@ -192,6 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("backend", c.backend.Kind), slog.Int("lanes", len(topo.Lanes)), slog.String("tls", tlsCfg.IngestMode))
 
 	consoleURL := make(chan string, 1)
+	pullAddr := make(chan string, 1)
 	consoleOn := false
 	if c.drain {
 		adminKey := c.adminKey
@@ -211,12 +212,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		consoleOn = consoleHook != nil
+		workerKey := ""
+		if handler == nil {
+			if workerKey, err = node.SecretFile(node.WorkerKeyFile(c.backend.DataDir), "sk_worker_"); err != nil {
+				return err
+			}
+		}
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
 				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,
 				Policy: c.policy, SidelineShare: c.sidelineShare, ReadAhead: c.readAhead, ReceiveLinger: c.backend.DrainReceiveLinger(), Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
 				AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
+				Pull: c.pull, WorkerKeys: node.WorkerKeys(tenants, workerKey), WorkerTLS: tlsCfg.Ingest, WorkerTLSMode: tlsCfg.IngestMode,
+				PullListening: func(addr string) { pullAddr <- addr },
 			})
 		})
 	}
@@ -229,7 +238,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			case <-time.After(10 * time.Second):
 			}
 		}
-		printWelcome(stdout, lis.Addr().String(), devKey, describe(c), console, filepath.Join(c.backend.DataDir, "admin-key"))
+		workers := ""
+		if c.drain && c.target.Pull() {
+			select { // the pull listener opens as the drainers start
+			case workers = <-pullAddr:
+			case <-gctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+		printWelcome(stdout, welcome{
+			addr: lis.Addr().String(), key: devKey, mode: describe(c), consoleURL: console,
+			adminKeyFile: filepath.Join(c.backend.DataDir, "admin-key"), workerAddr: workers,
+			workerKeyFile: node.WorkerKeyFile(c.backend.DataDir),
+		})
 	}
 	err = g.Wait()
 	log.Info("gateway stopped")
@@ -266,19 +287,34 @@ func describe(c config) string {
 		delivery = "delivering to the worker at " + c.target.WorkerAddr
 	case c.target.WebhookURL != "":
 		delivery = "delivering to " + c.target.WebhookURL
-	default:
+	case c.target.LogSink:
 		delivery = "jobs logged as they are delivered"
+	default:
+		delivery = "jobs wait for pull workers"
 	}
 	return c.backend.Kind + " backend, " + delivery
 }
 
-func printWelcome(w io.Writer, addr, key, mode, consoleURL, adminKeyFile string) {
+// welcome is what the first screen tells a newcomer.
+type welcome struct {
+	addr, key, mode, consoleURL, adminKeyFile string
+	// workerAddr is where pull workers connect ("" when jobs are pushed).
+	workerAddr, workerKeyFile string
+}
+
+func printWelcome(w io.Writer, c welcome) {
 	fmt.Fprintf(w, `
 sluice is running: ingest API on %[1]s, %[3]s.
 Development tenant "dev", API key: %[2]s
-`, addr, key, mode)
-	if consoleURL != "" {
-		fmt.Fprintf(w, "Web console: %s (sign in with the admin key in %s)\n", consoleURL, adminKeyFile)
+`, c.addr, c.key, c.mode)
+	if c.consoleURL != "" {
+		fmt.Fprintf(w, "Web console: %s (sign in with the admin key in %s)\n", c.consoleURL, c.adminKeyFile)
+	}
+	if c.workerAddr != "" {
+		fmt.Fprintf(w, `
+Run a worker that prints each job (in another terminal):
+  go run ./cmd/sluicectl worker --addr %[1]s --key-file %[2]s
+`, c.workerAddr, c.workerKeyFile)
 	}
 	fmt.Fprintf(w, `
 Submit a job (in another terminal):
@@ -287,5 +323,5 @@ Submit a job (in another terminal):
 or with grpcurl:
   grpcurl -plaintext -H 'authorization: Bearer %[2]s' -d '{"payload":"aGVsbG8="}' %[1]s sluice.ingest.v1.IngestService/Submit
 
-`, addr, key)
+`, c.addr, c.key)
 }

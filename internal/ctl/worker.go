@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -34,12 +36,19 @@ type jobLine struct {
 }
 
 func setupWorker(fs *flag.FlagSet) runFunc {
-	listen := fs.String("listen", "127.0.0.1:7072", "address to serve the worker API on (give the gateway --worker-addr this)")
+	addr := fs.String("addr", envOr("SLUICE_WORKER_ADDR", "127.0.0.1:7072"), "address of sluice's pull-worker listener, its --worker-listen (or SLUICE_WORKER_ADDR)")
+	key := fs.String("key", os.Getenv("SLUICE_WORKER_KEY"), "worker key (or SLUICE_WORKER_KEY; default: the file --key-file)")
+	keyFile := fs.String("key-file", "data/worker-key", "file holding the worker key (sluice writes its development key there)")
+	concurrency := fs.Int("concurrency", 4, "most jobs run at once (the credits granted to sluice)")
+	lanes := fs.String("lanes", "", "comma-separated lanes to serve (empty: every lane the key allows)")
+	listen := fs.String("listen", "", "serve the push worker API on this address instead of pulling (give the gateway --worker-addr it)")
 	fail := fs.String("fail", "", "answer jobs whose payload matches this regular expression with a permanent error (they are dead-lettered at once)")
 	retry := fs.String("retry", "", "answer jobs whose payload matches this regular expression with a retryable error (retried until --max-attempts, then dead-lettered)")
 	jsonOut := fs.Bool("json", false, "print one JSON object per job instead of a line of text")
+	var tlsc tlsflags.Client
+	tlsc.Register(fs, "", "sluice (pull)")
 	var tlsServer tlsflags.Server
-	tlsServer.Register(fs, "", "the worker API")
+	tlsServer.Register(fs, "listen-", "the push worker API (with --listen)")
 	return func(ctx context.Context, e *env, args []string) error {
 		if err := wantArgs(args, 0, "worker takes flags only"); err != nil {
 			return err
@@ -52,17 +61,9 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		tlsCfg, err := tlsServer.Config("")
-		if err != nil {
-			return err
-		}
 		log, err := serve.NewLogger(e.stderr, "info")
 		if err != nil {
 			return err
-		}
-		lis, err := net.Listen("tcp", *listen)
-		if err != nil {
-			return fmt.Errorf("--listen %s: %w", *listen, err)
 		}
 		p := &jobPrinter{w: e.stdout, json: *jsonOut}
 		handler := func(_ context.Context, j worker.Job) error {
@@ -79,11 +80,48 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 			p.print(j, outcome)
 			return err
 		}
-		log.InfoContext(ctx, "worker listening", slog.String("addr", lis.Addr().String()), slog.Bool("tls", tlsCfg != nil))
-		err = worker.Serve(ctx, lis, worker.Config{Handler: handler, TLS: tlsCfg, Logger: log, ShutdownGrace: 5 * time.Second})
+		if *listen != "" {
+			return servePush(ctx, log, *listen, tlsServer, handler)
+		}
+		if *concurrency < 1 || *concurrency > 10000 {
+			return fmt.Errorf("--concurrency %d: want 1 to 10000", *concurrency)
+		}
+		k := *key
+		if k == "" {
+			b, err := os.ReadFile(*keyFile)
+			if err != nil {
+				return fmt.Errorf("no worker key: pass --key, set SLUICE_WORKER_KEY, or point --key-file at sluice's <data-dir>/worker-key (%w)", err)
+			}
+			k = strings.TrimSpace(string(b))
+		}
+		tlsCfg, err := tlsc.Config("")
+		if err != nil {
+			return err
+		}
+		opts := worker.ConnectOptions{Concurrency: *concurrency, TLS: tlsCfg, Logger: log}
+		if *lanes != "" {
+			opts.Lanes = strings.Split(*lanes, ",")
+		}
+		err = worker.Connect(ctx, *addr, k, handler, opts)
 		log.InfoContext(context.WithoutCancel(ctx), "worker stopped")
 		return err
 	}
+}
+
+// servePush serves the push worker API (WorkerService) on listen.
+func servePush(ctx context.Context, log *slog.Logger, listen string, tlsServer tlsflags.Server, handler worker.Handler) error {
+	tlsCfg, err := tlsServer.Config("listen-")
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", listen, err)
+	}
+	log.InfoContext(ctx, "worker listening", slog.String("addr", lis.Addr().String()), slog.Bool("tls", tlsCfg != nil))
+	err = worker.Serve(ctx, lis, worker.Config{Handler: handler, TLS: tlsCfg, Logger: log, ShutdownGrace: 5 * time.Second})
+	log.InfoContext(context.WithoutCancel(ctx), "worker stopped")
+	return err
 }
 
 func compileOptional(name, expr string) (*regexp.Regexp, error) {

@@ -31,6 +31,7 @@ import (
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/pull"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
 	"github.com/sluice-dev/sluice/queue/sqsqueue"
@@ -203,32 +204,47 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 }
 
 // Target names where drainers deliver: at most one of a gRPC worker
-// address and a webhook URL; neither means the built-in log sink.
+// address and a webhook URL (push), or the built-in log sink; none of them
+// means pull workers (PullFlags).
 type Target struct {
 	WorkerAddr    string
 	WebhookURL    string
 	WebhookSecret string
+	LogSink       bool
 	// WorkerDial sets the worker connection's transport (TLS.Worker);
 	// nil is plaintext.
 	WorkerDial grpc.DialOption
 }
 
-// Handler returns the delivery target's handler. The returned close func
-// releases its connection.
+// Register adds the delivery target's flags to fs.
+func (t *Target) Register(fs *flag.FlagSet) {
+	fs.StringVar(&t.WorkerAddr, "worker-addr", "", "push jobs to the gRPC worker at this address (sluice.worker.v1.WorkerService) instead of serving pull workers")
+	fs.StringVar(&t.WebhookURL, "webhook-url", "", "push jobs to this HTTP URL instead of serving pull workers")
+	fs.StringVar(&t.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key for the X-Sluice-Signature header of webhook posts")
+	fs.BoolVar(&t.LogSink, "log-sink", false, "log each job and ack it instead of serving pull workers (a quick look, no worker needed)")
+}
+
+// Pull reports whether the drainers serve pull workers (no push target).
+func (t Target) Pull() bool { return t.WorkerAddr == "" && t.WebhookURL == "" && !t.LogSink }
+
+// Handler returns the delivery target's handler, or nil for pull workers.
+// The returned close func releases its connection.
 func Handler(t Target, log *slog.Logger) (drainer.Handler, func() error, error) {
 	noop := func() error { return nil }
 	workerAddr := t.WorkerAddr
 	switch {
-	case workerAddr != "" && t.WebhookURL != "":
-		return nil, nil, errors.New("give --worker-addr or --webhook-url, not both")
+	case workerAddr != "" && t.WebhookURL != "", t.LogSink && (workerAddr != "" || t.WebhookURL != ""):
+		return nil, nil, errors.New("give one of --worker-addr, --webhook-url and --log-sink")
 	case t.WebhookURL != "":
 		u, err := url.Parse(t.WebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, nil, fmt.Errorf("--webhook-url %q: want an http:// or https:// URL", t.WebhookURL)
 		}
 		return &drainer.Webhook{URL: t.WebhookURL, Secret: t.WebhookSecret}, noop, nil
-	case workerAddr == "":
+	case t.LogSink:
 		return drainer.LogHandler{Logger: log}, noop, nil
+	case workerAddr == "":
+		return nil, noop, nil // pull workers
 	}
 	dial := t.WorkerDial
 	if dial == nil {
@@ -273,7 +289,17 @@ func TenantLimits(current func() *tenant.Config, topo topology.Topology) func(st
 type DrainConfig struct {
 	Backend  queue.Backend
 	Topology topology.Topology
-	Handler  drainer.Handler
+	// Handler receives the jobs; nil serves pull workers on Pull.Listen,
+	// authenticated by WorkerKeys.
+	Handler drainer.Handler
+	Pull    PullFlags
+	// WorkerKeys authenticates pull workers (see WorkerKeys).
+	WorkerKeys func(string) (*tenant.Worker, bool)
+	// WorkerTLS and WorkerTLSMode are the pull listener's, as AdminTLS.
+	WorkerTLS     []grpc.ServerOption
+	WorkerTLSMode string
+	// PullListening, if set, is told the pull listener's address.
+	PullListening func(addr string)
 	// Tenants gives the per-tenant drain limits, reloaded live, and
 	// answers the admin API's GetTenantLimits.
 	Tenants       *tenant.Live
@@ -304,10 +330,31 @@ type DrainConfig struct {
 // both: the admin listener first, then the drainers within the grace
 // period.
 func RunDrain(ctx context.Context, cfg DrainConfig) error {
+	handler, handlerTimeout := cfg.Handler, time.Duration(0)
+	var d *drainer.Drainer
+	var hub *pull.Hub
+	if handler == nil {
+		var lanes []string
+		for _, l := range cfg.Topology.Lanes {
+			lanes = append(lanes, l.Name)
+		}
+		var err error
+		hub, err = pull.New(pull.Config{
+			Authenticate: cfg.WorkerKeys, Lanes: lanes, LeaseTimeout: cfg.Pull.LeaseTimeout,
+			Capacity: func(slots int, lanes map[string]int) { d.SetCapacity(slots, lanes) },
+			Metrics:  cfg.Metrics, Logger: cfg.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		// The hub times out each lease itself (the worker may extend it).
+		handler, handlerTimeout = hub, pull.MaxLeaseTimeout+time.Minute
+	}
 	d, err := drainer.New(drainer.Config{
-		Backend:       cfg.Backend,
-		Topology:      cfg.Topology,
-		Handler:       cfg.Handler,
+		Backend:        cfg.Backend,
+		Topology:       cfg.Topology,
+		Handler:        handler,
+		HandlerTimeout: handlerTimeout,
 		Limits:        TenantLimits(cfg.Tenants.Config, cfg.Topology),
 		Policy:        cfg.Policy,
 		Metrics:       cfg.Metrics,
@@ -340,14 +387,28 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		defer stopConsole()
 		lis = grpcLis
 	}
+	var pullSrv *pullServer
+	if hub != nil {
+		if pullSrv, err = startPull(ctx, cfg, hub); err != nil {
+			return errors.Join(err, lis.Close())
+		}
+	}
 	if err := errors.Join(adminSrv.Start(ctx), d.Start(ctx)); err != nil {
+		if pullSrv != nil {
+			err = errors.Join(err, pullSrv.stop(ctx))
+		}
 		return errors.Join(err, lis.Close())
 	}
 	cfg.Logger.InfoContext(ctx, "admin API listening", slog.String("addr", lis.Addr().String()), slog.String("tls", cmp.Or(cfg.AdminTLSMode, "off")))
 	serveErr := srv.Serve(ctx, lis, cfg.ShutdownGrace)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
+	// Pull workers stay connected while the drainers stop, to answer the
+	// jobs they hold; then their sessions end.
 	stopErr := errors.Join(d.Stop(stopCtx), adminSrv.Stop(stopCtx))
+	if pullSrv != nil {
+		stopErr = errors.Join(stopErr, pullSrv.stop(stopCtx))
+	}
 	c := d.Counts()
 	cfg.Logger.InfoContext(ctx, "drainer stopped", slog.Int64("delivered", c.Delivered), slog.Int64("retried", c.Retried),
 		slog.Int64("spilled", c.Spilled), slog.Int64("backlogged", c.Backlogged), slog.Int64("dropped", c.Dropped),
@@ -364,6 +425,9 @@ func SecretFile(path, prefix string) (string, error) {
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return "", fmt.Errorf("create data directory (--data-dir): %w", err)
 	}
 	buf := make([]byte, 20)
 	_, _ = rand.Read(buf)

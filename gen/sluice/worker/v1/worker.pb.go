@@ -9,6 +9,7 @@ package workerv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -21,6 +22,67 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// Outcome is what the worker did with a job.
+type Outcome int32
+
+const (
+	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
+	// ACK: done; the job is deleted and the credit comes back.
+	Outcome_OUTCOME_ACK Outcome = 1
+	// RETRY: failed; deliver again later, until the attempts run out.
+	Outcome_OUTCOME_RETRY Outcome = 2
+	// FAIL: failed for good; the job is dead-lettered at once.
+	Outcome_OUTCOME_FAIL Outcome = 3
+	// EXTEND: still working; push the lease's deadline out. The credit stays
+	// used.
+	Outcome_OUTCOME_EXTEND Outcome = 4
+)
+
+// Enum value maps for Outcome.
+var (
+	Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "OUTCOME_ACK",
+		2: "OUTCOME_RETRY",
+		3: "OUTCOME_FAIL",
+		4: "OUTCOME_EXTEND",
+	}
+	Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"OUTCOME_ACK":         1,
+		"OUTCOME_RETRY":       2,
+		"OUTCOME_FAIL":        3,
+		"OUTCOME_EXTEND":      4,
+	}
+)
+
+func (x Outcome) Enum() *Outcome {
+	p := new(Outcome)
+	*p = x
+	return p
+}
+
+func (x Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_worker_v1_worker_proto_enumTypes[0].Descriptor()
+}
+
+func (Outcome) Type() protoreflect.EnumType {
+	return &file_sluice_worker_v1_worker_proto_enumTypes[0]
+}
+
+func (x Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Outcome.Descriptor instead.
+func (Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{0}
+}
 
 // ProcessRequest is one job delivery.
 type ProcessRequest struct {
@@ -154,11 +216,744 @@ func (*ProcessResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{1}
 }
 
+// ConnectRequest is one message from the worker.
+type ConnectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ConnectRequest_Hello
+	//	*ConnectRequest_Credits
+	//	*ConnectRequest_Results
+	Message       isConnectRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectRequest) Reset() {
+	*x = ConnectRequest{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectRequest) ProtoMessage() {}
+
+func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
+func (*ConnectRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConnectRequest) GetMessage() isConnectRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetHello() *Hello {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_Hello); ok {
+			return x.Hello
+		}
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetCredits() *Credits {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_Credits); ok {
+			return x.Credits
+		}
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetResults() *Results {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectRequest_Results); ok {
+			return x.Results
+		}
+	}
+	return nil
+}
+
+type isConnectRequest_Message interface {
+	isConnectRequest_Message()
+}
+
+type ConnectRequest_Hello struct {
+	// Hello must be the first message, and only the first.
+	Hello *Hello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
+}
+
+type ConnectRequest_Credits struct {
+	// Credits changes the worker's credits.
+	Credits *Credits `protobuf:"bytes,2,opt,name=credits,proto3,oneof"`
+}
+
+type ConnectRequest_Results struct {
+	// Results answers jobs.
+	Results *Results `protobuf:"bytes,3,opt,name=results,proto3,oneof"`
+}
+
+func (*ConnectRequest_Hello) isConnectRequest_Message() {}
+
+func (*ConnectRequest_Credits) isConnectRequest_Message() {}
+
+func (*ConnectRequest_Results) isConnectRequest_Message() {}
+
+// Hello opens a session.
+type Hello struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lanes the worker serves; empty serves every lane its key allows.
+	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// The most jobs the worker runs at once, 0 to 10000. Zero asks for none
+	// yet (send Credits later).
+	Credits uint32 `protobuf:"varint,2,opt,name=credits,proto3" json:"credits,omitempty"`
+	// How long a job may go without an answer or an extend before sluice
+	// fails the attempt (it is retried); zero takes the drainer's default.
+	LeaseTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_timeout,json=leaseTimeout,proto3" json:"lease_timeout,omitempty"`
+	// A name for logs, such as host/pid.
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hello) Reset() {
+	*x = Hello{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hello) ProtoMessage() {}
+
+func (x *Hello) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hello.ProtoReflect.Descriptor instead.
+func (*Hello) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Hello) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *Hello) GetCredits() uint32 {
+	if x != nil {
+		return x.Credits
+	}
+	return 0
+}
+
+func (x *Hello) GetLeaseTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTimeout
+	}
+	return nil
+}
+
+func (x *Hello) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Credits sets the most jobs the worker runs at once. Zero asks for no more
+// jobs, for a graceful drain: the jobs it holds stay leased until answered.
+type Credits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credits       uint32                 `protobuf:"varint,1,opt,name=credits,proto3" json:"credits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Credits) Reset() {
+	*x = Credits{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Credits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Credits) ProtoMessage() {}
+
+func (x *Credits) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Credits.ProtoReflect.Descriptor instead.
+func (*Credits) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Credits) GetCredits() uint32 {
+	if x != nil {
+		return x.Credits
+	}
+	return 0
+}
+
+// Results answers jobs, in any order.
+type Results struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Results) Reset() {
+	*x = Results{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Results) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Results) ProtoMessage() {}
+
+func (x *Results) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Results.ProtoReflect.Descriptor instead.
+func (*Results) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Results) GetResults() []*Result {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// Result is the worker's answer for one job, named by its lease.
+type Result struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Lease   string                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	Outcome Outcome                `protobuf:"varint,2,opt,name=outcome,proto3,enum=sluice.worker.v1.Outcome" json:"outcome,omitempty"`
+	// RETRY: the least delay before the next attempt (zero: the drainer's
+	// backoff). EXTEND: the lease's new deadline, counted from now (zero: the
+	// session's lease timeout).
+	Delay *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
+	// RETRY and FAIL: what went wrong, kept as the job's last error.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Result) Reset() {
+	*x = Result{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Result) ProtoMessage() {}
+
+func (x *Result) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Result.ProtoReflect.Descriptor instead.
+func (*Result) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Result) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *Result) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *Result) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+func (x *Result) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// ConnectResponse is one message from sluice.
+type ConnectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ConnectResponse_Welcome
+	//	*ConnectResponse_Jobs
+	//	*ConnectResponse_Refused
+	Message       isConnectResponse_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectResponse) Reset() {
+	*x = ConnectResponse{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectResponse) ProtoMessage() {}
+
+func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
+func (*ConnectResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConnectResponse) GetMessage() isConnectResponse_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetWelcome() *Welcome {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Welcome); ok {
+			return x.Welcome
+		}
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetJobs() *Jobs {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Jobs); ok {
+			return x.Jobs
+		}
+	}
+	return nil
+}
+
+func (x *ConnectResponse) GetRefused() *Refused {
+	if x != nil {
+		if x, ok := x.Message.(*ConnectResponse_Refused); ok {
+			return x.Refused
+		}
+	}
+	return nil
+}
+
+type isConnectResponse_Message interface {
+	isConnectResponse_Message()
+}
+
+type ConnectResponse_Welcome struct {
+	// Welcome answers Hello.
+	Welcome *Welcome `protobuf:"bytes,1,opt,name=welcome,proto3,oneof"`
+}
+
+type ConnectResponse_Jobs struct {
+	// Jobs delivers a batch of jobs.
+	Jobs *Jobs `protobuf:"bytes,2,opt,name=jobs,proto3,oneof"`
+}
+
+type ConnectResponse_Refused struct {
+	// Refused says a message or result was not taken.
+	Refused *Refused `protobuf:"bytes,3,opt,name=refused,proto3,oneof"`
+}
+
+func (*ConnectResponse_Welcome) isConnectResponse_Message() {}
+
+func (*ConnectResponse_Jobs) isConnectResponse_Message() {}
+
+func (*ConnectResponse_Refused) isConnectResponse_Message() {}
+
+// Welcome confirms a session.
+type Welcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session names this stream in sluice's logs.
+	Session string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// Lanes the session is served from.
+	Lanes []string `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
+	// The lease timeout in force.
+	LeaseTimeout  *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_timeout,json=leaseTimeout,proto3" json:"lease_timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Welcome) Reset() {
+	*x = Welcome{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Welcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Welcome) ProtoMessage() {}
+
+func (x *Welcome) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
+func (*Welcome) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Welcome) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *Welcome) GetLanes() []string {
+	if x != nil {
+		return x.Lanes
+	}
+	return nil
+}
+
+func (x *Welcome) GetLeaseTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.LeaseTimeout
+	}
+	return nil
+}
+
+// Jobs is a batch of deliveries.
+type Jobs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Jobs) Reset() {
+	*x = Jobs{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Jobs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Jobs) ProtoMessage() {}
+
+func (x *Jobs) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Jobs.ProtoReflect.Descriptor instead.
+func (*Jobs) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Jobs) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// Job is one delivery of a job.
+type Job struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gateway's job id; a redelivery carries the same id. Workers must be
+	// idempotent on it.
+	JobId  string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Lane   string `protobuf:"bytes,3,opt,name=lane,proto3" json:"lane,omitempty"`
+	// 1 on the first delivery attempt.
+	Attempt    uint32            `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Payload    []byte            `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
+	Attributes map[string]string `protobuf:"bytes,6,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When the gateway accepted the job.
+	EnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
+	// The lease: name it in the job's Result. It is good only on this stream
+	// and only until the job is answered.
+	Lease string `protobuf:"bytes,8,opt,name=lease,proto3" json:"lease,omitempty"`
+	// W3C "traceparent" and "tracestate" of the delivery, if any.
+	TraceContext  map[string]string `protobuf:"bytes,9,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Job) Reset() {
+	*x = Job{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Job) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Job) ProtoMessage() {}
+
+func (x *Job) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Job.ProtoReflect.Descriptor instead.
+func (*Job) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Job) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *Job) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Job) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+func (x *Job) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Job) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Job) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *Job) GetEnqueuedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedAt
+	}
+	return nil
+}
+
+func (x *Job) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *Job) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+// Refused answers a message or result that sluice could not take; nothing
+// changed.
+type Refused struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The result's lease, if the refusal is about one.
+	Lease string `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// A gRPC status code: NOT_FOUND for a stale or unknown lease,
+	// INVALID_ARGUMENT for a malformed message.
+	Code          uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refused) Reset() {
+	*x = Refused{}
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refused) ProtoMessage() {}
+
+func (x *Refused) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_worker_v1_worker_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refused.ProtoReflect.Descriptor instead.
+func (*Refused) Descriptor() ([]byte, []int) {
+	return file_sluice_worker_v1_worker_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Refused) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *Refused) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Refused) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_sluice_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_sluice_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsluice/worker/v1/worker.proto\x12\x10sluice.worker.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x02\n" +
+	"\x1dsluice/worker/v1/worker.proto\x12\x10sluice.worker.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd5\x02\n" +
 	"\x0eProcessRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x18\n" +
@@ -173,9 +968,70 @@ const file_sluice_worker_v1_worker_proto_rawDesc = "" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x11\n" +
-	"\x0fProcessResponse2_\n" +
+	"\x0fProcessResponse\"\xba\x01\n" +
+	"\x0eConnectRequest\x12/\n" +
+	"\x05hello\x18\x01 \x01(\v2\x17.sluice.worker.v1.HelloH\x00R\x05hello\x125\n" +
+	"\acredits\x18\x02 \x01(\v2\x19.sluice.worker.v1.CreditsH\x00R\acredits\x125\n" +
+	"\aresults\x18\x03 \x01(\v2\x19.sluice.worker.v1.ResultsH\x00R\aresultsB\t\n" +
+	"\amessage\"\x8b\x01\n" +
+	"\x05Hello\x12\x14\n" +
+	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x18\n" +
+	"\acredits\x18\x02 \x01(\rR\acredits\x12>\n" +
+	"\rlease_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fleaseTimeout\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\"#\n" +
+	"\aCredits\x12\x18\n" +
+	"\acredits\x18\x01 \x01(\rR\acredits\"=\n" +
+	"\aResults\x122\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.sluice.worker.v1.ResultR\aresults\"\x9a\x01\n" +
+	"\x06Result\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\x123\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x19.sluice.worker.v1.OutcomeR\aoutcome\x12/\n" +
+	"\x05delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xb8\x01\n" +
+	"\x0fConnectResponse\x125\n" +
+	"\awelcome\x18\x01 \x01(\v2\x19.sluice.worker.v1.WelcomeH\x00R\awelcome\x12,\n" +
+	"\x04jobs\x18\x02 \x01(\v2\x16.sluice.worker.v1.JobsH\x00R\x04jobs\x125\n" +
+	"\arefused\x18\x03 \x01(\v2\x19.sluice.worker.v1.RefusedH\x00R\arefusedB\t\n" +
+	"\amessage\"y\n" +
+	"\aWelcome\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
+	"\x05lanes\x18\x02 \x03(\tR\x05lanes\x12>\n" +
+	"\rlease_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fleaseTimeout\"1\n" +
+	"\x04Jobs\x12)\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x15.sluice.worker.v1.JobR\x04jobs\"\xe4\x03\n" +
+	"\x03Job\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04lane\x18\x03 \x01(\tR\x04lane\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x12\x18\n" +
+	"\apayload\x18\x05 \x01(\fR\apayload\x12E\n" +
+	"\n" +
+	"attributes\x18\x06 \x03(\v2%.sluice.worker.v1.Job.AttributesEntryR\n" +
+	"attributes\x12;\n" +
+	"\venqueued_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"enqueuedAt\x12\x14\n" +
+	"\x05lease\x18\b \x01(\tR\x05lease\x12L\n" +
+	"\rtrace_context\x18\t \x03(\v2'.sluice.worker.v1.Job.TraceContextEntryR\ftraceContext\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\aRefused\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage*l\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vOUTCOME_ACK\x10\x01\x12\x11\n" +
+	"\rOUTCOME_RETRY\x10\x02\x12\x10\n" +
+	"\fOUTCOME_FAIL\x10\x03\x12\x12\n" +
+	"\x0eOUTCOME_EXTEND\x10\x042_\n" +
 	"\rWorkerService\x12N\n" +
-	"\aProcess\x12 .sluice.worker.v1.ProcessRequest\x1a!.sluice.worker.v1.ProcessResponseB\xc1\x01\n" +
+	"\aProcess\x12 .sluice.worker.v1.ProcessRequest\x1a!.sluice.worker.v1.ProcessResponse2a\n" +
+	"\vPullService\x12R\n" +
+	"\aConnect\x12 .sluice.worker.v1.ConnectRequest\x1a!.sluice.worker.v1.ConnectResponse(\x010\x01B\xc1\x01\n" +
 	"\x14com.sluice.worker.v1B\vWorkerProtoP\x01Z:github.com/sluice-dev/sluice/gen/sluice/worker/v1;workerv1\xa2\x02\x03SWX\xaa\x02\x10Sluice.Worker.V1\xca\x02\x10Sluice\\Worker\\V1\xe2\x02\x1cSluice\\Worker\\V1\\GPBMetadata\xea\x02\x12Sluice::Worker::V1b\x06proto3"
 
 var (
@@ -190,23 +1046,55 @@ func file_sluice_worker_v1_worker_proto_rawDescGZIP() []byte {
 	return file_sluice_worker_v1_worker_proto_rawDescData
 }
 
-var file_sluice_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sluice_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_sluice_worker_v1_worker_proto_goTypes = []any{
-	(*ProcessRequest)(nil),        // 0: sluice.worker.v1.ProcessRequest
-	(*ProcessResponse)(nil),       // 1: sluice.worker.v1.ProcessResponse
-	nil,                           // 2: sluice.worker.v1.ProcessRequest.AttributesEntry
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(Outcome)(0),                  // 0: sluice.worker.v1.Outcome
+	(*ProcessRequest)(nil),        // 1: sluice.worker.v1.ProcessRequest
+	(*ProcessResponse)(nil),       // 2: sluice.worker.v1.ProcessResponse
+	(*ConnectRequest)(nil),        // 3: sluice.worker.v1.ConnectRequest
+	(*Hello)(nil),                 // 4: sluice.worker.v1.Hello
+	(*Credits)(nil),               // 5: sluice.worker.v1.Credits
+	(*Results)(nil),               // 6: sluice.worker.v1.Results
+	(*Result)(nil),                // 7: sluice.worker.v1.Result
+	(*ConnectResponse)(nil),       // 8: sluice.worker.v1.ConnectResponse
+	(*Welcome)(nil),               // 9: sluice.worker.v1.Welcome
+	(*Jobs)(nil),                  // 10: sluice.worker.v1.Jobs
+	(*Job)(nil),                   // 11: sluice.worker.v1.Job
+	(*Refused)(nil),               // 12: sluice.worker.v1.Refused
+	nil,                           // 13: sluice.worker.v1.ProcessRequest.AttributesEntry
+	nil,                           // 14: sluice.worker.v1.Job.AttributesEntry
+	nil,                           // 15: sluice.worker.v1.Job.TraceContextEntry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 }
 var file_sluice_worker_v1_worker_proto_depIdxs = []int32{
-	2, // 0: sluice.worker.v1.ProcessRequest.attributes:type_name -> sluice.worker.v1.ProcessRequest.AttributesEntry
-	3, // 1: sluice.worker.v1.ProcessRequest.enqueued_at:type_name -> google.protobuf.Timestamp
-	0, // 2: sluice.worker.v1.WorkerService.Process:input_type -> sluice.worker.v1.ProcessRequest
-	1, // 3: sluice.worker.v1.WorkerService.Process:output_type -> sluice.worker.v1.ProcessResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	13, // 0: sluice.worker.v1.ProcessRequest.attributes:type_name -> sluice.worker.v1.ProcessRequest.AttributesEntry
+	16, // 1: sluice.worker.v1.ProcessRequest.enqueued_at:type_name -> google.protobuf.Timestamp
+	4,  // 2: sluice.worker.v1.ConnectRequest.hello:type_name -> sluice.worker.v1.Hello
+	5,  // 3: sluice.worker.v1.ConnectRequest.credits:type_name -> sluice.worker.v1.Credits
+	6,  // 4: sluice.worker.v1.ConnectRequest.results:type_name -> sluice.worker.v1.Results
+	17, // 5: sluice.worker.v1.Hello.lease_timeout:type_name -> google.protobuf.Duration
+	7,  // 6: sluice.worker.v1.Results.results:type_name -> sluice.worker.v1.Result
+	0,  // 7: sluice.worker.v1.Result.outcome:type_name -> sluice.worker.v1.Outcome
+	17, // 8: sluice.worker.v1.Result.delay:type_name -> google.protobuf.Duration
+	9,  // 9: sluice.worker.v1.ConnectResponse.welcome:type_name -> sluice.worker.v1.Welcome
+	10, // 10: sluice.worker.v1.ConnectResponse.jobs:type_name -> sluice.worker.v1.Jobs
+	12, // 11: sluice.worker.v1.ConnectResponse.refused:type_name -> sluice.worker.v1.Refused
+	17, // 12: sluice.worker.v1.Welcome.lease_timeout:type_name -> google.protobuf.Duration
+	11, // 13: sluice.worker.v1.Jobs.jobs:type_name -> sluice.worker.v1.Job
+	14, // 14: sluice.worker.v1.Job.attributes:type_name -> sluice.worker.v1.Job.AttributesEntry
+	16, // 15: sluice.worker.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp
+	15, // 16: sluice.worker.v1.Job.trace_context:type_name -> sluice.worker.v1.Job.TraceContextEntry
+	1,  // 17: sluice.worker.v1.WorkerService.Process:input_type -> sluice.worker.v1.ProcessRequest
+	3,  // 18: sluice.worker.v1.PullService.Connect:input_type -> sluice.worker.v1.ConnectRequest
+	2,  // 19: sluice.worker.v1.WorkerService.Process:output_type -> sluice.worker.v1.ProcessResponse
+	8,  // 20: sluice.worker.v1.PullService.Connect:output_type -> sluice.worker.v1.ConnectResponse
+	19, // [19:21] is the sub-list for method output_type
+	17, // [17:19] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sluice_worker_v1_worker_proto_init() }
@@ -214,18 +1102,29 @@ func file_sluice_worker_v1_worker_proto_init() {
 	if File_sluice_worker_v1_worker_proto != nil {
 		return
 	}
+	file_sluice_worker_v1_worker_proto_msgTypes[2].OneofWrappers = []any{
+		(*ConnectRequest_Hello)(nil),
+		(*ConnectRequest_Credits)(nil),
+		(*ConnectRequest_Results)(nil),
+	}
+	file_sluice_worker_v1_worker_proto_msgTypes[7].OneofWrappers = []any{
+		(*ConnectResponse_Welcome)(nil),
+		(*ConnectResponse_Jobs)(nil),
+		(*ConnectResponse_Refused)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_worker_v1_worker_proto_rawDesc), len(file_sluice_worker_v1_worker_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   3,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_sluice_worker_v1_worker_proto_goTypes,
 		DependencyIndexes: file_sluice_worker_v1_worker_proto_depIdxs,
+		EnumInfos:         file_sluice_worker_v1_worker_proto_enumTypes,
 		MessageInfos:      file_sluice_worker_v1_worker_proto_msgTypes,
 	}.Build()
 	File_sluice_worker_v1_worker_proto = out.File

@@ -151,3 +151,131 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "sluice/worker/v1/worker.proto",
 }
+
+const (
+	PullService_Connect_FullMethodName = "/sluice.worker.v1.PullService/Connect"
+)
+
+// PullServiceClient is the client API for PullService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// PullService is served by sluice itself, by every process that drains (on
+// its --worker-listen address): a worker dials it and pulls jobs over one
+// stream, so workers need no inbound port and no load balancer. Calls carry
+// "authorization: Bearer <worker key>"; worker keys are separate from
+// tenant keys and the admin key.
+type PullServiceClient interface {
+	// Connect is one worker's session. The worker sends Hello first, naming
+	// the lanes it serves and its credits (the most jobs it runs at once).
+	// Sluice answers Welcome, then sends jobs in batches, never more than the
+	// credits outstanding. The worker answers in batches of results: ack,
+	// retry, fail, or extend a lease. While the stream is up, sluice keeps
+	// every held job's message invisible to other consumers; when it ends,
+	// for any reason, the jobs the worker still holds go back to their
+	// queues at once and are redelivered. A result that sluice cannot take
+	// (a stale or unknown lease, a malformed result) is answered with
+	// Refused and changes nothing.
+	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
+}
+
+type pullServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPullServiceClient(cc grpc.ClientConnInterface) PullServiceClient {
+	return &pullServiceClient{cc}
+}
+
+func (c *pullServiceClient) Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PullService_ServiceDesc.Streams[0], PullService_Connect_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConnectRequest, ConnectResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PullService_ConnectClient = grpc.BidiStreamingClient[ConnectRequest, ConnectResponse]
+
+// PullServiceServer is the server API for PullService service.
+// All implementations must embed UnimplementedPullServiceServer
+// for forward compatibility.
+//
+// PullService is served by sluice itself, by every process that drains (on
+// its --worker-listen address): a worker dials it and pulls jobs over one
+// stream, so workers need no inbound port and no load balancer. Calls carry
+// "authorization: Bearer <worker key>"; worker keys are separate from
+// tenant keys and the admin key.
+type PullServiceServer interface {
+	// Connect is one worker's session. The worker sends Hello first, naming
+	// the lanes it serves and its credits (the most jobs it runs at once).
+	// Sluice answers Welcome, then sends jobs in batches, never more than the
+	// credits outstanding. The worker answers in batches of results: ack,
+	// retry, fail, or extend a lease. While the stream is up, sluice keeps
+	// every held job's message invisible to other consumers; when it ends,
+	// for any reason, the jobs the worker still holds go back to their
+	// queues at once and are redelivered. A result that sluice cannot take
+	// (a stale or unknown lease, a malformed result) is answered with
+	// Refused and changes nothing.
+	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
+	mustEmbedUnimplementedPullServiceServer()
+}
+
+// UnimplementedPullServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPullServiceServer struct{}
+
+func (UnimplementedPullServiceServer) Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error {
+	return status.Error(codes.Unimplemented, "method Connect not implemented")
+}
+func (UnimplementedPullServiceServer) mustEmbedUnimplementedPullServiceServer() {}
+func (UnimplementedPullServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafePullServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PullServiceServer will
+// result in compilation errors.
+type UnsafePullServiceServer interface {
+	mustEmbedUnimplementedPullServiceServer()
+}
+
+func RegisterPullServiceServer(s grpc.ServiceRegistrar, srv PullServiceServer) {
+	// If the following call panics, it indicates UnimplementedPullServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&PullService_ServiceDesc, srv)
+}
+
+func _PullService_Connect_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PullServiceServer).Connect(&grpc.GenericServerStream[ConnectRequest, ConnectResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PullService_ConnectServer = grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]
+
+// PullService_ServiceDesc is the grpc.ServiceDesc for PullService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var PullService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.worker.v1.PullService",
+	HandlerType: (*PullServiceServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Connect",
+			Handler:       _PullService_Connect_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "sluice/worker/v1/worker.proto",
+}

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"flag"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/pull"
+	"github.com/sluice-dev/sluice/tenant"
+)
+
+// PullFlags configure the pull-worker listener (package pull), used when
+// the drainers have no push target (--worker-addr, --webhook-url) and no
+// --log-sink.
+type PullFlags struct {
+	Listen       string
+	LeaseTimeout time.Duration
+}
+
+// Register adds --worker-listen and --worker-lease-timeout to fs.
+func (f *PullFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Listen, "worker-listen", "127.0.0.1:7072", "address pull workers connect to (sluice.worker.v1.PullService), when no --worker-addr, --webhook-url or --log-sink is given")
+	fs.DurationVar(&f.LeaseTimeout, "worker-lease-timeout", pull.LeaseTimeoutDefault, "how long a pull worker may hold a job without answering or extending it before the attempt fails (a worker may ask for another in its Hello)")
+}
+
+// WorkerKeyFile is the development worker key's file in the data
+// directory: accepted while the tenant file lists no workers.
+func WorkerKeyFile(dataDir string) string { return filepath.Join(dataDir, "worker-key") }
+
+// WorkerKeys authenticates pull workers: with the tenant file's workers
+// list when it has one (reloaded live), else with the development key
+// (devKey, which may serve every lane).
+func WorkerKeys(live *tenant.Live, devKey string) func(string) (*tenant.Worker, bool) {
+	dev := &tenant.Worker{Name: "dev"}
+	devSum := sha256.Sum256([]byte(devKey))
+	return func(key string) (*tenant.Worker, bool) {
+		cfg := live.Config()
+		if len(cfg.Workers()) > 0 {
+			return cfg.AuthenticateWorker(key)
+		}
+		sum := sha256.Sum256([]byte(key))
+		if devKey != "" && subtle.ConstantTimeCompare(sum[:], devSum[:]) == 1 {
+			return dev, true
+		}
+		return nil, false
+	}
+}
+
+// pullServer is a running pull-worker listener.
+type pullServer struct {
+	hub    *pull.Hub
+	srv    *serve.Server
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startPull serves hub on cfg.Pull.Listen until stop.
+func startPull(ctx context.Context, cfg DrainConfig, hub *pull.Hub) (*pullServer, error) {
+	lis, err := serve.Listen(cfg.Pull.Listen, "worker-listen")
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]grpc.ServerOption{
+		// Find dead workers' connections (a worker's SIGKILL closes its
+		// socket at once; a lost host does not).
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}, cfg.WorkerTLS...)
+	srv := serve.NewServer(cfg.Logger, nil, nil, opts...)
+	workerv1.RegisterPullServiceServer(srv.GRPC, hub)
+	if err := hub.Start(ctx); err != nil {
+		return nil, errors.Join(err, lis.Close())
+	}
+	serveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &pullServer{hub: hub, srv: srv, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- srv.Serve(serveCtx, lis, time.Second) }()
+	tlsMode := cfg.WorkerTLSMode
+	if tlsMode == "" {
+		tlsMode = "off"
+	}
+	cfg.Logger.InfoContext(ctx, "pull workers listening", slog.String("addr", lis.Addr().String()), slog.String("tls", tlsMode))
+	if cfg.PullListening != nil {
+		cfg.PullListening(lis.Addr().String())
+	}
+	return p, nil
+}
+
+// stop ends the workers' sessions (the jobs they hold are handed back)
+// and the listener.
+func (p *pullServer) stop(ctx context.Context) error {
+	err := p.hub.Stop(ctx)
+	p.cancel()
+	return errors.Join(err, <-p.done)
+}

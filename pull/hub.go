@@ -1,0 +1,338 @@
+// Package pull serves sluice.worker.v1.PullService: workers dial sluice,
+// open one Connect stream each, name the lanes they serve and grant
+// credits (the most jobs they run at once), and are handed jobs over the
+// stream.
+//
+// The Hub is the drainer's Handler in pull mode. The drainer's fair
+// scheduler decides which job runs next, exactly as for pushed deliveries;
+// the hub only places each granted job on a connected worker serving its
+// lane with a free credit, and waits for the worker's answer. Its credits
+// are the drainer's capacity: whenever they change, Config.Capacity is
+// told the credits in all and per lane, so no slot is granted that no
+// worker can take.
+//
+// While a job is out, the drainer keeps its message invisible (the
+// delivery's heartbeat). When a stream ends, for any reason, the hub hands
+// every job it held back with worker.ErrReleased and the drainer makes it
+// visible at once, so another worker gets it without waiting out the
+// visibility timeout. Each job carries a lease token that is good only on
+// its stream and only until answered: an answer with a stale or unknown
+// lease is refused (Refused, NOT_FOUND) and changes nothing.
+//
+// A worker that stops reading holds only its own credits: its unsent jobs
+// are handed back after StallTimeout, and it gets no new ones until its
+// stream moves again, so the other workers are not slowed.
+package pull
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/worker"
+)
+
+// Limits and defaults.
+const (
+	// MaxCredits is the most credits one worker may grant.
+	MaxCredits = 10000
+	// LeaseTimeoutDefault is how long a job may go unanswered, with no
+	// extend, before its attempt fails.
+	LeaseTimeoutDefault = 15 * time.Minute
+	// MaxLeaseTimeout bounds Hello.lease_timeout and extends. The drainer
+	// in pull mode gives deliveries at least this long.
+	MaxLeaseTimeout = 12 * time.Hour
+	// StallTimeoutDefault is how long a send to a worker may block before
+	// the worker counts as stalled.
+	StallTimeoutDefault = 10 * time.Second
+	// maxBatchBytes bounds one Jobs message (workers accept 16 MiB).
+	maxBatchBytes = 1 << 20
+	// maxRefusalsQueued bounds refusals waiting to be sent; a worker that
+	// floods bad messages without reading is cut off beyond it.
+	maxRefusalsQueued = 1024
+	// creditWait is how long a granted job waits for a free credit on its
+	// lane (placing races a worker's credits shrinking) before it is
+	// handed back.
+	creditWait = time.Second
+	// sweepInterval is how often leases, stalls and keys are checked.
+	sweepInterval = 250 * time.Millisecond
+)
+
+// Config configures a Hub.
+type Config struct {
+	// Authenticate returns the worker credential owning a key. Required.
+	Authenticate func(key string) (*tenant.Worker, bool)
+	// Lanes are the lanes this process drains. Required.
+	Lanes []string
+	// Capacity is told the credits of the connected workers, in all and
+	// per lane, whenever they change (drainer.SetCapacity). Required.
+	Capacity func(slots int, lanes map[string]int)
+	// LeaseTimeout is the default time a job may go unanswered. Defaults
+	// to LeaseTimeoutDefault.
+	LeaseTimeout time.Duration
+	// StallTimeout is how long a blocked send to a worker is borne before
+	// its unsent jobs are handed back. Defaults to StallTimeoutDefault.
+	StallTimeout time.Duration
+	// Metrics records workers, credits and released leases; nil records
+	// nothing.
+	Metrics *metrics.Metrics
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Hub places jobs on connected workers. It implements drainer.Handler
+// (Handle) and workerv1.PullServiceServer (Connect).
+type Hub struct {
+	workerv1.UnimplementedPullServiceServer
+	cfg Config
+
+	mu       sync.Mutex
+	sessions []*session
+	closed   bool
+	freed    chan struct{} // closed and replaced when a credit frees
+	waiters  atomic.Int32  // deliveries waiting on freed
+	stop     chan struct{}
+	sweeper  sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New validates cfg and returns a Hub; Start runs its sweeper.
+func New(cfg Config) (*Hub, error) {
+	if cfg.Authenticate == nil || cfg.Capacity == nil || len(cfg.Lanes) == 0 {
+		return nil, errors.New("pull: Authenticate, Capacity and Lanes are required")
+	}
+	cfg.LeaseTimeout = cmp.Or(cfg.LeaseTimeout, LeaseTimeoutDefault)
+	if cfg.LeaseTimeout < 0 || cfg.LeaseTimeout > MaxLeaseTimeout {
+		return nil, errors.New("pull: LeaseTimeout must be positive and at most 12h")
+	}
+	cfg.StallTimeout = cmp.Or(cfg.StallTimeout, StallTimeoutDefault)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Hub{cfg: cfg, freed: make(chan struct{}), stop: make(chan struct{})}, nil
+}
+
+// Start reports no capacity yet and runs the sweeper (lease deadlines,
+// stalled sends, revoked keys) until Stop.
+func (h *Hub) Start(context.Context) error {
+	h.mu.Lock()
+	h.capacityLocked()
+	h.mu.Unlock()
+	h.sweeper.Go(h.sweep)
+	return nil
+}
+
+// Stop ends every session; the jobs they hold are handed back. Safe to
+// call twice or without Start.
+func (h *Hub) Stop(context.Context) error {
+	h.stopOnce.Do(func() {
+		h.mu.Lock()
+		h.closed = true
+		all := slices.Clone(h.sessions)
+		h.mu.Unlock()
+		for _, s := range all {
+			s.end(errHubStopped)
+		}
+		close(h.stop)
+		h.sweeper.Wait()
+	})
+	return nil
+}
+
+// Workers returns the number of connected workers.
+func (h *Hub) Workers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+// Handle places job on a worker serving its lane and waits for the
+// answer: nil (ack), a retryable or permanent error, or
+// worker.ErrReleased when the worker went away first (or no worker could
+// take it).
+func (h *Hub) Handle(ctx context.Context, job *worker.Job) error {
+	d := &delivery{lane: job.Lane, result: make(chan error, 1), job: &workerv1.Job{
+		JobId: job.ID, Tenant: job.Tenant, Lane: job.Lane, Attempt: uint32(job.Attempt),
+		Payload: job.Payload, Attributes: job.Attributes, EnqueuedAt: timestamppb.New(job.EnqueuedAt),
+		TraceContext: job.TraceContext,
+	}}
+	s, err := h.place(ctx, d)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-d.result:
+		return err
+	case <-ctx.Done():
+		if !s.forget(d) {
+			return <-d.result // answered meanwhile
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx.Err() // the drainer's handler timeout: a failed attempt
+		}
+		// The drainer is stopping, or lost the lease: nothing was
+		// answered, so no attempt is counted.
+		return worker.ErrReleased
+	}
+}
+
+// place puts d on the session with the most free credits on d's lane,
+// waiting up to creditWait for one.
+func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
+	deadline := time.NewTimer(creditWait)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, worker.ErrReleased
+		}
+		now := h.cfg.Now()
+		var best *session
+		bestFree := 0
+		for _, s := range h.sessions {
+			if free := s.free(d.lane, now); free > bestFree {
+				best, bestFree = s, free
+			}
+		}
+		if best != nil && best.assign(d, now) {
+			h.mu.Unlock()
+			return best, nil
+		}
+		freed := h.freed
+		h.waiters.Add(1)
+		h.mu.Unlock()
+		select {
+		case <-freed:
+			h.waiters.Add(-1)
+		case <-deadline.C:
+			h.waiters.Add(-1)
+			return nil, worker.ErrReleased
+		case <-ctx.Done():
+			h.waiters.Add(-1)
+			return nil, worker.ErrReleased
+		}
+	}
+}
+
+// wakePlacers wakes deliveries waiting for a credit, if any.
+func (h *Hub) wakePlacers() {
+	if h.waiters.Load() == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.creditFreedLocked()
+	h.mu.Unlock()
+}
+
+// creditFreedLocked wakes deliveries waiting for a credit.
+func (h *Hub) creditFreedLocked() {
+	close(h.freed)
+	h.freed = make(chan struct{})
+}
+
+// capacityLocked reports the credits of the sessions that can take jobs.
+func (h *Hub) capacityLocked() {
+	now := h.cfg.Now()
+	total := 0
+	lanes := make(map[string]int, len(h.cfg.Lanes))
+	type laneFig struct{ workers, granted, used int }
+	figs := make(map[string]*laneFig, len(h.cfg.Lanes))
+	for _, l := range h.cfg.Lanes {
+		figs[l] = &laneFig{}
+	}
+	for _, s := range h.sessions {
+		c, used := s.capacity(now)
+		total += c
+		for _, l := range s.lanes {
+			lanes[l] += c
+			f := figs[l]
+			f.workers++
+			f.granted += c
+			f.used += used
+		}
+	}
+	h.cfg.Capacity(total, lanes)
+	for l, f := range figs {
+		h.cfg.Metrics.PullWorkers(l, f.workers, f.granted, f.used)
+	}
+}
+
+func (h *Hub) add(s *session) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.sessions = append(h.sessions, s)
+	h.capacityLocked()
+	return true
+}
+
+func (h *Hub) remove(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i := slices.Index(h.sessions, s); i >= 0 {
+		h.sessions = slices.Delete(h.sessions, i, i+1)
+		h.capacityLocked()
+	}
+}
+
+// changed recomputes the capacity after a session's credits or state
+// changed, and wakes waiting deliveries if credits freed.
+func (h *Hub) changed(freed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.capacityLocked()
+	if freed {
+		h.creditFreedLocked()
+	}
+}
+
+// sweep fails leases past their deadline, hands back the unsent jobs of
+// stalled workers, and ends sessions whose key was revoked.
+func (h *Hub) sweep() {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		all := slices.Clone(h.sessions)
+		h.mu.Unlock()
+		now := h.cfg.Now()
+		for _, s := range all {
+			if _, ok := h.cfg.Authenticate(s.key); !ok {
+				s.end(errKeyRevoked)
+				continue
+			}
+			s.sweep(now)
+		}
+		h.changed(true)
+	}
+}
+
+// newID returns a random hex id of n bytes.
+func newID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,575 @@
+package pull_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-dev/sluice/drainer"
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
+	"github.com/sluice-dev/sluice/pull"
+	"github.com/sluice-dev/sluice/sideliner"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/worker"
+)
+
+func TestMain(m *testing.M) { os.Exit(topotest.Main(m)) }
+
+// Two lanes, so that a worker can serve one and not the other; a long
+// visibility timeout, so that a job redelivered quickly was handed back,
+// not timed out.
+const twoLanes = `
+max_receive_count: 10
+lanes:
+  - name: std
+    shards: 2
+    staleness_bound: 1m
+    visibility_timeout: 60s
+  - name: gold
+    shards: 1
+    staleness_bound: 1m
+    visibility_timeout: 60s
+`
+
+// Worker keys of the rig.
+const (
+	keyAll  = "worker-key-all"
+	keyGold = "worker-key-gold"
+)
+
+var workers = map[string]*tenant.Worker{
+	keyAll:  {Name: "all"},
+	keyGold: {Name: "gold-only", Lanes: []string{"gold"}},
+}
+
+// rig is a real drainer on the embedded backend whose handler is a hub
+// served on a loopback gRPC port.
+type rig struct {
+	b    *topotest.Bundle
+	hub  *pull.Hub
+	d    *drainer.Drainer
+	addr string
+	keys sync.Map // key → *tenant.Worker
+}
+
+func newRig(t *testing.T, lease time.Duration) *rig {
+	t.Helper()
+	r := &rig{b: topotest.Setup(t, twoLanes)}
+	for k, w := range workers {
+		r.keys.Store(k, w)
+	}
+	var d *drainer.Drainer
+	hub, err := pull.New(pull.Config{
+		Authenticate: func(key string) (*tenant.Worker, bool) {
+			w, ok := r.keys.Load(key)
+			if !ok {
+				return nil, false
+			}
+			return w.(*tenant.Worker), true
+		},
+		Lanes:        []string{"std", "gold"},
+		Capacity:     func(slots int, lanes map[string]int) { d.SetCapacity(slots, lanes) },
+		LeaseTimeout: lease,
+		StallTimeout: time.Second,
+		Logger:       topotest.QuietLog,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err = drainer.New(drainer.Config{
+		Backend: r.b.Backend, Topology: r.b.Topo, Handler: hub, Concurrency: 64,
+		HandlerTimeout: pull.MaxLeaseTimeout + time.Minute,
+		Policy:         sideliner.Policy{MaxAttempts: 3, RetryBase: 10 * time.Millisecond, RetryCap: 50 * time.Millisecond},
+		Logger:         topotest.QuietLog,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.hub, r.d = hub, d
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	workerv1.RegisterPullServiceServer(srv, hub)
+	go func() { _ = srv.Serve(lis) }()
+	r.addr = lis.Addr().String()
+	ctx := t.Context()
+	if err := hub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Stop(stopCtx)
+		_ = hub.Stop(stopCtx)
+		srv.Stop()
+	})
+	return r
+}
+
+// enqueue puts n jobs of lane on its first shard; ids are prefix-0….
+func (r *rig) enqueue(t *testing.T, lane, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		e := topotest.Envelope("acme", fmt.Sprintf("%s-%d", prefix, i), time.Now())
+		e.Lane = lane
+		r.b.Enqueue(t, r.b.Topo.ShardQueue(lane, 0), e)
+	}
+}
+
+// stream is a raw Connect stream, for the protocol's edges.
+type stream struct {
+	t      *testing.T
+	s      workerv1.PullService_ConnectClient
+	cancel context.CancelFunc
+	msgs   chan *workerv1.ConnectResponse // read by one goroutine
+	err    chan error                     // the stream's end
+}
+
+func (r *rig) dial(t *testing.T, key string) (workerv1.PullService_ConnectClient, context.CancelFunc) {
+	t.Helper()
+	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	if key != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+	}
+	s, err := workerv1.NewPullServiceClient(conn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cancel
+}
+
+// connect opens a raw session with credits on lanes and waits for Welcome.
+func (r *rig) connect(t *testing.T, key string, credits uint32, lanes ...string) *stream {
+	t.Helper()
+	s, cancel := r.dial(t, key)
+	t.Cleanup(cancel)
+	st := &stream{t: t, s: s, cancel: cancel, msgs: make(chan *workerv1.ConnectResponse, 10000), err: make(chan error, 1)}
+	st.send(&workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Lanes: lanes, Credits: credits}}})
+	m, err := s.Recv()
+	if err != nil || m.GetWelcome() == nil {
+		t.Fatalf("no welcome: %v %v", m, err)
+	}
+	go func() {
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				st.err <- err
+				return
+			}
+			st.msgs <- m
+		}
+	}()
+	return st
+}
+
+func (st *stream) send(m *workerv1.ConnectRequest) {
+	st.t.Helper()
+	if err := st.s.Send(m); err != nil {
+		st.t.Fatalf("send: %v", err)
+	}
+}
+
+func (st *stream) results(rs ...*workerv1.Result) {
+	st.t.Helper()
+	st.send(&workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: rs}}})
+}
+
+// jobs reads until it has n jobs, failing on anything else.
+func (st *stream) jobs(n int) []*workerv1.Job {
+	st.t.Helper()
+	var out []*workerv1.Job
+	for len(out) < n {
+		m := st.recv()
+		if m.GetJobs() == nil {
+			st.t.Fatalf("want jobs, got %v", m)
+		}
+		out = append(out, m.GetJobs().GetJobs()...)
+	}
+	return out
+}
+
+func (st *stream) recv() *workerv1.ConnectResponse {
+	st.t.Helper()
+	select {
+	case m := <-st.msgs:
+		return m
+	case err := <-st.err:
+		st.t.Fatalf("recv: %v", err)
+	case <-time.After(30 * time.Second):
+		st.t.Fatal("nothing received in 30s")
+	}
+	return nil
+}
+
+// idle reports whether nothing arrives within d.
+func (st *stream) idle(d time.Duration) bool {
+	select {
+	case <-st.msgs:
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// ended waits for the stream's end and returns its error.
+func (st *stream) ended() error {
+	st.t.Helper()
+	select {
+	case err := <-st.err:
+		return err
+	case <-time.After(30 * time.Second):
+		st.t.Fatal("the stream did not end in 30s")
+		return nil
+	}
+}
+
+func ack(lease string) *workerv1.Result {
+	return &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_ACK}
+}
+
+// collector is a worker.Connect handler recording each job's attempts.
+type collector struct {
+	mu       sync.Mutex
+	attempts map[string][]int
+	answer   func(worker.Job) error
+}
+
+func newCollector(answer func(worker.Job) error) *collector {
+	return &collector{attempts: map[string][]int{}, answer: answer}
+}
+
+func (c *collector) handle(_ context.Context, j worker.Job) error {
+	c.mu.Lock()
+	c.attempts[j.ID] = append(c.attempts[j.ID], j.Attempt)
+	c.mu.Unlock()
+	if c.answer != nil {
+		return c.answer(j)
+	}
+	return nil
+}
+
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.attempts)
+}
+
+func (c *collector) of(id string) []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int(nil), c.attempts[id]...)
+}
+
+// run starts worker.Connect and stops it at cleanup.
+func (r *rig) run(t *testing.T, key string, c *collector, opts worker.ConnectOptions) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	opts.Logger = topotest.QuietLog
+	done := make(chan error, 1)
+	go func() { done <- worker.Connect(ctx, r.addr, key, c.handle, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Connect: %v", err)
+		}
+	})
+}
+
+// A pulled job's answer decides its fate as a pushed job's does: ack
+// deletes it, a retry comes back with the next attempt, a permanent
+// failure is dead-lettered with the worker's reason.
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	c := newCollector(func(j worker.Job) error {
+		switch {
+		case strings.HasPrefix(j.ID, "flaky") && j.Attempt == 1:
+			return worker.RetryAfter(errors.New("not yet"), 20*time.Millisecond)
+		case strings.HasPrefix(j.ID, "poison"):
+			return worker.Permanent(errors.New("cannot parse"))
+		}
+		return nil
+	})
+	r.run(t, keyAll, c, worker.ConnectOptions{Concurrency: 8})
+	r.enqueue(t, "std", "ok", 50)
+	r.enqueue(t, "std", "flaky", 5)
+	r.enqueue(t, "gold", "poison", 1)
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 55 && r.d.Counts().DeadLettered == 1 })
+	if got := c.of("flaky-3"); len(got) != 2 || got[1] != 2 {
+		t.Errorf("flaky job's attempts %v, want [1 2]", got)
+	}
+	dl := r.b.DeadLetters(t, "gold")
+	if len(dl) != 1 || !strings.Contains(dl[0].GetLastError(), "cannot parse") {
+		t.Fatalf("dead letters %v, want poison-0 with the worker's reason", dl)
+	}
+	if n := r.b.Stats(t, r.b.Topo.ShardQueue("std", 0)); n.Visible+n.InFlight+n.Delayed != 0 {
+		t.Errorf("shard still holds %+v", n)
+	}
+}
+
+// Sluice never sends more jobs than the credits outstanding; an answer
+// frees a credit, and Credits changes them.
+func TestCredits(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	r.enqueue(t, "std", "j", 10)
+	st := r.connect(t, keyAll, 3)
+	got := st.jobs(3)
+	if !st.idle(300 * time.Millisecond) {
+		t.Fatal("a 4th job arrived with 3 credits")
+	}
+	st.results(ack(got[0].GetLease()))
+	st.jobs(1)
+	st.send(&workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{Credits: 6}}})
+	st.jobs(3)
+}
+
+// A worker that goes away hands its jobs back at once: another worker
+// gets them long before the 60 s visibility timeout, with the attempt not
+// counted. An ack of an old lease on a new stream is refused and changes
+// nothing.
+func TestDisconnectReleasesAndFencesStaleAcks(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	r.enqueue(t, "std", "j", 20)
+	first := r.connect(t, keyAll, 20)
+	held := first.jobs(20)
+	first.cancel() // the worker dies
+
+	second := r.connect(t, keyAll, 20)
+	start := time.Now()
+	again := second.jobs(20)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("redelivery took %v, want well under the 60s visibility timeout", took)
+	}
+	for _, j := range again {
+		if j.GetAttempt() != 1 {
+			t.Errorf("job %s redelivered as attempt %d, want 1 (a release is not an attempt)", j.GetJobId(), j.GetAttempt())
+		}
+	}
+	// The stale ack: the first stream's lease, on the second stream.
+	second.results(ack(held[0].GetLease()))
+	m := second.recv()
+	ref := m.GetRefused()
+	if ref == nil || codes.Code(ref.GetCode()) != codes.NotFound || ref.GetLease() != held[0].GetLease() {
+		t.Fatalf("stale ack answered %v, want Refused NOT_FOUND for its lease", m)
+	}
+	if got := r.d.Counts().Delivered; got != 0 {
+		t.Fatalf("%d delivered after a stale ack, want 0", got)
+	}
+	for _, j := range again {
+		second.results(ack(j.GetLease()))
+	}
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 20 })
+	if got := r.d.Counts().Released; got != 20 {
+		t.Errorf("released %d, want 20", got)
+	}
+}
+
+// A flood of malformed messages is answered with refusals, and the
+// session (and the hub) keep serving.
+func TestMalformedMessages(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	st := r.connect(t, keyAll, 1)
+	bad := []*workerv1.ConnectRequest{
+		{},
+		{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 1}}},
+		{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{Credits: pull.MaxCredits + 1}}},
+		{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: []*workerv1.Result{
+			{Outcome: workerv1.Outcome_OUTCOME_ACK},
+			{Lease: "x", Outcome: workerv1.Outcome(99)},
+			{Lease: "x", Outcome: workerv1.Outcome_OUTCOME_RETRY, Delay: durationpb.New(-time.Second)},
+			{Lease: "nope", Outcome: workerv1.Outcome_OUTCOME_ACK},
+		}}}},
+	}
+	const rounds = 100
+	for range rounds {
+		for _, m := range bad {
+			st.send(m)
+		}
+	}
+	want := rounds * 7
+	codesSeen := map[codes.Code]int{}
+	for range want {
+		ref := st.recv().GetRefused()
+		if ref == nil || ref.GetMessage() == "" {
+			t.Fatalf("want a refusal with a message, got %v", ref)
+		}
+		codesSeen[codes.Code(ref.GetCode())]++
+	}
+	if codesSeen[codes.InvalidArgument] != rounds*6 || codesSeen[codes.NotFound] != rounds {
+		t.Errorf("refusals by code %v", codesSeen)
+	}
+	r.enqueue(t, "std", "after", 1)
+	j := st.jobs(1)
+	st.results(ack(j[0].GetLease()))
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 1 })
+}
+
+// Keys and Hello are checked before any job is handed out.
+func TestSessionRefusals(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	tests := []struct {
+		name  string
+		key   string
+		first *workerv1.ConnectRequest
+		code  codes.Code
+		msg   string
+	}{
+		{"no key", "", hello(1), codes.Unauthenticated, "missing worker key"},
+		{"tenant key", "tenant-key-1", hello(1), codes.PermissionDenied, "not a worker key"},
+		{"not hello", keyAll, &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{}}}, codes.InvalidArgument, "first message must be Hello"},
+		{"unknown lane", keyAll, hello(1, "silver"), codes.InvalidArgument, `no lane "silver"`},
+		{"lane not allowed", keyGold, hello(1, "std"), codes.PermissionDenied, `may not serve lane "std"`},
+		{"too many credits", keyAll, hello(pull.MaxCredits + 1), codes.InvalidArgument, "at most"},
+		{"lease timeout", keyAll, &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 1, LeaseTimeout: durationpb.New(time.Millisecond)}}}, codes.InvalidArgument, "lease_timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, cancel := r.dial(t, tt.key)
+			defer cancel()
+			_ = s.Send(tt.first)
+			_, err := s.Recv()
+			if st, _ := status.FromError(err); st.Code() != tt.code || !strings.Contains(st.Message(), tt.msg) {
+				t.Fatalf("got %v, want %v containing %q", err, tt.code, tt.msg)
+			}
+		})
+	}
+	if n := r.hub.Workers(); n != 0 {
+		t.Errorf("%d workers connected after refusals", n)
+	}
+}
+
+func hello(credits uint32, lanes ...string) *workerv1.ConnectRequest {
+	return &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: credits, Lanes: lanes}}}
+}
+
+// A worker serving one lane gets only that lane's jobs, and the other
+// lane's jobs go to the worker serving it, with no slot wasted waiting.
+func TestLanes(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	var wrong atomic.Int32
+	gold := newCollector(func(j worker.Job) error {
+		if j.Lane != "gold" {
+			wrong.Add(1)
+		}
+		return nil
+	})
+	all := newCollector(nil)
+	r.run(t, keyGold, gold, worker.ConnectOptions{Concurrency: 2})
+	r.run(t, keyAll, all, worker.ConnectOptions{Concurrency: 2, Lanes: []string{"std"}})
+	r.enqueue(t, "gold", "g", 30)
+	r.enqueue(t, "std", "s", 30)
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 60 })
+	if wrong.Load() != 0 || gold.count() != 30 || all.count() != 30 {
+		t.Fatalf("gold worker got %d (%d of another lane), std worker %d", gold.count(), wrong.Load(), all.count())
+	}
+	if got := r.d.Counts().Released; got != 0 {
+		t.Errorf("%d jobs handed back: a slot was granted that no worker could take", got)
+	}
+}
+
+// An unanswered lease times out as a failed attempt; Extend keeps a long
+// job's lease.
+func TestLeaseTimeoutAndExtend(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, time.Second)
+	r.enqueue(t, "std", "slow", 1)
+	st := r.connect(t, keyAll, 1)
+	j := st.jobs(1)[0]
+	for range 4 { // 2 s in all, past the 1 s lease, kept by extends
+		time.Sleep(500 * time.Millisecond)
+		st.results(&workerv1.Result{Lease: j.GetLease(), Outcome: workerv1.Outcome_OUTCOME_EXTEND})
+	}
+	st.results(ack(j.GetLease()))
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 1 })
+	if c := r.d.Counts(); c.Retried != 0 {
+		t.Fatalf("an extended job was retried: %+v", c)
+	}
+
+	r.enqueue(t, "std", "stuck", 1)
+	j = st.jobs(1)[0]
+	again := st.jobs(1)[0] // no answer: the lease times out and it comes back
+	if again.GetJobId() != j.GetJobId() || again.GetAttempt() != 2 {
+		t.Fatalf("after a timed-out lease got %s attempt %d, want %s attempt 2", again.GetJobId(), again.GetAttempt(), j.GetJobId())
+	}
+	st.results(ack(j.GetLease()))
+	if ref := st.recv().GetRefused(); ref == nil || codes.Code(ref.GetCode()) != codes.NotFound {
+		t.Fatalf("ack of a timed-out lease: %v, want NOT_FOUND", ref)
+	}
+	st.results(ack(again.GetLease()))
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 2 })
+}
+
+// On ctx's end, Connect stops asking, finishes the running jobs and
+// answers them: none is delivered twice.
+func TestGracefulDrain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	started := make(chan struct{}, 4)
+	c := newCollector(func(worker.Job) error {
+		started <- struct{}{}
+		time.Sleep(300 * time.Millisecond)
+		return nil
+	})
+	r.enqueue(t, "std", "j", 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, r.addr, keyAll, c.handle, worker.ConnectOptions{Concurrency: 4, Logger: topotest.QuietLog})
+	}()
+	for range 4 {
+		<-started
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 4 })
+	if c := r.d.Counts(); c.Released != 0 || c.Retried != 0 {
+		t.Fatalf("a drained worker's jobs came back: %+v", c)
+	}
+}
+
+// A key removed from the config ends the sessions using it.
+func TestRevokedKey(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	st := r.connect(t, keyGold, 1)
+	r.keys.Delete(keyGold)
+	err := st.ended()
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("after revocation got %v, want PERMISSION_DENIED", err)
+	}
+	if err := worker.Connect(t.Context(), r.addr, keyGold, newCollector(nil).handle, worker.ConnectOptions{Logger: topotest.QuietLog}); !errors.Is(err, worker.ErrRefused) {
+		t.Fatalf("Connect with a revoked key: %v, want ErrRefused", err)
+	}
+}

@@ -1,0 +1,488 @@
+package pull
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/worker"
+)
+
+var (
+	errHubStopped = status.Error(codes.Unavailable, "sluice is shutting down: reconnect to another drainer")
+	errKeyRevoked = status.Error(codes.PermissionDenied, "worker key revoked: the tenant file no longer lists it")
+	errTooManyBad = status.Errorf(codes.ResourceExhausted, "more than %d refusals unread: read the stream, and fix the results it refuses", maxRefusalsQueued)
+)
+
+// delivery is one job placed on a session.
+type delivery struct {
+	lane     string
+	job      *workerv1.Job // job.Lease is set when placed
+	result   chan error    // the answer, buffered: sent once
+	deadline time.Time     // when the lease times out unanswered
+}
+
+// session is one worker's Connect stream.
+type session struct {
+	hub          *Hub
+	id           string
+	key          string // to check it still authenticates
+	lanes        []string
+	leaseTimeout time.Duration
+	stream       workerv1.PullService_ConnectServer
+	log          *slog.Logger
+
+	mu           sync.Mutex
+	credits      int
+	held         map[string]*delivery // by lease: placed and not answered
+	unsent       []*delivery
+	refusals     []*workerv1.Refused
+	sendingSince time.Time // when the send under way began; zero if none
+	stalled      bool
+	seq          uint64
+	ended        bool
+	endErr       error
+	wake         chan struct{} // the sender has work
+	done         chan struct{} // closed when the session ends
+}
+
+// Connect serves one worker's session: see the package doc.
+func (h *Hub) Connect(stream workerv1.PullService_ConnectServer) error {
+	ctx := stream.Context()
+	key, ok := serve.BearerToken(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "missing worker key: send metadata \"authorization: Bearer <worker key>\" (exactly one)")
+	}
+	w, ok := h.cfg.Authenticate(key)
+	if !ok {
+		return status.Error(codes.PermissionDenied, "not a worker key: pull workers need a key from the tenant file's workers list (tenant keys and the admin key are refused)")
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "the first message must be Hello (lanes, credits)")
+	}
+	lanes, err := h.lanesFor(w, hello.GetLanes())
+	if err != nil {
+		return err
+	}
+	if hello.GetCredits() > MaxCredits {
+		return status.Errorf(codes.InvalidArgument, "hello.credits %d: at most %d", hello.GetCredits(), MaxCredits)
+	}
+	lease := h.cfg.LeaseTimeout
+	if hello.LeaseTimeout != nil {
+		d := hello.GetLeaseTimeout()
+		if err := d.CheckValid(); err != nil || d.AsDuration() < time.Second || d.AsDuration() > MaxLeaseTimeout {
+			return status.Error(codes.InvalidArgument, "hello.lease_timeout: want 1s to 12h, or none for the default")
+		}
+		lease = d.AsDuration()
+	}
+	s := &session{
+		hub: h, id: newID(8), key: key, lanes: lanes, leaseTimeout: lease, stream: stream,
+		credits: int(hello.GetCredits()), held: map[string]*delivery{},
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	s.log = h.cfg.Logger.With(slog.String("session", s.id), slog.String("worker", w.Name), slog.String("name", hello.GetName()))
+	if err := stream.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Welcome{Welcome: &workerv1.Welcome{
+		Session: s.id, Lanes: lanes, LeaseTimeout: durationpb.New(lease),
+	}}}); err != nil {
+		return err
+	}
+	if !h.add(s) {
+		return errHubStopped
+	}
+	s.log.InfoContext(ctx, "pull worker connected", slog.Any("lanes", lanes), slog.Int("credits", s.credits))
+	var sender sync.WaitGroup
+	sender.Go(s.send)
+	go s.receive()
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.end(nil)
+	}
+	// The sender stops at done; one blocked on a worker that does not read
+	// is cut off when the stream ends, so wait only briefly.
+	waited := make(chan struct{})
+	go func() { sender.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(time.Second):
+	}
+	s.mu.Lock()
+	err = s.endErr
+	s.mu.Unlock()
+	return err
+}
+
+// lanesFor resolves the lanes a worker asked for: each must exist here and
+// be allowed by its key; none asked means every lane the key allows.
+func (h *Hub) lanesFor(w *tenant.Worker, asked []string) ([]string, error) {
+	if len(asked) == 0 {
+		var out []string
+		for _, l := range h.cfg.Lanes {
+			if w.Serves(l) {
+				out = append(out, l)
+			}
+		}
+		if len(out) == 0 {
+			return nil, status.Errorf(codes.PermissionDenied, "worker key %q may serve none of this drainer's lanes %v", w.Name, h.cfg.Lanes)
+		}
+		return out, nil
+	}
+	var out []string
+	for _, l := range asked {
+		switch {
+		case !slices.Contains(h.cfg.Lanes, l):
+			return nil, status.Errorf(codes.InvalidArgument, "hello.lanes: this drainer has no lane %q (it drains %v)", l, h.cfg.Lanes)
+		case !w.Serves(l):
+			return nil, status.Errorf(codes.PermissionDenied, "worker key %q may not serve lane %q (it may serve %v)", w.Name, l, w.Lanes)
+		case !slices.Contains(out, l):
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func (s *session) serves(lane string) bool { return slices.Contains(s.lanes, lane) }
+
+// free returns the credits s has free for a job of lane.
+func (s *session) free(lane string, now time.Time) int {
+	if !s.serves(lane) {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || s.stalledLocked(now) {
+		return 0
+	}
+	return s.credits - len(s.held)
+}
+
+// stalledLocked reports whether a send has blocked past the stall timeout.
+func (s *session) stalledLocked(now time.Time) bool {
+	return s.stalled || (!s.sendingSince.IsZero() && now.Sub(s.sendingSince) > s.hub.cfg.StallTimeout)
+}
+
+// capacity returns the credits s offers and those in use. A stalled
+// session offers only what it holds, so no new job is granted for it.
+func (s *session) capacity(now time.Time) (credits, used int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return 0, 0
+	}
+	used = len(s.held)
+	if s.stalledLocked(now) {
+		return min(s.credits, used), used
+	}
+	return s.credits, used
+}
+
+// assign places d on s, if a credit is free.
+func (s *session) assign(d *delivery, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || len(s.held) >= s.credits {
+		return false
+	}
+	s.seq++
+	d.job.Lease = s.id + "." + strconv.FormatUint(s.seq, 36)
+	d.deadline = now.Add(s.leaseTimeout)
+	s.held[d.job.Lease] = d
+	s.unsent = append(s.unsent, d)
+	s.signal()
+	return true
+}
+
+func (s *session) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// forget takes d back unanswered (the drainer gave up on it); false if it
+// was answered already.
+func (s *session) forget(d *delivery) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[d.job.Lease] != d {
+		return false
+	}
+	delete(s.held, d.job.Lease)
+	if i := slices.Index(s.unsent, d); i >= 0 {
+		s.unsent = slices.Delete(s.unsent, i, i+1)
+	}
+	return true
+}
+
+// end ends the session once, handing back every job it holds.
+func (s *session) end(err error) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended, s.endErr = true, err
+	held := s.held
+	s.held, s.unsent = nil, nil
+	close(s.done)
+	s.mu.Unlock()
+	perLane := map[string]int{}
+	for _, d := range held {
+		d.result <- worker.ErrReleased
+		perLane[d.lane]++
+	}
+	for lane, n := range perLane {
+		s.hub.cfg.Metrics.PullReleased(lane, n)
+	}
+	s.hub.remove(s)
+	s.log.Info("pull worker disconnected", slog.Int("released", len(held)), slog.Any("reason", err))
+}
+
+// send writes placed jobs, in batches, and refusals to the stream.
+func (s *session) send() {
+	for {
+		select {
+		case <-s.wake:
+		case <-s.done:
+			return
+		}
+		for {
+			msgs := s.nextMessages()
+			if len(msgs) == 0 {
+				break
+			}
+			for _, m := range msgs {
+				if err := s.stream.Send(m); err != nil {
+					s.end(err)
+					return
+				}
+			}
+			s.mu.Lock()
+			s.sendingSince = time.Time{}
+			unstalled := s.stalled
+			s.stalled = false
+			s.mu.Unlock()
+			if unstalled {
+				s.log.Info("pull worker reads again")
+				s.hub.changed(true)
+			}
+		}
+	}
+}
+
+// nextMessages takes the refusals and a batch of unsent jobs, and marks
+// a send under way.
+func (s *session) nextMessages() []*workerv1.ConnectResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return nil
+	}
+	var msgs []*workerv1.ConnectResponse
+	for _, r := range s.refusals {
+		msgs = append(msgs, &workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Refused{Refused: r}})
+	}
+	s.refusals = s.refusals[:0]
+	if len(s.unsent) > 0 {
+		size, n := 0, 0
+		for n < len(s.unsent) && (n == 0 || size+proto.Size(s.unsent[n].job) <= maxBatchBytes) {
+			size += proto.Size(s.unsent[n].job)
+			n++
+		}
+		jobs := make([]*workerv1.Job, n)
+		for i, d := range s.unsent[:n] {
+			jobs[i] = d.job
+		}
+		s.unsent = slices.Delete(s.unsent, 0, n)
+		msgs = append(msgs, &workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: jobs}}})
+	}
+	if len(msgs) > 0 {
+		s.sendingSince = s.hub.cfg.Now()
+	}
+	return msgs
+}
+
+// receive reads the worker's messages until the stream ends.
+func (s *session) receive() {
+	for {
+		m, err := s.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil // the worker closed its side: a clean end
+			}
+			s.end(err)
+			return
+		}
+		s.onMessage(m)
+	}
+}
+
+// onMessage carries out one message from the worker.
+func (s *session) onMessage(m *workerv1.ConnectRequest) {
+	switch msg := m.GetMessage().(type) {
+	case *workerv1.ConnectRequest_Credits:
+		n := msg.Credits.GetCredits()
+		if n > MaxCredits {
+			s.refuse("", codes.InvalidArgument, fmt.Sprintf("credits %d: at most %d", n, MaxCredits))
+			return
+		}
+		s.mu.Lock()
+		more := int(n) > s.credits
+		s.credits = int(n)
+		s.mu.Unlock()
+		s.hub.changed(more)
+	case *workerv1.ConnectRequest_Results:
+		if s.results(msg.Results.GetResults()) {
+			s.hub.wakePlacers()
+		}
+	case *workerv1.ConnectRequest_Hello:
+		s.refuse("", codes.InvalidArgument, "Hello was already received: send it once, as the first message")
+	default:
+		s.refuse("", codes.InvalidArgument, "empty message: send Credits or Results")
+	}
+}
+
+// results carries out a batch of results and reports whether a credit
+// freed.
+func (s *session) results(rs []*workerv1.Result) (freed bool) {
+	now := s.hub.cfg.Now()
+	type answer struct {
+		d   *delivery
+		err error
+	}
+	answers := make([]answer, 0, len(rs))
+	s.mu.Lock()
+	for _, r := range rs {
+		v, err := decodeResult(r)
+		if err != nil {
+			s.refuseLocked(r.GetLease(), codes.InvalidArgument, err.Error())
+			continue
+		}
+		d := s.held[r.GetLease()]
+		if d == nil {
+			s.refuseLocked(r.GetLease(), codes.NotFound, "lease "+strconv.Quote(r.GetLease())+" is not held on this stream: "+
+				"answered already, timed out, or from an earlier stream (its job was handed back and is redelivered)")
+			continue
+		}
+		if r.GetOutcome() == workerv1.Outcome_OUTCOME_EXTEND {
+			by := s.leaseTimeout
+			if r.Delay != nil {
+				by = r.GetDelay().AsDuration()
+			}
+			d.deadline = now.Add(by)
+			continue
+		}
+		delete(s.held, r.GetLease())
+		if i := slices.Index(s.unsent, d); i >= 0 {
+			s.unsent = slices.Delete(s.unsent, i, i+1) // answered before it was sent: a guessed lease
+		}
+		answers = append(answers, answer{d, v.err})
+	}
+	s.mu.Unlock()
+	for _, a := range answers {
+		a.d.result <- a.err
+	}
+	return len(answers) > 0
+}
+
+// verdict is what a result tells the drainer: err nil acks, else a
+// retryable or permanent failure.
+type verdict struct{ err error }
+
+// decodeResult checks a result and returns its verdict (EXTEND's is an
+// ack's, and the caller handles it), or why the result is refused.
+func decodeResult(r *workerv1.Result) (verdict, error) {
+	if r.GetLease() == "" {
+		return verdict{}, errors.New("result.lease is empty: name the job's lease")
+	}
+	if r.Delay != nil {
+		if err := r.GetDelay().CheckValid(); err != nil || r.GetDelay().AsDuration() < 0 || r.GetDelay().AsDuration() > MaxLeaseTimeout {
+			return verdict{}, errors.New("result.delay: want a duration of 0 to 12h")
+		}
+	}
+	msg := r.GetError()
+	switch r.GetOutcome() {
+	case workerv1.Outcome_OUTCOME_ACK, workerv1.Outcome_OUTCOME_EXTEND:
+		return verdict{}, nil
+	case workerv1.Outcome_OUTCOME_RETRY:
+		err := errors.New(cmp.Or(msg, "the worker asked for a retry"))
+		if d := r.GetDelay().AsDuration(); d > 0 {
+			return verdict{worker.RetryAfter(err, d)}, nil
+		}
+		return verdict{err}, nil
+	case workerv1.Outcome_OUTCOME_FAIL:
+		return verdict{worker.Permanent(errors.New(cmp.Or(msg, "the worker failed the job")))}, nil
+	}
+	return verdict{}, fmt.Errorf("result.outcome %v: want ACK, RETRY, FAIL or EXTEND", r.GetOutcome())
+}
+
+func (s *session) refuse(lease string, code codes.Code, msg string) {
+	s.mu.Lock()
+	s.refuseLocked(lease, code, msg)
+	s.mu.Unlock()
+}
+
+// refuseLocked queues a refusal; a worker that lets too many pile up
+// unread is cut off (in a goroutine: end takes s.mu).
+func (s *session) refuseLocked(lease string, code codes.Code, msg string) {
+	if s.ended {
+		return
+	}
+	if len(s.refusals) >= maxRefusalsQueued {
+		go s.end(errTooManyBad)
+		return
+	}
+	s.refusals = append(s.refusals, &workerv1.Refused{Lease: lease, Code: uint32(code), Message: msg})
+	s.signal()
+}
+
+// sweep fails leases past their deadline and, when a send has blocked past
+// the stall timeout, hands back the jobs not yet sent.
+func (s *session) sweep(now time.Time) {
+	var expired, unsent []*delivery
+	s.mu.Lock()
+	for lease, d := range s.held {
+		if now.After(d.deadline) {
+			expired = append(expired, d)
+			delete(s.held, lease)
+			if i := slices.Index(s.unsent, d); i >= 0 {
+				s.unsent = slices.Delete(s.unsent, i, i+1)
+			}
+		}
+	}
+	if !s.stalled && s.stalledLocked(now) {
+		s.stalled = true
+		unsent = s.unsent
+		s.unsent = nil
+		for _, d := range unsent {
+			delete(s.held, d.job.Lease)
+		}
+		s.log.Warn("pull worker stopped reading; handing back its unsent jobs", slog.Int("jobs", len(unsent)))
+	}
+	s.mu.Unlock()
+	for _, d := range expired {
+		d.result <- fmt.Errorf("lease timed out: no answer or extend within %s", s.leaseTimeout)
+	}
+	for _, d := range unsent {
+		d.result <- worker.ErrReleased
+	}
+}

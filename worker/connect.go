@@ -1,0 +1,354 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+)
+
+// Pull mode: the worker dials sluice (cmd/gateway or cmd/drainer, at their
+// --worker-listen address) and pulls jobs over one Connect stream, so it
+// needs no inbound port. See Connect.
+
+// ConnectOptions configures Connect. The zero value is usable.
+type ConnectOptions struct {
+	// Concurrency is the most jobs run at once: the credits granted to
+	// sluice. Defaults to 16.
+	Concurrency int
+	// Lanes to serve; empty serves every lane the key allows.
+	Lanes []string
+	// LeaseTimeout is how long a job may run without an answer or Extend
+	// before sluice fails the attempt; zero takes the drainer's default
+	// (15m).
+	LeaseTimeout time.Duration
+	// Name shows in sluice's logs; defaults to host/pid.
+	Name string
+	// TLS, when set, dials with TLS (a client certificate in it makes it
+	// mTLS); nil dials in plaintext.
+	TLS *tls.Config
+	// DialOptions are added to the connection's (interceptors, say).
+	DialOptions []grpc.DialOption
+	// DrainTimeout bounds the graceful drain when ctx ends: running jobs
+	// get this long to finish and be answered. Defaults to 30s.
+	DrainTimeout time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// OnSession, if set, is called with each stream's session id once it
+	// is accepted.
+	OnSession func(session string)
+}
+
+// Backoff between reconnects.
+const (
+	reconnectBase = 100 * time.Millisecond
+	reconnectMax  = 10 * time.Second
+	resultBatch   = 256
+	maxJobBatch   = 16 << 20 // sluice sends at most 1 MiB per batch
+)
+
+// ErrRefused is returned by Connect when sluice refuses the worker's key or
+// Hello: retrying would not help.
+var ErrRefused = errors.New("refused by sluice")
+
+// Connect pulls jobs from the sluice process at addr, authenticating with
+// a worker key, and runs handler on each, at most opts.Concurrency at once.
+// It reconnects with backoff when the stream breaks; jobs a broken stream
+// held are redelivered by sluice, and their handlers here are cancelled.
+//
+// When ctx ends it drains gracefully: it asks for no more jobs, lets the
+// running ones finish (up to opts.DrainTimeout) and answers them, then
+// closes the stream and returns nil. It returns an error wrapping
+// ErrRefused if sluice refuses the key or the Hello.
+func Connect(ctx context.Context, addr, key string, handler Handler, opts ConnectOptions) error {
+	if handler == nil {
+		return errors.New("worker: Connect needs a handler")
+	}
+	opts.Concurrency = cmp.Or(opts.Concurrency, 16)
+	opts.DrainTimeout = cmp.Or(opts.DrainTimeout, 30*time.Second)
+	opts.Logger = cmp.Or(opts.Logger, slog.Default())
+	if opts.Name == "" {
+		host, _ := os.Hostname()
+		opts.Name = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	if opts.Concurrency < 1 || opts.Concurrency > 10000 {
+		return fmt.Errorf("worker: concurrency %d: want 1 to 10000", opts.Concurrency)
+	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxJobBatch)),
+	}, opts.DialOptions...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return fmt.Errorf("worker: sluice address %q: %w", addr, err)
+	}
+	defer func() { _ = conn.Close() }()
+	client := workerv1.NewPullServiceClient(conn)
+	c := &puller{client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr))}
+	delay := reconnectBase
+	for {
+		welcomed, err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if st, ok := status.FromError(err); ok && refusedCode(st.Code()) {
+			return fmt.Errorf("worker: %w: %s", ErrRefused, st.Message())
+		}
+		if welcomed {
+			delay = reconnectBase
+		}
+		wait := delay/2 + rand.N(delay/2+1)
+		c.log.WarnContext(ctx, "pull stream ended; reconnecting", slog.Any("error", err), slog.Duration("after", wait))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		delay = min(2*delay, reconnectMax)
+	}
+}
+
+func refusedCode(c codes.Code) bool {
+	return c == codes.Unauthenticated || c == codes.PermissionDenied || c == codes.InvalidArgument
+}
+
+type puller struct {
+	client  workerv1.PullServiceClient
+	key     string
+	handler Handler
+	opts    ConnectOptions
+	log     *slog.Logger
+}
+
+// extendKey carries a running job's extender in its handler's context.
+type extendKey struct{}
+
+// Extend tells sluice that the job whose handler ctx is given is still
+// being worked on: its lease deadline moves to d from now (zero: the
+// session's lease timeout). Outside a pull handler it does nothing.
+func Extend(ctx context.Context, d time.Duration) {
+	if f, ok := ctx.Value(extendKey{}).(func(time.Duration)); ok {
+		f(d)
+	}
+}
+
+// session runs one stream until it breaks or ctx ends (then drains).
+// welcomed reports whether sluice accepted the session.
+func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
+	streamCtx, cancelStream := context.WithCancel(metadata.AppendToOutgoingContext(context.WithoutCancel(ctx), "authorization", "Bearer "+c.key))
+	defer cancelStream()
+	stream, err := c.client.Connect(streamCtx)
+	if err != nil {
+		return false, err
+	}
+	hello := &workerv1.Hello{Lanes: c.opts.Lanes, Credits: uint32(c.opts.Concurrency), Name: c.opts.Name}
+	if c.opts.LeaseTimeout > 0 {
+		hello.LeaseTimeout = durationpb.New(c.opts.LeaseTimeout)
+	}
+	if err := stream.Send(&workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: hello}}); err != nil {
+		return false, recvErr(stream, err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return false, err
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return false, errors.New("sluice did not answer Hello with Welcome")
+	}
+	log := c.log.With(slog.String("session", w.GetSession()))
+	log.InfoContext(ctx, "pull worker connected", slog.Any("lanes", w.GetLanes()), slog.Int("concurrency", c.opts.Concurrency))
+	if c.opts.OnSession != nil {
+		c.opts.OnSession(w.GetSession())
+	}
+
+	// Handlers of this stream stop when it breaks (their jobs are
+	// redelivered) or when a drain runs out of time.
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	results := make(chan *workerv1.Result, c.opts.Concurrency+resultBatch)
+	control := make(chan *workerv1.ConnectRequest, 1)
+	sendDone := make(chan error, 1)
+	go func() { sendDone <- c.sendLoop(stream, results, control) }()
+
+	var running sync.WaitGroup
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			switch msg := m.GetMessage().(type) {
+			case *workerv1.ConnectResponse_Jobs:
+				for _, j := range msg.Jobs.GetJobs() {
+					running.Go(func() { c.run(handlerCtx, log, j, results) })
+				}
+			case *workerv1.ConnectResponse_Refused:
+				r := msg.Refused
+				log.WarnContext(ctx, "sluice refused a message", slog.String("lease", r.GetLease()),
+					slog.String("code", codes.Code(r.GetCode()).String()), slog.String("message", r.GetMessage()))
+			}
+		}
+	}()
+
+	select {
+	case err := <-recvDone:
+		cancelHandlers()
+		return true, err
+	case err := <-sendDone:
+		cancelHandlers()
+		return true, err
+	case <-ctx.Done():
+	}
+	// Graceful drain: no more jobs, finish and answer the running ones.
+	log.InfoContext(ctx, "draining: finishing the jobs held, then disconnecting")
+	control <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{Credits: 0}}}
+	finished := make(chan struct{})
+	go func() { running.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(c.opts.DrainTimeout):
+		log.WarnContext(ctx, "drain timeout: cancelling running jobs (sluice redelivers them)")
+		cancelHandlers()
+		<-finished
+	case err := <-recvDone:
+		cancelHandlers()
+		return true, err
+	}
+	close(results) // the sender flushes, closes its side and ends
+	if err := <-sendDone; err != nil {
+		return true, err
+	}
+	select {
+	case <-recvDone:
+	case <-time.After(5 * time.Second):
+	}
+	return true, nil
+}
+
+// recvErr returns the stream's status after a failed Send (which reports
+// only io.EOF).
+func recvErr(stream workerv1.PullService_ConnectClient, err error) error {
+	if errors.Is(err, io.EOF) {
+		if _, rerr := stream.Recv(); rerr != nil {
+			return rerr
+		}
+	}
+	return err
+}
+
+// sendLoop is the stream's only sender: it batches results, and sends
+// control messages. It returns when results is closed (after closing the
+// stream's send side) or a send fails.
+func (c *puller) sendLoop(stream workerv1.PullService_ConnectClient, results <-chan *workerv1.Result, control <-chan *workerv1.ConnectRequest) error {
+	for {
+		select {
+		case m := <-control:
+			if err := stream.Send(m); err != nil {
+				return recvErr(stream, err)
+			}
+		case r, ok := <-results:
+			if !ok {
+				return stream.CloseSend()
+			}
+			batch := []*workerv1.Result{r}
+		more:
+			for len(batch) < resultBatch {
+				select {
+				case r, ok := <-results:
+					if !ok {
+						break more
+					}
+					batch = append(batch, r)
+				default:
+					break more
+				}
+			}
+			m := &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: batch}}}
+			if err := stream.Send(m); err != nil {
+				return recvErr(stream, err)
+			}
+		}
+	}
+}
+
+// run runs the handler on one job and queues its result.
+func (c *puller) run(ctx context.Context, log *slog.Logger, j *workerv1.Job, results chan<- *workerv1.Result) {
+	lease := j.GetLease()
+	ctx = context.WithValue(ctx, extendKey{}, func(d time.Duration) {
+		r := &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_EXTEND}
+		if d > 0 {
+			r.Delay = durationpb.New(d)
+		}
+		select {
+		case results <- r:
+		case <-ctx.Done():
+		}
+	})
+	err := c.call(ctx, log, Job{
+		ID: j.GetJobId(), Tenant: j.GetTenant(), Lane: j.GetLane(), Payload: j.GetPayload(),
+		Attributes: j.GetAttributes(), Attempt: int(j.GetAttempt()), EnqueuedAt: j.GetEnqueuedAt().AsTime(),
+		TraceContext: j.GetTraceContext(),
+	})
+	if ctx.Err() != nil {
+		return // the stream broke: sluice has handed the job back already
+	}
+	results <- resultOf(lease, err)
+}
+
+// call runs the handler, turning a panic into a retryable error.
+func (c *puller) call(ctx context.Context, log *slog.Logger, job Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.ErrorContext(ctx, "handler panicked", slog.String("job_id", job.ID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return c.handler(ctx, job)
+}
+
+// resultOf turns a handler's error into the job's result, as the status
+// table does for push workers: nil acks, Permanent fails, RetryAfter
+// retries no sooner than its delay, anything else retries.
+func resultOf(lease string, err error) *workerv1.Result {
+	r := &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_ACK}
+	if err == nil {
+		return r
+	}
+	r.Error = err.Error()
+	if IsPermanent(err) {
+		r.Outcome = workerv1.Outcome_OUTCOME_FAIL
+		return r
+	}
+	r.Outcome = workerv1.Outcome_OUTCOME_RETRY
+	var ra *RetryAfterError
+	if errors.As(err, &ra) && ra.After > 0 {
+		r.Delay = durationpb.New(ra.After)
+	}
+	return r
+}
