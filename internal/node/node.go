@@ -355,14 +355,14 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		Topology:       cfg.Topology,
 		Handler:        handler,
 		HandlerTimeout: handlerTimeout,
-		Limits:        TenantLimits(cfg.Tenants.Config, cfg.Topology),
-		Policy:        cfg.Policy,
-		Metrics:       cfg.Metrics,
-		SidelineShare: cfg.SidelineShare,
-		ReadAhead:     cfg.ReadAhead,
-		ReceiveLinger: cfg.ReceiveLinger,
-		Concurrency:   cfg.Concurrency,
-		Logger:        cfg.Logger,
+		Limits:         TenantLimits(cfg.Tenants.Config, cfg.Topology),
+		Policy:         cfg.Policy,
+		Metrics:        cfg.Metrics,
+		SidelineShare:  cfg.SidelineShare,
+		ReadAhead:      cfg.ReadAhead,
+		ReceiveLinger:  cfg.ReceiveLinger,
+		Concurrency:    cfg.Concurrency,
+		Logger:         cfg.Logger,
 	})
 	if err != nil {
 		return err
