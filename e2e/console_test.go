@@ -194,7 +194,7 @@ func startPrintingWorker(t *testing.T, args ...string) (*proc, *printedJobs, str
 	stdout, out := io.Pipe()
 	pj := &printedJobs{}
 	p := startSpec(t, testcluster.Spec{
-		Name: "sluicectl worker", Path: filepath.Join(binDir, "sluicectl"), Args: append([]string{"worker", "--json"}, args...),
+		Name: "sluicectl worker", Path: filepath.Join(binDir, "sluicectl"), Args: append([]string{"worker", "--json", "--listen", "127.0.0.1:0"}, args...),
 		Setup: func(cmd *exec.Cmd) { cmd.Stdout = out },
 	})
 	t.Cleanup(func() { _ = out.Close() })

@@ -59,8 +59,8 @@ const (
 	StallTimeoutDefault = 10 * time.Second
 	// maxBatchBytes bounds one Jobs message (workers accept 16 MiB).
 	maxBatchBytes = 1 << 20
-	// maxRefusalsQueued bounds refusals waiting to be sent; a worker that
-	// floods bad messages without reading is cut off beyond it.
+	// maxRefusalsQueued bounds refusals waiting to be sent; beyond it the
+	// worker's messages are read no faster than refusals are sent.
 	maxRefusalsQueued = 1024
 	// creditWait is how long a granted job waits for a free credit on its
 	// lane (placing races a worker's credits shrinking) before it is

@@ -515,15 +515,22 @@ func TestLeaseTimeoutAndExtend(t *testing.T) {
 		t.Fatalf("an extended job was retried: %+v", c)
 	}
 
+	// No answer: the lease times out, the attempt fails, and the silent
+	// worker gets no new job (its own job's retry included) until it
+	// answers again.
 	r.enqueue(t, "std", "stuck", 1)
 	j = st.jobs(1)[0]
-	again := st.jobs(1)[0] // no answer: the lease times out and it comes back
-	if again.GetJobId() != j.GetJobId() || again.GetAttempt() != 2 {
-		t.Fatalf("after a timed-out lease got %s attempt %d, want %s attempt 2", again.GetJobId(), again.GetAttempt(), j.GetJobId())
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Retried == 1 })
+	if !st.idle(time.Second) {
+		t.Fatal("a worker that let its lease time out got another job")
 	}
 	st.results(ack(j.GetLease()))
 	if ref := st.recv().GetRefused(); ref == nil || codes.Code(ref.GetCode()) != codes.NotFound {
 		t.Fatalf("ack of a timed-out lease: %v, want NOT_FOUND", ref)
+	}
+	again := st.jobs(1)[0]
+	if again.GetJobId() != j.GetJobId() || again.GetAttempt() != 2 {
+		t.Fatalf("after a timed-out lease got %s attempt %d, want %s attempt 2", again.GetJobId(), again.GetAttempt(), j.GetJobId())
 	}
 	st.results(ack(again.GetLease()))
 	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 2 })
@@ -571,5 +578,36 @@ func TestRevokedKey(t *testing.T) {
 	}
 	if err := worker.Connect(t.Context(), r.addr, keyGold, newCollector(nil).handle, worker.ConnectOptions{Logger: topotest.QuietLog}); !errors.Is(err, worker.ErrRefused) {
 		t.Fatalf("Connect with a revoked key: %v, want ErrRefused", err)
+	}
+}
+
+// A worker that stops reading while sends to it block is stalled: after
+// StallTimeout (1 s here) the jobs not yet sent are handed back, without
+// an attempt counted, and go to a worker that reads; the stalled one gets
+// no new jobs.
+func TestStalledReader(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	s, cancel := r.dial(t, keyAll)
+	t.Cleanup(cancel)
+	if err := s.Send(hello(40)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("no welcome: %v %v", m, err)
+	}
+	// From here on the stream is never read.
+	for i := range 40 {
+		e := topotest.Envelope("acme", fmt.Sprintf("big-%d", i), time.Now())
+		e.Payload = make([]byte, 150<<10)
+		r.b.Enqueue(t, r.b.Topo.ShardQueue("std", 0), e)
+	}
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Released > 0 })
+	c := newCollector(nil)
+	r.run(t, keyAll, c, worker.ConnectOptions{Concurrency: 8})
+	released := r.d.Counts().Released
+	topotest.WaitFor(t, func() bool { return int64(c.count()) >= released })
+	if got := r.d.Counts().Retried; got != 0 {
+		t.Errorf("%d retries: a handed-back job is not an attempt", got)
 	}
 }

@@ -25,7 +25,6 @@ import (
 var (
 	errHubStopped = status.Error(codes.Unavailable, "sluice is shutting down: reconnect to another drainer")
 	errKeyRevoked = status.Error(codes.PermissionDenied, "worker key revoked: the tenant file no longer lists it")
-	errTooManyBad = status.Errorf(codes.ResourceExhausted, "more than %d refusals unread: read the stream, and fix the results it refuses", maxRefusalsQueued)
 )
 
 // delivery is one job placed on a session.
@@ -51,13 +50,17 @@ type session struct {
 	held         map[string]*delivery // by lease: placed and not answered
 	unsent       []*delivery
 	refusals     []*workerv1.Refused
-	sendingSince time.Time // when the send under way began; zero if none
+	refusalRoom  chan struct{} // a token per queued refusal: a worker flooding bad messages is slowed, not cut off
+	sendingSince time.Time     // when the send under way began; zero if none
 	stalled      bool
-	seq          uint64
-	ended        bool
-	endErr       error
-	wake         chan struct{} // the sender has work
-	done         chan struct{} // closed when the session ends
+	// silent: a lease timed out with no answer since; the worker gets no
+	// new jobs until it answers again (it may have stopped reading).
+	silent bool
+	seq    uint64
+	ended  bool
+	endErr error
+	wake   chan struct{} // the sender has work
+	done   chan struct{} // closed when the session ends
 }
 
 // Connect serves one worker's session: see the package doc.
@@ -97,7 +100,7 @@ func (h *Hub) Connect(stream workerv1.PullService_ConnectServer) error {
 	s := &session{
 		hub: h, id: newID(8), key: key, lanes: lanes, leaseTimeout: lease, stream: stream,
 		credits: int(hello.GetCredits()), held: map[string]*delivery{},
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), refusalRoom: make(chan struct{}, maxRefusalsQueued),
 	}
 	s.log = h.cfg.Logger.With(slog.String("session", s.id), slog.String("worker", w.Name), slog.String("name", hello.GetName()))
 	if err := stream.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Welcome{Welcome: &workerv1.Welcome{
@@ -177,7 +180,7 @@ func (s *session) free(lane string, now time.Time) int {
 
 // stalledLocked reports whether a send has blocked past the stall timeout.
 func (s *session) stalledLocked(now time.Time) bool {
-	return s.stalled || (!s.sendingSince.IsZero() && now.Sub(s.sendingSince) > s.hub.cfg.StallTimeout)
+	return s.stalled || s.silent || (!s.sendingSince.IsZero() && now.Sub(s.sendingSince) > s.hub.cfg.StallTimeout)
 }
 
 // capacity returns the credits s offers and those in use. A stalled
@@ -300,6 +303,7 @@ func (s *session) nextMessages() []*workerv1.ConnectResponse {
 	var msgs []*workerv1.ConnectResponse
 	for _, r := range s.refusals {
 		msgs = append(msgs, &workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Refused{Refused: r}})
+		<-s.refusalRoom
 	}
 	s.refusals = s.refusals[:0]
 	if len(s.unsent) > 0 {
@@ -351,7 +355,10 @@ func (s *session) onMessage(m *workerv1.ConnectRequest) {
 		s.mu.Unlock()
 		s.hub.changed(more)
 	case *workerv1.ConnectRequest_Results:
-		if s.results(msg.Results.GetResults()) {
+		switch freed, recovered := s.results(msg.Results.GetResults()); {
+		case recovered:
+			s.hub.changed(true) // its credits count again
+		case freed:
 			s.hub.wakePlacers()
 		}
 	case *workerv1.ConnectRequest_Hello:
@@ -362,24 +369,31 @@ func (s *session) onMessage(m *workerv1.ConnectRequest) {
 }
 
 // results carries out a batch of results and reports whether a credit
-// freed.
-func (s *session) results(rs []*workerv1.Result) (freed bool) {
+// freed, and whether the session was silent (a lease had timed out) until
+// this answer.
+func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 	now := s.hub.cfg.Now()
 	type answer struct {
 		d   *delivery
 		err error
 	}
 	answers := make([]answer, 0, len(rs))
+	var refusals []*workerv1.Refused
+	refuse := func(lease string, code codes.Code, msg string) {
+		refusals = append(refusals, &workerv1.Refused{Lease: lease, Code: uint32(code), Message: msg})
+	}
 	s.mu.Lock()
+	recovered = s.silent // it answers again
+	s.silent = false
 	for _, r := range rs {
 		v, err := decodeResult(r)
 		if err != nil {
-			s.refuseLocked(r.GetLease(), codes.InvalidArgument, err.Error())
+			refuse(r.GetLease(), codes.InvalidArgument, err.Error())
 			continue
 		}
 		d := s.held[r.GetLease()]
 		if d == nil {
-			s.refuseLocked(r.GetLease(), codes.NotFound, "lease "+strconv.Quote(r.GetLease())+" is not held on this stream: "+
+			refuse(r.GetLease(), codes.NotFound, "lease "+strconv.Quote(r.GetLease())+" is not held on this stream: "+
 				"answered already, timed out, or from an earlier stream (its job was handed back and is redelivered)")
 			continue
 		}
@@ -401,7 +415,10 @@ func (s *session) results(rs []*workerv1.Result) (freed bool) {
 	for _, a := range answers {
 		a.d.result <- a.err
 	}
-	return len(answers) > 0
+	for _, r := range refusals {
+		s.queueRefusal(r)
+	}
+	return len(answers) > 0, recovered
 }
 
 // verdict is what a result tells the drainer: err nil acks, else a
@@ -436,22 +453,26 @@ func decodeResult(r *workerv1.Result) (verdict, error) {
 }
 
 func (s *session) refuse(lease string, code codes.Code, msg string) {
-	s.mu.Lock()
-	s.refuseLocked(lease, code, msg)
-	s.mu.Unlock()
+	s.queueRefusal(&workerv1.Refused{Lease: lease, Code: uint32(code), Message: msg})
 }
 
-// refuseLocked queues a refusal; a worker that lets too many pile up
-// unread is cut off (in a goroutine: end takes s.mu).
-func (s *session) refuseLocked(lease string, code codes.Code, msg string) {
+// queueRefusal queues r for the sender. While maxRefusalsQueued wait
+// unsent it blocks, and with it the reading of the worker's messages: a
+// worker that floods bad messages is slowed by its own stream's flow
+// control, and served on.
+func (s *session) queueRefusal(r *workerv1.Refused) {
+	select {
+	case s.refusalRoom <- struct{}{}:
+	case <-s.done:
+		return
+	}
+	s.mu.Lock()
 	if s.ended {
+		s.mu.Unlock()
 		return
 	}
-	if len(s.refusals) >= maxRefusalsQueued {
-		go s.end(errTooManyBad)
-		return
-	}
-	s.refusals = append(s.refusals, &workerv1.Refused{Lease: lease, Code: uint32(code), Message: msg})
+	s.refusals = append(s.refusals, r)
+	s.mu.Unlock()
 	s.signal()
 }
 
@@ -469,7 +490,11 @@ func (s *session) sweep(now time.Time) {
 			}
 		}
 	}
-	if !s.stalled && s.stalledLocked(now) {
+	if len(expired) > 0 && !s.silent {
+		s.silent = true
+		s.log.Warn("pull worker let leases time out; it gets no new jobs until it answers again", slog.Int("jobs", len(expired)))
+	}
+	if !s.stalled && !s.sendingSince.IsZero() && now.Sub(s.sendingSince) > s.hub.cfg.StallTimeout {
 		s.stalled = true
 		unsent = s.unsent
 		s.unsent = nil

@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	target.Register(fs)
 	var pullFlags node.PullFlags
 	pullFlags.Register(fs)
-	concurrency := fs.Int("concurrency", 32, "most jobs delivered at once")
+	concurrency := fs.Int("concurrency", 0, node.ConcurrencyUsage)
 	adminListen := fs.String("admin-listen", "127.0.0.1:7071", "address of the admin gRPC API")
 	adminKey := fs.String("admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -93,9 +93,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := policy.Validate(); err != nil {
 		return err
 	}
-	if *concurrency < 1 {
-		return fmt.Errorf("--concurrency %d: must be at least 1", *concurrency)
+	if *concurrency < 0 {
+		return fmt.Errorf("--concurrency %d: must be at least 1 (or 0 for the default)", *concurrency)
 	}
+	*concurrency = target.Concurrency(*concurrency)
 	log, err := serve.NewLogger(stderr, *logLevel)
 	if err != nil {
 		return err

@@ -80,7 +80,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	c.target.Register(fs)
 	c.pull.Register(fs)
 	fs.BoolVar(&c.drain, "drain", true, "run drainers in this process")
-	fs.IntVar(&c.concurrency, "concurrency", 32, "most jobs delivered at once by the in-process drainers")
+	fs.IntVar(&c.concurrency, "concurrency", 0, node.ConcurrencyUsage)
 	fs.StringVar(&c.adminKey, "admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for calls and deliveries in flight")
@@ -97,9 +97,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if err := c.policy.Validate(); err != nil {
 		return c, err
 	}
-	if c.concurrency < 1 {
-		return c, fmt.Errorf("--concurrency %d: must be at least 1", c.concurrency)
+	if c.concurrency < 0 {
+		return c, fmt.Errorf("--concurrency %d: must be at least 1 (or 0 for the default)", c.concurrency)
 	}
+	c.concurrency = c.target.Concurrency(c.concurrency)
 	return c, nil
 }
 

@@ -45,6 +45,7 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 	fail := fs.String("fail", "", "answer jobs whose payload matches this regular expression with a permanent error (they are dead-lettered at once)")
 	retry := fs.String("retry", "", "answer jobs whose payload matches this regular expression with a retryable error (retried until --max-attempts, then dead-lettered)")
 	jsonOut := fs.Bool("json", false, "print one JSON object per job instead of a line of text")
+	work := fs.Duration("work", 0, "time each job takes before it is answered (to watch jobs held, or a worker killed mid-job)")
 	var tlsc tlsflags.Client
 	tlsc.Register(fs, "", "sluice (pull)")
 	var tlsServer tlsflags.Server
@@ -66,7 +67,14 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		p := &jobPrinter{w: e.stdout, json: *jsonOut}
-		handler := func(_ context.Context, j worker.Job) error {
+		handler := func(ctx context.Context, j worker.Job) error {
+			if *work > 0 {
+				select {
+				case <-time.After(*work):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			var outcome string
 			var err error
 			switch {

@@ -33,6 +33,28 @@ func (f *PullFlags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.LeaseTimeout, "worker-lease-timeout", pull.LeaseTimeoutDefault, "how long a pull worker may hold a job without answering or extending it before the attempt fails (a worker may ask for another in its Hello)")
 }
 
+// Delivery slots by default (--concurrency 0): a push target takes this
+// many calls at once; pull workers' credits are capped at the other.
+const (
+	PushConcurrencyDefault = 32
+	PullConcurrencyDefault = 1024
+)
+
+// Concurrency resolves --concurrency: n if set, else the default of the
+// delivery mode.
+func (t Target) Concurrency(n int) int {
+	switch {
+	case n > 0:
+		return n
+	case t.Pull():
+		return PullConcurrencyDefault
+	}
+	return PushConcurrencyDefault
+}
+
+// ConcurrencyUsage is --concurrency's help text.
+const ConcurrencyUsage = "most jobs delivered at once; with pull workers, the ceiling on their credits (0: 32 to a push target, 1024 with pull workers)"
+
 // WorkerKeyFile is the development worker key's file in the data
 // directory: accepted while the tenant file lists no workers.
 func WorkerKeyFile(dataDir string) string { return filepath.Join(dataDir, "worker-key") }
