@@ -194,7 +194,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- c.sendLoop(stream, results, control) }()
 
-	var running sync.WaitGroup
+	var running handlers
 	recvDone := make(chan error, 1)
 	go func() {
 		for {
@@ -206,7 +206,10 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 			switch msg := m.GetMessage().(type) {
 			case *workerv1.ConnectResponse_Jobs:
 				for _, j := range msg.Jobs.GetJobs() {
-					running.Go(func() { c.run(handlerCtx, log, j, results) })
+					// A job that arrives once the drain has closed the
+					// handlers is not run: it goes back when the stream
+					// ends.
+					running.start(func() { c.run(handlerCtx, log, j, results) })
 				}
 			case *workerv1.ConnectResponse_Refused:
 				r := msg.Refused
@@ -229,7 +232,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	log.InfoContext(ctx, "draining: finishing the jobs held, then disconnecting")
 	control <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{Credits: 0}}}
 	finished := make(chan struct{})
-	go func() { running.Wait(); close(finished) }()
+	go func() { running.closeAndWait(); close(finished) }()
 	select {
 	case <-finished:
 	case <-time.After(c.opts.DrainTimeout):
@@ -249,6 +252,30 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	case <-time.After(5 * time.Second):
 	}
 	return true, nil
+}
+
+// handlers runs a stream's job handlers until closed.
+type handlers struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start runs f unless the handlers are closed.
+func (h *handlers) start(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed {
+		h.wg.Go(f)
+	}
+}
+
+// closeAndWait starts no more handlers and waits for the running ones.
+func (h *handlers) closeAndWait() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.wg.Wait()
 }
 
 // recvErr returns the stream's status after a failed Send (which reports
