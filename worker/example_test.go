@@ -70,3 +70,18 @@ func ExampleServe() {
 	// not yet  → Unavailable
 	// garbage  → FailedPrecondition
 }
+
+// A pull worker: it dials sluice (the gateway's --worker-listen) with a
+// worker key and runs up to 16 jobs at once. On SIGTERM it asks for no
+// more jobs, finishes and acks the ones it runs, and returns.
+func ExampleConnect() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := worker.Connect(ctx, "127.0.0.1:7072", "sk_worker_…", func(ctx context.Context, job worker.Job) error {
+		log.Printf("job %s from %s: %q", job.ID, job.Tenant, job.Payload)
+		return nil // or worker.RetryAfter(err, d), worker.Permanent(err)
+	}, worker.ConnectOptions{Concurrency: 16})
+	if err != nil {
+		log.Fatal(err)
+	}
+}

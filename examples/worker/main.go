@@ -1,17 +1,22 @@
-// Command worker shows the worker helper (package worker): it serves
-// sluice.worker.v1.WorkerService and prints each job a drainer delivers.
+// Command worker shows the worker helper (package worker): it pulls jobs
+// from sluice (worker.Connect) and prints each one.
 //
-//	go run ./examples/worker                                 # terminal 1
-//	go run ./cmd/gateway --worker-addr 127.0.0.1:7080        # terminal 2
+//	go run ./cmd/gateway                                     # terminal 1
+//	go run ./examples/worker                                 # terminal 2
 //	go run ./examples/submit --fail retry                    # terminal 3
 //
 // A job with attribute fail=retry asks for a second attempt 2 s later;
 // fail=permanent sends it to the dead-letter queue. Ctrl-C stops the
-// worker gracefully: jobs in progress finish first.
+// worker gracefully: it asks for no more jobs, and the jobs in progress
+// finish and are acked first.
 //
-// Flags: --listen (SLUICE_WORKER_LISTEN, default 127.0.0.1:7080); to serve
-// TLS, --tls-cert and --tls-key, plus --tls-client-ca to require the
-// drainers' client certificates (the gateway's --worker-tls-* flags).
+// Flags: --addr (SLUICE_WORKER_ADDR, default 127.0.0.1:7072, the gateway's
+// --worker-listen), --key (SLUICE_WORKER_KEY; default: the development key
+// in --data-dir's worker-key), --concurrency. With --listen ADDR it serves
+// sluice.worker.v1.WorkerService for the gateway's --worker-addr instead
+// (push), with --tls-cert and --tls-key to serve TLS, plus --tls-client-ca
+// to require the drainers' client certificates (the gateway's
+// --worker-tls-* flags).
 package main
 
 import (
@@ -21,8 +26,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,7 +49,11 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	listen := fs.String("listen", envOr("SLUICE_WORKER_LISTEN", "127.0.0.1:7080"), "address to serve the worker API on")
+	addr := fs.String("addr", envOr("SLUICE_WORKER_ADDR", "127.0.0.1:7072"), "sluice's pull-worker address (the gateway's --worker-listen)")
+	key := fs.String("key", os.Getenv("SLUICE_WORKER_KEY"), "worker key (default: <data-dir>/worker-key)")
+	dataDir := fs.String("data-dir", envOr("SLUICE_DATA_DIR", "data"), "the gateway's data directory, where its development worker key is")
+	concurrency := fs.Int("concurrency", 8, "most jobs run at once")
+	listen := fs.String("listen", os.Getenv("SLUICE_WORKER_LISTEN"), "serve the push worker API on this address instead of pulling (give the gateway --worker-addr it)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate to serve TLS with; empty serves plain text")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "PEM CA bundle: require drainers to present a certificate it signed")
@@ -49,6 +61,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	logger := log.New(out, "", log.Ltime)
+	if *listen == "" {
+		k := *key
+		if k == "" {
+			b, err := os.ReadFile(filepath.Join(*dataDir, "worker-key"))
+			if err != nil {
+				return fmt.Errorf("no worker key: pass --key, or run the gateway first (it writes %s): %w", filepath.Join(*dataDir, "worker-key"), err)
+			}
+			k = strings.TrimSpace(string(b))
+		}
+		logger.Printf("pulling jobs from %s, %d at a time", *addr, *concurrency)
+		err := worker.Connect(ctx, *addr, k, handler(logger), worker.ConnectOptions{
+			Concurrency: *concurrency,
+			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+			OnSession:   func(id string) { logger.Printf("connected (session %s)", id) },
+		})
+		logger.Print("worker stopped")
+		return err
+	}
 	cfg := worker.Config{Handler: handler(logger)}
 	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
 		tc, err := worker.LoadTLS(*tlsCert, *tlsKey, *tlsClientCA)
