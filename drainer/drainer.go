@@ -147,9 +147,12 @@ type Drainer struct {
 	roomFreed chan struct{} // closed and replaced when held jobs leave and a poller waits
 	roomWait  bool          // a poller waits on roomFreed
 
-	wake  chan struct{} // signalled when the dispatcher may have work
-	moves chan struct{} // one token per running move
-	acks  chan struct{} // one token per ack running after its delivery slot was freed
+	wake chan struct{} // signalled when the dispatcher may have work
+	// releaseNow asks renewHeld to hand back the held jobs of lanes that
+	// lost their slots (SetCapacity).
+	releaseNow chan struct{}
+	moves      chan struct{} // one token per running move
+	acks       chan struct{} // one token per ack running after its delivery slot was freed
 
 	pollCancel     context.CancelFunc
 	dispatchCancel context.CancelFunc
@@ -169,7 +172,11 @@ type Drainer struct {
 }
 
 type laneInbox struct {
-	lane       topology.Lane
+	lane topology.Lane
+	// closed: no slot can serve the lane (no pull worker does); its
+	// queues are not read and its held jobs are handed back. Guarded by
+	// Drainer.mu.
+	closed     bool
 	policy     sideliner.Policy
 	visibility time.Duration
 	shards     []*queueBuf
@@ -213,10 +220,11 @@ func New(cfg Config) (*Drainer, error) {
 	}
 	d := &Drainer{
 		cfg: cfg, tracer: tracing.Tracer(cfg.TracerProvider),
-		wake:      make(chan struct{}, 1),
-		roomFreed: make(chan struct{}),
-		moves:     make(chan struct{}, max(cfg.Concurrency, movesMin)),
-		acks:      make(chan struct{}, 4*cfg.Concurrency),
+		wake:       make(chan struct{}, 1),
+		releaseNow: make(chan struct{}, 1),
+		roomFreed:  make(chan struct{}),
+		moves:      make(chan struct{}, max(cfg.Concurrency, movesMin)),
+		acks:       make(chan struct{}, 4*cfg.Concurrency),
 	}
 	for _, l := range cfg.Topology.Lanes {
 		p := cfg.Policy
@@ -355,17 +363,32 @@ func (d *Drainer) Fairness(top int) []scheduler.GroupStats {
 // (the ceiling), and when lanes is not nil each lane's slots to lanes[lane]
 // (missing: none): the credits of the pull workers connected, in all and
 // of those serving each lane. Running deliveries keep their slots.
+//
+// A lane left with no slot is closed: its queues are not read, and the
+// jobs read ahead for it are handed back (visibility 0) so that a drainer
+// whose workers serve it takes them.
 func (d *Drainer) SetCapacity(slots int, lanes map[string]int) {
 	d.mu.Lock()
 	d.sched.SetSlots(min(slots, d.cfg.Concurrency))
+	closing := false
 	for _, in := range d.lanes {
 		n := -1
 		if lanes != nil {
 			n = lanes[in.lane.Name]
 		}
 		d.sched.SetGroupSlots(in.lane.Name, n)
+		closed := slots <= 0 || n == 0
+		closing = closing || (closed && !in.closed)
+		in.closed = closed
 	}
+	d.freeRoomLocked() // pollers of a lane that reopened
 	d.mu.Unlock()
+	if closing {
+		select {
+		case d.releaseNow <- struct{}{}:
+		default:
+		}
+	}
 	d.signal()
 }
 

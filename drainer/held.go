@@ -18,9 +18,24 @@ import (
 // visible again, so another drainer takes them at once.
 func (d *Drainer) releaseHeld() {
 	d.mu.Lock()
-	held := d.sched.RemoveIf(func(string, scheduler.Class, *job) bool { return true })
+	d.releaseHeldIf(func(*job) bool { return true })
+}
+
+// releaseClosed hands back the held jobs of closed lanes.
+func (d *Drainer) releaseClosed() {
+	d.mu.Lock()
+	d.releaseHeldIf(func(j *job) bool { return j.q.inbox.closed })
+}
+
+// releaseHeldIf makes the held jobs that drop picks visible again. Called with
+// d.mu held; it unlocks it.
+func (d *Drainer) releaseHeldIf(drop func(*job) bool) {
+	held := d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return drop(j) })
 	d.freeRoomLocked()
 	d.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	for q, receipts := range byQueue(held) {
@@ -56,6 +71,9 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-d.releaseNow:
+			d.releaseClosed()
+			continue
 		case <-t.C:
 		}
 		now := d.cfg.Now()
@@ -121,6 +139,9 @@ func (d *Drainer) housekeep(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-d.releaseNow:
+			d.releaseClosed()
+			continue
 		case <-t.C:
 		}
 		now := d.cfg.Now()

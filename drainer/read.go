@@ -37,7 +37,7 @@ func (d *Drainer) signal() {
 func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) bool {
 	for {
 		d.mu.Lock()
-		room := d.sched.Held()+queue.MaxBatch <= d.heldMax
+		room := !q.inbox.closed && d.sched.Held()+queue.MaxBatch <= d.heldMax
 		if q.source != sideliner.SourceShard {
 			room = room && d.sched.HeldIn(scheduler.Spillover)+d.sched.HeldIn(scheduler.Backlog) < d.sideMax
 		}
@@ -137,7 +137,16 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
 		}
 		single = append(single, decided{j, decision})
 	}
+	closed := in.closed
 	d.mu.Unlock()
+	if closed {
+		// The lane lost its slots while this batch was being received:
+		// hand the jobs just held back too.
+		select {
+		case d.releaseNow <- struct{}{}:
+		default:
+		}
+	}
 	d.signal()
 	if len(spill) > 0 {
 		d.moveBatch(spill, in.spillover, sideliner.Decision{Action: sideliner.Spill, Reason: sideliner.ReasonReadAheadFull})

@@ -611,3 +611,28 @@ func TestStalledReader(t *testing.T) {
 		t.Errorf("%d retries: a handed-back job is not an attempt", got)
 	}
 }
+
+// A lane no connected worker serves is not read ahead, and when its last
+// worker goes, the jobs read ahead for it are handed back at once: on SQS
+// a drainer with workers takes them, rather than a drainer without.
+func TestNoWorkerNoReadAhead(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	r.enqueue(t, "std", "j", 30)
+	shard := r.b.Topo.ShardQueue("std", 0)
+	time.Sleep(300 * time.Millisecond)
+	if st := r.b.Stats(t, shard); st.Visible != 30 {
+		t.Fatalf("with no worker: %+v, want all 30 visible", st)
+	}
+	gold := r.connect(t, keyGold, 5) // serves the other lane only
+	time.Sleep(300 * time.Millisecond)
+	if st := r.b.Stats(t, shard); st.Visible != 30 {
+		t.Fatalf("with a worker of another lane: %+v, want all 30 visible", st)
+	}
+	std := r.connect(t, keyAll, 1, "std")
+	std.jobs(1)
+	topotest.WaitFor(t, func() bool { return r.b.Stats(t, shard).Visible < 29 }) // read ahead
+	std.cancel()
+	topotest.WaitFor(t, func() bool { return r.b.Stats(t, shard).Visible == 30 })
+	_ = gold
+}
