@@ -26,6 +26,10 @@
 //	sluice_drain_held_jobs                   gauge      lane                          DrainHeldJobs (Count; Lane)
 //	sluice_drain_top_tenant_share            gauge      lane                          DrainTopTenantShare (Count; Lane)
 //	sluice_drain_tenant_share                gauge      lane, tenant, state           (Prometheus only)
+//	sluice_pull_workers                      gauge      lane                          PullWorkers (Count; Lane)
+//	sluice_pull_credits_granted              gauge      lane                          PullCreditsGranted (Count; Lane)
+//	sluice_pull_credits_used                 gauge      lane                          PullCreditsUsed (Count; Lane)
+//	sluice_pull_leases_released_total        counter    lane                          PullLeasesReleased (Count; Lane)
 //
 // What each one means:
 //
@@ -45,7 +49,8 @@
 //     sluice_queue_visible_messages{kind="dlq"}. Approximate on SQS.
 //   - sluice_drain_actions_total: what the drainers did with each job they
 //     read: delivered, retried, spilled, backlogged, dropped, dead_lettered,
-//     deferred, requeued, lease_lost, move_failed (the drainer.Counts), with
+//     deferred, requeued, lease_lost, move_failed, panicked, released (the
+//     drainer.Counts), with
 //     the sideliner reason of the decision (within_limits, read_ahead_full,
 //     stale, ttl_expired, attempts_exhausted,
 //     permanent_failure, retryable_failure, malformed_envelope,
@@ -74,6 +79,13 @@
 //     waiting; the largest tenant's share, and each top tenant's share with
 //     its state (in_share, over_rate, capped, sidelined). The per-tenant
 //     gauge is never published to CloudWatch (its values add up to 1).
+//   - sluice_pull_workers, sluice_pull_credits_granted,
+//     sluice_pull_credits_used, sluice_pull_leases_released_total: pull
+//     workers (package pull) connected to this process per lane, the
+//     credits they grant (a worker that stopped reading or let a lease time
+//     out counts only what it holds), the jobs they hold, and the jobs
+//     handed back at once because a worker's stream ended. Jobs waiting
+//     with no credits granted means no worker serves the lane.
 //
 // Histogram buckets: enqueue latency 0.5 ms to 10 s; dwell and age of first
 // attempt 10 ms to 1 day.
