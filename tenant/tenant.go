@@ -222,13 +222,22 @@ func yamlFields(t reflect.Type) map[string]bool {
 	return out
 }
 
-func (e *tenantEntry) UnmarshalYAML(node *yaml.Node) error {
+// checkFields refuses a mapping with a key not in fields; what names the
+// entry for the error.
+func checkFields(node *yaml.Node, fields map[string]bool, what string) error {
 	if node.Kind == yaml.MappingNode {
 		for i := 0; i < len(node.Content); i += 2 {
-			if k := node.Content[i]; !tenantFields[k.Value] {
-				return fmt.Errorf("line %d: unknown tenant field %q", k.Line, k.Value)
+			if k := node.Content[i]; !fields[k.Value] {
+				return fmt.Errorf("line %d: unknown %s field %q", k.Line, what, k.Value)
 			}
 		}
+	}
+	return nil
+}
+
+func (e *tenantEntry) UnmarshalYAML(node *yaml.Node) error {
+	if err := checkFields(node, tenantFields, "tenant"); err != nil {
+		return err
 	}
 	type plain tenantEntry
 	var p plain
@@ -251,12 +260,8 @@ type tierEntry struct {
 var limitFields = yamlFields(reflect.TypeFor[Limits]())
 
 func (e *tierEntry) UnmarshalYAML(node *yaml.Node) error {
-	if node.Kind == yaml.MappingNode {
-		for i := 0; i < len(node.Content); i += 2 {
-			if k := node.Content[i]; !limitFields[k.Value] {
-				return fmt.Errorf("line %d: unknown tier field %q", k.Line, k.Value)
-			}
-		}
+	if err := checkFields(node, limitFields, "tier"); err != nil {
+		return err
 	}
 	if err := node.Decode(&e.Limits); err != nil {
 		return err

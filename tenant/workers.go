@@ -44,12 +44,8 @@ type workerEntry struct {
 var workerFields = yamlFields(reflect.TypeFor[workerEntry]())
 
 func (e *workerEntry) UnmarshalYAML(node *yaml.Node) error {
-	if node.Kind == yaml.MappingNode {
-		for i := 0; i < len(node.Content); i += 2 {
-			if k := node.Content[i]; !workerFields[k.Value] {
-				return fmt.Errorf("line %d: unknown worker field %q", k.Line, k.Value)
-			}
-		}
+	if err := checkFields(node, workerFields, "worker"); err != nil {
+		return err
 	}
 	type plain workerEntry
 	var p plain
