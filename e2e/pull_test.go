@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,10 +21,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/status"
 
 	sluiceclient "github.com/sluice-dev/sluice/client"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/testcluster"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
+	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 	sluiceworker "github.com/sluice-dev/sluice/worker"
 )
 
@@ -57,7 +62,14 @@ func startPullGateway(t *testing.T, args ...string) *pullGateway {
 // waits out the development tenant's rate as told), and returns their ids.
 func (g *pullGateway) submit(t *testing.T, prefix string, n int) []string {
 	t.Helper()
-	c, err := sluiceclient.New(g.ingestAddr, sluiceclient.Config{APIKey: g.devKey, Insecure: true, MaxAttempts: 100})
+	return g.submitWith(t, sluiceclient.Config{Insecure: true}, prefix, n)
+}
+
+// submitWith is submit with the client's transport settings in cfg.
+func (g *pullGateway) submitWith(t *testing.T, cfg sluiceclient.Config, prefix string, n int) []string {
+	t.Helper()
+	cfg.APIKey, cfg.MaxAttempts = g.devKey, 100
+	c, err := sluiceclient.New(g.ingestAddr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,5 +415,83 @@ func TestPullMalformedFlood(t *testing.T) {
 	case <-g.Done():
 		t.Fatalf("gateway exited: %v", g.Err())
 	default:
+	}
+}
+
+// Pull workers connect over mutual TLS when the gateway serves it: a worker
+// with a client certificate gets jobs; one without cannot connect.
+func TestPullOverMutualTLS(t *testing.T) {
+	t.Parallel()
+	pki := tlstest.New(t)
+	g := startPullGateway(t, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey, "--tls-client-ca", pki.CA)
+	if l := g.waitLog("pull workers listening"); l["tls"] != "mtls" {
+		t.Fatalf("pull workers listening: %v", l)
+	}
+	if err := healthy(t, dial(t, g.workerAddr, tlsflags.Client{CAFile: pki.CA})); status.Code(err) != codes.Unavailable {
+		t.Errorf("a worker without a client certificate: %v, want UNAVAILABLE", err)
+	}
+	_, w := startPullWorker(t, g, "--tls-ca", pki.CA, "--tls-cert", pki.ClientCert, "--tls-key", pki.ClientKey)
+	tlsCfg, err := sluiceclient.LoadTLS(pki.CA, pki.ClientCert, pki.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := g.submitWith(t, sluiceclient.Config{TLS: tlsCfg}, "secure", 3)
+	deadline := time.Now().Add(30 * time.Second)
+	for !w.has(ids) {
+		if time.Now().After(deadline) {
+			t.Fatal("jobs did not reach the worker over mutual TLS")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Worker keys come from the tenant file's workers list, reloaded live:
+// the development key and tenant keys are refused, a listed key serves
+// only its lanes, and removing it ends the streams that use it.
+func TestPullWorkerKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const tenants = `
+tenants:
+  - id: acme
+    tier: standard
+    api_keys: [acme-key-1234]
+workers:
+  - name: pool
+    api_keys: [pool-key-1234]
+    lanes: [standard]
+`
+	file := writeFile(t, dir, "tenants.yaml", tenants)
+	gw := start(t, "gateway", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "",
+		"--data-dir", dir, "--tenants", file, "--queues", writeFile(t, dir, "queues.yaml", pullQueues+"  - {name: premium, shards: 1}\n"))
+	addr := gw.addr("pull workers listening")
+	refused := func(key string, lanes ...string) error {
+		err := sluiceworker.Connect(t.Context(), addr, key, func(context.Context, sluiceworker.Job) error { return nil },
+			sluiceworker.ConnectOptions{Lanes: lanes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if !errors.Is(err, sluiceworker.ErrRefused) {
+			t.Errorf("key %q lanes %v: Connect returned %v, want ErrRefused", key, lanes, err)
+		}
+		return err
+	}
+	refused("acme-key-1234")                                                  // a tenant's key
+	refused(strings.TrimSpace(readFile(t, filepath.Join(dir, "worker-key")))) // the development key, with a workers list
+	if err := refused("pool-key-1234", "premium"); err != nil && !strings.Contains(err.Error(), `may not serve lane "premium"`) {
+		t.Errorf("another lane: %v", err)
+	}
+
+	w, _ := startPullWorker(t, &pullGateway{proc: gw, workerAddr: addr, workerKey: "pool-key-1234"})
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(tenants, "pool-key-1234", "pool-key-5678")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Done():
+		if err := w.Err(); err == nil {
+			t.Error("the worker whose key was removed exited cleanly, want an error")
+		}
+		if !strings.Contains(w.Tail(20), "revoked") {
+			t.Errorf("worker's log does not say its key was revoked:\n%s", w.Tail(20))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker whose key was removed still runs after 30s")
 	}
 }

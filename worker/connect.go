@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,6 +90,9 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 	if opts.Name == "" {
 		host, _ := os.Hostname()
 		opts.Name = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	if key == "" || strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return errors.New("worker: the worker key is empty or holds white space or control characters (trim the file it came from)")
 	}
 	if opts.Concurrency < 1 || opts.Concurrency > 10000 {
 		return fmt.Errorf("worker: concurrency %d: want 1 to 10000", opts.Concurrency)
