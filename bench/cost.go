@@ -161,7 +161,7 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 	if err := snap(func(p *proc) *callSnapshot { return &p.b }); err != nil {
 		return err
 	}
-	actions := cl.DrainActions(ctx)
+	actions := DrainActions(ctx, cl)
 	ds, _ := w.Deliveries()
 	delivered := func(from, to time.Time) int {
 		n := 0

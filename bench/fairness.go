@@ -345,7 +345,7 @@ func (s fairSet) once(ctx context.Context, env *Env, w *Worker, o FairnessOption
 		time.Sleep(100 * time.Millisecond)
 	}
 	r.end = time.Now()
-	r.actions = cl.DrainActions(ctx)
+	r.actions = DrainActions(ctx, cl)
 	r.ds, _ = w.Deliveries()
 	r.quiet, r.noise = Join(sent, r.ds), Join(tn.Jobs(), r.ds)
 	r.offered = len(sent) + len(tn.Jobs())

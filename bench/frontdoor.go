@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/client"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // FrontDoorOptions configures the front-door scenario (item 1).
@@ -115,7 +117,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	if err != nil {
 		return err
 	}
-	bare, err := env.Start(dir, "bare", env.BareCmd[0], append(env.BareCmd[1:], "--listen", "127.0.0.1:0")...)
+	bare, err := testcluster.Start(testcluster.Spec{Name: "bare", Path: env.BareCmd[0], Args: append(env.BareCmd[1:], "--listen", "127.0.0.1:0"), LogPath: filepath.Join(dir, "bare.log")})
 	if err != nil {
 		return err
 	}

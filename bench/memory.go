@@ -59,8 +59,8 @@ func tenantFile(ctx context.Context, env *Env, rec *Recorder, n int, fig Figure)
 		return err
 	}
 	defer cl.Close()
-	gw := cl.Gateway()
-	path := filepath.Join(cl.dir, "tenants.yaml")
+	gw := cl.Proc("gateway")
+	path := filepath.Join(cl.Dir, "tenants.yaml")
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ func tenantFile(ctx context.Context, env *Env, rec *Recorder, n int, fig Figure)
 
 	tenants[n-1].SubmitRate = 11 // a change, so the digest differs
 	tmp := path + ".new"
-	if err := WriteTenants(tmp, tenants); err != nil {
+	if err := os.WriteFile(tmp, []byte(TenantsFile(tenants)), 0o600); err != nil {
 		return err
 	}
 	peak := idle
@@ -158,7 +158,7 @@ func memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, fig F
 		if !sleepCtx(ctx, 2*time.Second) {
 			return 0, ctx.Err()
 		}
-		return cl.Gateway().RSS()
+		return cl.Proc("gateway").RSS()
 	}
 	idle, err := settle()
 	if err != nil {

@@ -273,7 +273,7 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 		return r, ctx.Err()
 	}
 	r.stopAt = time.Now()
-	if err := cl.StopDrainers(ctx); err != nil {
+	if err := cl.SetDraining(ctx, false); err != nil {
 		return r, err
 	}
 	if !sleepCtx(ctx, o.Outage-time.Since(r.stopAt)) {
@@ -282,7 +282,7 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 	r.restartAt = time.Now()
 	delivered := w.Count()
 	r.backlog = len(tr.Jobs()) - delivered
-	if err := cl.StartDrainers(ctx); err != nil {
+	if err := cl.SetDraining(ctx, true); err != nil {
 		return r, err
 	}
 	r.readyAt = time.Now()
@@ -308,7 +308,7 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 	// recovered), then judge.
 	w.WaitCount(ctx, len(tr.Jobs()), 10*time.Second)
 	r.end = time.Now()
-	r.actions = cl.DrainActions(ctx)
+	r.actions = DrainActions(ctx, cl)
 	ds, _ := w.Deliveries()
 	r.jobs = Join(tr.Jobs(), ds)
 	r.backlogDone, r.recovered = r.judge(r.jobs, o.Window, r.lastSent)

@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // OverloadConfig sizes an overload run.
@@ -67,10 +69,6 @@ type OverloadResult struct {
 // bound, and that it serves normally as soon as the load ends.
 func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadResult, error) {
 	res := &OverloadResult{Tenants: cfg.Tenants, Capacity: float64(cfg.Tenants) * cfg.SubmitRate, RSSBound: cfg.RSSBound}
-	dir, err := env.scenarioDir("overload")
-	if err != nil {
-		return nil, err
-	}
 	var tenants strings.Builder
 	tenants.WriteString("tenants:\n")
 	keys := make([]string, cfg.Tenants)
@@ -79,22 +77,22 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 		fmt.Fprintf(&tenants, "  - {id: t%04d, tier: standard, api_keys: [%s], submit_rate: %g, submit_burst: %d, drain_rate: 1000, drain_burst: 1000}\n",
 			i, keys[i], cfg.SubmitRate, max(1, int(cfg.SubmitRate)))
 	}
-	c, err := newCluster(env, dir, clusterConfig{
-		Backend: "embedded", QueuesYAML: fmt.Sprintf(crashQueuesYAML, "overload"), TenantsYAML: tenants.String(), Concurrency: 32,
+	c, err := newCluster(ctx, env, 0, testcluster.ClusterConfig{
+		Name: "overload", Backend: testcluster.Embedded, Queues: fmt.Sprintf(crashQueuesYAML, "overload"), Tenants: tenants.String(), Concurrency: 32,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	if err := c.startAll(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
-	gw := c.proc("gateway")
+	gw := c.Proc("gateway")
 	ledger := &Ledger{}
 	// A few calls first, so the baseline includes a warm gateway.
 	for _, k := range keys[:min(len(keys), 5)] {
 		seq, payload := ledger.Next(Mix{}, 64)
-		id, err := SubmitOne(ctx, c.ingestAddr, k, payload)
+		id, err := SubmitOne(ctx, c.Addr, k, payload)
 		if err != nil {
 			return nil, fmt.Errorf("warm-up submit: %w", err)
 		}
@@ -105,7 +103,7 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 	}
 
 	load, err := NewLoad(LoadConfig{
-		Addr: c.ingestAddr, Keys: keys, Callers: cfg.Callers, Conns: 4,
+		Addr: c.Addr, Keys: keys, Callers: cfg.Callers, Conns: 4,
 		Rate: cfg.Factor * res.Capacity, PayloadSize: 256, CallTimeout: 5 * time.Second, KeepLatency: true,
 	}, ledger)
 	if err != nil {
@@ -145,7 +143,7 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 		for _, k := range pending {
 			seq, payload := ledger.Next(Mix{}, 64)
 			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			id, err := SubmitOne(callCtx, c.ingestAddr, k, payload)
+			id, err := SubmitOne(callCtx, c.Addr, k, payload)
 			cancel()
 			if err != nil {
 				ledger.Fail(seq, status.Code(err))
@@ -163,11 +161,9 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 	if len(pending) > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d tenants still refused a minute after the load ended", len(pending)))
 	}
-	select {
-	case <-gw.Done():
+	if gw.Exited() {
 		res.Restarts = 1
 		res.Problems = append(res.Problems, "the gateway exited under overload: "+gw.Tail(3))
-	default:
 	}
 	sleepCtx(ctx, 2*time.Second)
 	if rss, err := gw.RSS(); err == nil {
@@ -177,11 +173,11 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 	if _, err := c.drain(ctx, ledger, 2*time.Minute); err != nil {
 		res.Problems = append(res.Problems, err.Error())
 	}
-	if err := c.stopAll(); err != nil {
+	if err := c.Close(); err != nil {
 		res.Problems = append(res.Problems, err.Error())
 	}
 	var left Leftovers
-	if err := c.account(ctx, "embedded", env, ledger, &res.Accounting, &left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &left); err != nil {
 		return res, err
 	}
 	res.Problems = append(res.Problems, res.Violations()...)

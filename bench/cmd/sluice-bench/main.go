@@ -134,14 +134,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	root, err := bench.FindRoot(wd)
-	if err != nil {
-		return err
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -158,11 +150,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	started := time.Now()
 	machine := bench.ReadMachine()
 	fmt.Fprintf(stdout, "sluice-bench on %s, load average %s; scratch %s\n", machine, bench.LoadAvg(), work)
-	env, err := bench.NewEnv(ctx, root, work, []string{self, "bare"}, stdout)
+	env, err := bench.NewEnv(ctx, work, []string{self, "bare"}, stdout)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
+	defer env.StopSQS()
+	root := env.Root
 	resultsPath := filepath.Join(root, c.results)
 	plots := filepath.Join(root, c.plots)
 	if err := os.MkdirAll(plots, 0o755); err != nil {
@@ -252,7 +245,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		// A fresh local SQS server per scenario: finished runs' queues
 		// would slow it.
-		env.ResetSQS()
+		env.StopSQS()
 		fmt.Fprintf(stdout, "== %s took %.0fs\n", s, time.Since(t0).Seconds())
 		if err != nil {
 			fmt.Fprintf(stdout, "== %s failed: %v\n", s, err)
