@@ -34,7 +34,7 @@ func (w *flakyWorker) Process(ctx context.Context, req *workerv1.ProcessRequest)
 // cli runs sluicectl's operator commands.
 func cli(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "sluicectl"), args...)
+	cmd := exec.Command(filepath.Join(env.Bin, "sluicectl"), args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -24,29 +24,36 @@ import (
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
-var binDir string
+// env holds the binaries, built once with the race detector, and starts
+// the local SQS-compatible server on first use (see sqsEndpoint).
+var env *testcluster.Env
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	dir, err := os.MkdirTemp("", "sluice-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binDir = dir
-	if err := testcluster.Build(context.Background(), dir, true, "gateway", "drainer", "sluicectl"); err != nil {
+	env = &testcluster.Env{Bin: filepath.Join(dir, "bin"), Work: dir, SQSLog: os.Stderr}
+	if err := testcluster.Build(context.Background(), env.Bin, true, "gateway", "drainer", "sluicectl"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// The SQS tests talk to a local server only; any credentials do.
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"} {
-		os.Setenv(k, v)
-	}
 	code := m.Run()
-	if faux != nil {
-		_ = faux.Stop()
-	}
+	env.StopSQS()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// sqsEndpoint returns the endpoint of the local SQS-compatible server,
+// started once per test binary.
+func sqsEndpoint(t *testing.T) string {
+	t.Helper()
+	endpoint, err := env.SQSEndpoint(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return endpoint
 }
 
 // proc is a running binary whose JSON log lines are collected; it fails
@@ -56,10 +63,11 @@ type proc struct {
 	t *testing.T
 }
 
-// start runs one of the built binaries with args.
+// start runs one of the built binaries with args (and the environment
+// of a process talking to the local SQS-compatible server).
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	return startSpec(t, testcluster.Spec{Name: bin, Path: filepath.Join(binDir, bin), Args: args})
+	return startSpec(t, testcluster.Spec{Name: bin, Path: filepath.Join(env.Bin, bin), Args: args, Env: testcluster.SQSEnv})
 }
 
 // startSpec starts a process and kills it when the test ends, logging its
@@ -101,6 +109,33 @@ func (p *proc) waitLogN(msg string, n int) map[string]any {
 func (p *proc) addr(msg string) string {
 	return p.waitLog(msg)["addr"].(string)
 }
+
+// startCluster starts a cluster of the built binaries, named after the
+// test, and stops it when the test ends, logging its processes' lines if
+// the test failed.
+func startCluster(t *testing.T, cfg testcluster.ClusterConfig) *testcluster.Cluster {
+	t.Helper()
+	cfg.Name = strings.ReplaceAll(t.Name(), "/", "-")
+	c, err := env.NewCluster(t.Context(), cfg)
+	if err == nil {
+		t.Cleanup(func() {
+			_ = c.Close()
+			for _, name := range c.Roles() {
+				if p := c.Proc(name); p != nil && t.Failed() {
+					t.Logf("%s log:\n%s", name, p.Tail(1000))
+				}
+			}
+		})
+		err = c.Start(t.Context())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// role returns the process running a role of c.
+func role(t *testing.T, c *testcluster.Cluster, name string) *proc { return &proc{c.Proc(name), t} }
 
 // stop sends sig and waits for the process to exit, returning its error.
 func (p *proc) stop(sig syscall.Signal) error {

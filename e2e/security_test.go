@@ -38,14 +38,14 @@ var (
 func sluicectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	sluicectlOnce.Do(func() {
-		build := exec.Command("go", "build", "-o", binDir+"/", "../cmd/sluicectl")
+		build := exec.Command("go", "build", "-o", env.Bin+"/", "../cmd/sluicectl")
 		build.Stderr = os.Stderr
 		sluicectlErr = build.Run()
 	})
 	if sluicectlErr != nil {
 		t.Fatalf("build sluicectl: %v", sluicectlErr)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "sluicectl"), args...)
+	cmd := exec.Command(filepath.Join(env.Bin, "sluicectl"), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -453,7 +453,7 @@ func TestCorruptConfigRefusedAtStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			args := append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", t.TempDir()}, tt.args...)
-			cmd := exec.Command(filepath.Join(binDir, "gateway"), args...)
+			cmd := exec.Command(filepath.Join(env.Bin, "gateway"), args...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			done := make(chan error, 1)
