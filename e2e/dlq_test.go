@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os/exec"
@@ -31,14 +30,11 @@ func (w *flakyWorker) Process(ctx context.Context, req *workerv1.ProcessRequest)
 	return w.worker.Process(ctx, req)
 }
 
-// cli runs sluicectl's operator commands.
+// cli runs sluicectl and returns its output (stdout and stderr).
 func cli(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(env.Bin, "sluicectl"), args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	return out.String() + errOut.String(), err
+	out, err := exec.Command(filepath.Join(env.Bin, "sluicectl"), args...).CombinedOutput()
+	return string(out), err
 }
 
 func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {

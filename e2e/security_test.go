@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,29 +26,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
-
-var (
-	sluicectlOnce sync.Once
-	sluicectlErr  error
-)
-
-// sluicectl runs the submit CLI, built on first use.
-func sluicectl(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	sluicectlOnce.Do(func() {
-		build := exec.Command("go", "build", "-o", env.Bin+"/", "../cmd/sluicectl")
-		build.Stderr = os.Stderr
-		sluicectlErr = build.Run()
-	})
-	if sluicectlErr != nil {
-		t.Fatalf("build sluicectl: %v", sluicectlErr)
-	}
-	cmd := exec.Command(filepath.Join(env.Bin, "sluicectl"), args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
 
 // dial connects to addr with the client TLS setting c.
 func dial(t *testing.T, addr string, c tlsflags.Client) *grpc.ClientConn {
@@ -175,12 +150,12 @@ func TestTLSOnBothListeners(t *testing.T) {
 	}
 
 	// The CLIs, with and without the CA.
-	out, err := sluicectl(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--tls-ca", pki.CA, "by sluicectl over tls")
+	out, err := cli(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--tls-ca", pki.CA, "by sluicectl over tls")
 	if err != nil || len(strings.TrimSpace(out)) != 26 {
 		t.Fatalf("sluicectl over TLS: %v: %s", err, out)
 	}
 	w.waitFor(t, []string{strings.TrimSpace(out)})
-	if out, err := sluicectl(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--timeout", "3s", "x"); err == nil {
+	if out, err := cli(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--timeout", "3s", "x"); err == nil {
 		t.Fatalf("sluicectl in plaintext to a TLS gateway: %s", out)
 	}
 	if out, err := cli(t, "stats", "--admin-addr", admin, "--admin-key", adminKey, "--tls-ca", pki.CA); err != nil || !strings.Contains(out, "sluice-standard-dlq") {
@@ -268,11 +243,11 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	// The CLIs with and without their certificates.
-	if out, err := sluicectl(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA,
+	if out, err := cli(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA,
 		"--tls-cert", tenants.ClientCert, "--tls-key", tenants.ClientKey, "by sluicectl over mtls"); err != nil {
 		t.Fatalf("sluicectl with a certificate: %v: %s", err, out)
 	}
-	if out, err := sluicectl(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA, "--timeout", "3s", "x"); err == nil {
+	if out, err := cli(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA, "--timeout", "3s", "x"); err == nil {
 		t.Fatalf("sluicectl without a certificate: %s", out)
 	}
 	for _, a := range []string{admin, drainerAdmin} {
@@ -369,7 +344,7 @@ func TestAbuseAndKeysNeverLogged(t *testing.T) {
 		}
 		outputs = append(outputs, out)
 	}
-	out, err := sluicectl(t, "submit", "--addr", addr, "--key", guesses[0], "x")
+	out, err := cli(t, "submit", "--addr", addr, "--key", guesses[0], "x")
 	if err == nil {
 		t.Errorf("sluicectl with a guessed key succeeded: %s", out)
 	}
