@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -22,17 +23,11 @@ type CostOptions struct {
 }
 
 func (o *CostOptions) defaults() {
-	if o.Tenants == 0 {
-		o.Tenants = 10
-	}
-	if o.Rate == 0 {
-		o.Rate = 500
-	}
-	o.Warmup = or(o.Warmup, 10*time.Second)
-	o.Window = or(o.Window, 30*time.Second)
-	if o.Concurrency == 0 {
-		o.Concurrency = 32
-	}
+	o.Tenants = cmp.Or(o.Tenants, 10)
+	o.Rate = cmp.Or(o.Rate, 500)
+	o.Warmup = cmp.Or(o.Warmup, 10*time.Second)
+	o.Window = cmp.Or(o.Window, 30*time.Second)
+	o.Concurrency = cmp.Or(o.Concurrency, 32)
 }
 
 // callSnapshot is a process's backend call counters at one instant.

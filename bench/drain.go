@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -39,12 +40,8 @@ func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command
 		}
 		o.Jobs *= max(o.Scale, 1)
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 32
-	}
-	if o.Consumers == 0 {
-		o.Consumers = 8
-	}
+	o.Concurrency = cmp.Or(o.Concurrency, 32)
+	o.Consumers = cmp.Or(o.Consumers, 8)
 	sid, sname := suffix(o.Backend)
 	fig := Figure{
 		ID: "6.drain-efficiency" + sid, Item: 6, Order: 1, Command: command, Goal: "≥ 0.7",

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -47,40 +48,19 @@ type FairnessOptions struct {
 }
 
 func (o *FairnessOptions) defaults() {
-	o.Duration = or(o.Duration, 8*time.Second)
-	if o.Quiet == 0 {
-		o.Quiet = 9
-	}
-	if o.QuietRate == 0 {
-		o.QuietRate = 20
-	}
-	if o.NoisyRate == 0 {
-		o.NoisyRate = 20
-	}
-	if o.Burst == 0 {
-		o.Burst = 20
-	}
+	o.Duration = cmp.Or(o.Duration, 8*time.Second)
+	o.Quiet = cmp.Or(o.Quiet, 9)
+	o.QuietRate = cmp.Or(o.QuietRate, 20)
+	o.NoisyRate = cmp.Or(o.NoisyRate, 20)
+	o.Burst = cmp.Or(o.Burst, 20)
 	if len(o.Noisy) == 0 {
 		o.Noisy = []int{1, 3}
 	}
-	if o.Many == 0 {
-		o.Many = 10
-	}
-	if o.ManyTenants == 0 {
-		o.ManyTenants = 40
-	}
-	o.Service = or(o.Service, 40*time.Millisecond)
-	if o.Concurrency == 0 {
-		o.Concurrency = 16
-	}
-	o.Tail = or(o.Tail, 60*time.Second)
-}
-
-func or(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
+	o.Many = cmp.Or(o.Many, 10)
+	o.ManyTenants = cmp.Or(o.ManyTenants, 40)
+	o.Service = cmp.Or(o.Service, 40*time.Millisecond)
+	o.Concurrency = cmp.Or(o.Concurrency, 16)
+	o.Tail = cmp.Or(o.Tail, 60*time.Second)
 }
 
 // Staleness is the lane's staleness bound in the fairness and recovery

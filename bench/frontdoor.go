@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -44,27 +45,15 @@ func (o *FrontDoorOptions) defaults() {
 	if len(o.Concurrency) == 0 {
 		o.Concurrency = []int{16, 64, 256}
 	}
-	if o.Duration == 0 {
-		o.Duration = 3 * time.Second
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 100
-	}
+	o.Duration = cmp.Or(o.Duration, 3*time.Second)
+	o.BatchSize = cmp.Or(o.BatchSize, 100)
 	if len(o.BatchConcurrency) == 0 {
 		o.BatchConcurrency = []int{4, 16}
 	}
-	if o.Tenants == 0 {
-		o.Tenants = 16
-	}
-	if o.ProducerSenders == 0 {
-		o.ProducerSenders = 256
-	}
-	if o.PoliteClients == 0 {
-		o.PoliteClients = 16
-	}
-	if o.PoliteRate == 0 {
-		o.PoliteRate = 100
-	}
+	o.Tenants = cmp.Or(o.Tenants, 16)
+	o.ProducerSenders = cmp.Or(o.ProducerSenders, 256)
+	o.PoliteClients = cmp.Or(o.PoliteClients, 16)
+	o.PoliteRate = cmp.Or(o.PoliteRate, 100)
 }
 
 // suffix distinguishes figures of the SQS backend from the embedded

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -72,16 +73,9 @@ type GoBenchOptions struct {
 // GoBenchCommand is the command GoBench runs, for the docs.
 func GoBenchCommand(o GoBenchOptions) []string {
 	return []string{
-		"go", "test", "-run", "^$", "-bench", "Admission|Embedded", "-benchtime", cmpStr(o.Benchtime, "1s"),
+		"go", "test", "-run", "^$", "-bench", "Admission|Embedded", "-benchtime", cmp.Or(o.Benchtime, "1s"),
 		"-cpu", "2", "-count", "1", "-p", "1", "./gateway/", "./queue/embeddedqueue/",
 	}
-}
-
-func cmpStr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // GoBench runs the admission (item 5) and embedded backend (item 7) Go

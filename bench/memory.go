@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,12 +22,8 @@ type MemoryOptions struct {
 // Memory reads the gateway's RSS with Tenants configured and idle, then
 // after each of them has submitted a job (so each has admission state).
 func Memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, command string) error {
-	if o.Tenants == 0 {
-		o.Tenants = 100_000
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 64
-	}
+	o.Tenants = cmp.Or(o.Tenants, 100_000)
+	o.Concurrency = cmp.Or(o.Concurrency, 64)
 	var errs []error
 	file := Figure{
 		ID: "front.tenant-file-rss", Item: 5, Order: 3, Command: command,

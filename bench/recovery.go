@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -37,20 +38,14 @@ type RecoveryOptions struct {
 }
 
 func (o *RecoveryOptions) defaults() {
-	if o.Tenants == 0 {
-		o.Tenants = 10
-	}
-	if o.Rate == 0 {
-		o.Rate = 300
-	}
-	o.Service = or(o.Service, 20*time.Millisecond)
-	if o.Concurrency == 0 {
-		o.Concurrency = 16
-	}
-	o.Baseline = or(o.Baseline, 8*time.Second)
-	o.Outage = or(o.Outage, 15*time.Second)
-	o.MaxRecovery = or(o.MaxRecovery, 60*time.Second)
-	o.Window = or(o.Window, 500*time.Millisecond)
+	o.Tenants = cmp.Or(o.Tenants, 10)
+	o.Rate = cmp.Or(o.Rate, 300)
+	o.Service = cmp.Or(o.Service, 20*time.Millisecond)
+	o.Concurrency = cmp.Or(o.Concurrency, 16)
+	o.Baseline = cmp.Or(o.Baseline, 8*time.Second)
+	o.Outage = cmp.Or(o.Outage, 15*time.Second)
+	o.MaxRecovery = cmp.Or(o.MaxRecovery, 60*time.Second)
+	o.Window = cmp.Or(o.Window, 500*time.Millisecond)
 }
 
 // recRun is one recovery run.

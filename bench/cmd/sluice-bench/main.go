@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -92,30 +93,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	if c.long {
-		c.front.Duration = or(c.front.Duration, 10*time.Second)
-		c.fair.Duration = or(c.fair.Duration, 60*time.Second)
-		c.fair.Tail = or(c.fair.Tail, 3*time.Minute)
-		c.recovery.Outage = or(c.recovery.Outage, 120*time.Second)
-		c.recovery.MaxRecovery = or(c.recovery.MaxRecovery, 300*time.Second)
-		c.cost.Window = or(c.cost.Window, 120*time.Second)
+		c.front.Duration = cmp.Or(c.front.Duration, 10*time.Second)
+		c.fair.Duration = cmp.Or(c.fair.Duration, 60*time.Second)
+		c.fair.Tail = cmp.Or(c.fair.Tail, 3*time.Minute)
+		c.recovery.Outage = cmp.Or(c.recovery.Outage, 120*time.Second)
+		c.recovery.MaxRecovery = cmp.Or(c.recovery.MaxRecovery, 300*time.Second)
+		c.cost.Window = cmp.Or(c.cost.Window, 120*time.Second)
 		c.drain.Scale = 5
-		c.gobench.Benchtime = cmpOr(c.gobench.Benchtime, "5s")
+		c.gobench.Benchtime = cmp.Or(c.gobench.Benchtime, "5s")
 	}
 	return c, nil
-}
-
-func or(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
