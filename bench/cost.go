@@ -80,15 +80,11 @@ func Cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, command s
 		ID: "4.calls-per-job", Item: 4, Order: 1, Command: command, Goal: "≤ 0.4",
 		Name: "Cost: SQS API calls per delivered job (send, receive, delete, visibility, depth polls)",
 	}
-	if err := cost(ctx, env, rec, o, fig); err != nil {
-		rec.Fail([]Figure{fig}, err)
-		return err
-	}
-	return nil
+	return rec.Measure([]Figure{fig}, func() error { return cost(ctx, env, rec, o, fig) })
 }
 
 func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figure) error {
-	w, err := StartWorker()
+	w, err := StartWorker(0)
 	if err != nil {
 		return err
 	}

@@ -47,15 +47,11 @@ func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command
 		ID: "6.drain-efficiency" + sid, Item: 6, Order: 1, Command: command, Goal: "≥ 0.7",
 		Name: "Drain efficiency: drainer jobs/s to a no-op worker ÷ raw receive+delete jobs/s" + sname,
 	}
-	if err := drain(ctx, env, rec, o, fig); err != nil {
-		rec.Fail([]Figure{fig}, err)
-		return err
-	}
-	return nil
+	return rec.Measure([]Figure{fig}, func() error { return drain(ctx, env, rec, o, fig) })
 }
 
 func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Figure) error {
-	w, err := StartWorker()
+	w, err := StartWorker(0)
 	if err != nil {
 		return err
 	}

@@ -467,11 +467,7 @@ func Fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, c
 			Name: fmt.Sprintf("Fairness: delivered jobs/s ÷ min(capacity, offered) with %d noisy tenants%s", n, sname), Goal: "≥ 0.95",
 		})
 	}
-	if err := fairness(ctx, env, rec, o, figs, counts); err != nil {
-		rec.Fail(figs, err)
-		return err
-	}
-	return nil
+	return rec.Measure(figs, func() error { return fairness(ctx, env, rec, o, figs, counts) })
 }
 
 // quietFigure fills a quiet-p99 figure from case i of fr.
@@ -499,12 +495,11 @@ func utilFigure(fig Figure, fr fairResults, o FairnessOptions, i int, goal float
 }
 
 func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, figs []Figure, counts []int) error {
-	w, err := StartWorker()
+	w, err := StartWorker(o.Service)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
-	w.SetService(o.Service)
 	sid, sname := suffix(o.Backend)
 
 	// The main set: Quiet quiet tenants, and up to max(Noisy) noisy ones;
@@ -593,13 +588,7 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 		ID: "fair.quiet-p99-3noisy-starved" + sid, Item: 2, Order: 20, Command: command, Goal: "≤ 3× and ≤ FIFO's",
 		Name: fmt.Sprintf("Fairness on a CPU-starved machine (%d busy loops beside): quiet p99 with 3 noisy tenants ÷ without noise%s", hogs, sname),
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		stop, err := StartHogs(hogs)
 		if err != nil {
 			return err
@@ -627,11 +616,20 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 			"(sluice, FIFO) of the same quiet tenants without noise, on the same starved machine.\n\n%s\n%s\n", hogs, LoadAvg(), fr.table(o), md)
 		rec.Detail("fairness-starved"+sid, 2, "2. Fairness on a CPU-starved machine"+sname, body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
+}
+
+// measure runs a variant's measurement on a worker of o's service time;
+// if it fails, fig is recorded as not measured, with why.
+func (o FairnessOptions) measure(rec *Recorder, fig Figure, run func(w *Worker) error) error {
+	return rec.Measure([]Figure{fig}, func() error {
+		w, err := StartWorker(o.Service)
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		return run(w)
+	})
 }
 
 // threeNoisy is the set of the quiet tenants alone and beside 3 noisy
@@ -654,13 +652,7 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 		ID: "fair.sqs-2drainers", Item: 2, Order: 30, Command: command, Goal: "≤ 2× and utilization ≥ 0.9",
 		Name: "Fairness on SQS with two drainer processes: quiet p99 with 3 noisy tenants ÷ without noise, and utilization",
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		set := threeNoisy("fairness-sqs", o)
 		set.drainers, set.conc = 2, o.Concurrency/2
 		fr, err := set.run(ctx, env, w, o)
@@ -685,11 +677,7 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 			set.conc, set.capacity(o), fr.table(o), md)
 		rec.Detail("fairness-sqs", 2, "2. Fairness on SQS with two drainers", body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
 }
 
 // SlowTenant runs the quiet tenants beside two saturating tenants, one of
@@ -701,13 +689,7 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 		ID: "fair.slow-tenant" + sid, Item: 2, Order: 40, Command: command, Goal: "≤ 1.5×, and slow share 0.5 ± 10 %",
 		Name: "Slow tenant: quiet p99 ÷ without noise beside two saturating tenants, one with 10× longer jobs; the slow one's share of their worker time" + sname,
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		quiet := quietTenants("quiet", o.Quiet, o.QuietRate)
 		fast := noisyTenants("fast", 1, o.NoisyRate, o.Burst)
 		slow := noisyTenants("slow", 1, o.NoisyRate/10, o.Burst)
@@ -749,11 +731,7 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 			o.Quiet, o.QuietRate, fastRate, o.Service, slowRate, 10*o.Service, o.Concurrency, fr.table(o), md)
 		rec.Detail("slow-tenant"+sid, 2, "2. Fairness: a slow tenant"+sname, body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
 }
 
 // Weights runs two saturating tenants with weights 1 and 3.
@@ -764,13 +742,7 @@ func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, co
 		ID: "fair.weights" + sid, Item: 2, Order: 50, Command: command, Goal: "3 ± 10 % (2.7–3.3)",
 		Name: "Weights: worker time of a weight-3 tenant ÷ a weight-1 tenant's, both saturating" + sname,
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		light := NewTenants("light", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 1})
 		heavy := NewTenants("heavy", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 3})
 		rate := o.capacity()
@@ -799,9 +771,5 @@ func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, co
 			rate, o.Concurrency, o.Service, o.NoisyRate, o.Duration, fr.table(o))
 		rec.Detail("weights"+sid, 2, "2. Fairness: weights"+sname, body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
 }

@@ -85,11 +85,7 @@ func FrontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	}
 	// The ids these figures replace.
 	rec.Drop("1.unary-ratio"+sid, "1.batch-ratio"+sid, "1.p99-half"+sid)
-	if err := frontDoor(ctx, env, rec, o, figs); err != nil {
-		rec.Fail(figs, err)
-		return err
-	}
-	return nil
+	return rec.Measure(figs, func() error { return frontDoor(ctx, env, rec, o, figs) })
 }
 
 func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions, figs []Figure) error {

@@ -24,24 +24,19 @@ type MemoryOptions struct {
 func Memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, command string) error {
 	o.Tenants = cmp.Or(o.Tenants, 100_000)
 	o.Concurrency = cmp.Or(o.Concurrency, 64)
-	var errs []error
 	file := Figure{
 		ID: "front.tenant-file-rss", Item: 5, Order: 3, Command: command,
 		Name: "Idle gateway RSS with 100,000 configured tenants (the harness's tenant file)",
 	}
-	if err := tenantFile(ctx, env, rec, 100_000, file); err != nil {
-		rec.Fail([]Figure{file}, err)
-		errs = append(errs, fmt.Errorf("tenant file: %w", err))
+	fileErr := rec.Measure([]Figure{file}, func() error { return tenantFile(ctx, env, rec, 100_000, file) })
+	if fileErr != nil {
+		fileErr = fmt.Errorf("tenant file: %w", fileErr)
 	}
 	fig := Figure{
 		ID: "5.gateway-rss", Item: 5, Order: 2, Command: command,
 		Name: fmt.Sprintf("Gateway RSS with %s active tenants (embedded backend)", Num(float64(o.Tenants))),
 	}
-	if err := memory(ctx, env, rec, o, fig); err != nil {
-		rec.Fail([]Figure{fig}, err)
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(fileErr, rec.Measure([]Figure{fig}, func() error { return memory(ctx, env, rec, o, fig) }))
 }
 
 // tenantFile starts the gateway with a file of n tenants and reads its

@@ -107,20 +107,15 @@ func Recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, c
 			Name: "Recovery: sluice's steady-state p99 dwell (before the outage) ÷ FIFO's" + sname,
 		},
 	}
-	if err := recovery(ctx, env, rec, o, figs, starved, sname); err != nil {
-		rec.Fail(figs, err)
-		return err
-	}
-	return nil
+	return rec.Measure(figs, func() error { return recovery(ctx, env, rec, o, figs, starved, sname) })
 }
 
 func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, figs []Figure, starved, sname string) error {
-	w, err := StartWorker()
+	w, err := StartWorker(o.Service)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
-	w.SetService(o.Service)
 	if o.Hogs > 0 {
 		stop, err := StartHogs(o.Hogs)
 		if err != nil {

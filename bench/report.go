@@ -184,6 +184,16 @@ func (r *Recorder) Drop(ids ...string) {
 	}
 }
 
+// Measure runs a scenario's measurement; if it fails, figs are recorded
+// as not measured, with why.
+func (r *Recorder) Measure(figs []Figure, measure func() error) error {
+	err := measure()
+	if err != nil {
+		r.Fail(figs, err)
+	}
+	return err
+}
+
 // Fail records every figure of a scenario as not measured, with why.
 func (r *Recorder) Fail(figs []Figure, err error) {
 	for _, f := range figs {
