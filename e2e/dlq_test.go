@@ -15,6 +15,7 @@ import (
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // flakyWorker fails jobs whose payload is "poison" until fixed.
@@ -43,15 +44,12 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 	fw := &flakyWorker{worker: base}
 	// Serve the flaky wrapper instead of the plain worker.
 	w := startWorkerWith(t, fw)
-	dir := t.TempDir()
-	const adminKey = "e2e-admin-key-0001"
-	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--worker-addr", w, "--admin-key", adminKey, "--max-attempts", "2", "--retry-base", "1s", "--retry-cap", "1s")
-	addr := gw.addr("gateway listening")
-	admin := gw.addr("admin API listening")
-	c := client(t, addr)
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, WorkerAddr: w,
+		Args: []string{"--max-attempts", "2", "--retry-base", "1s", "--retry-cap", "1s"},
+	})
+	admin, adminKey := cl.AdminAddr, cl.AdminKey
+	c := client(t, cl.Addr)
 	poison, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: []byte("poison")})
 	if err != nil {
 		t.Fatal(err)
