@@ -78,6 +78,19 @@ func (c *cluster) depths(ctx context.Context) (live, dlq int64, err error) {
 	return live, dlq, nil
 }
 
+// drainAndStop lets the cluster drain (see drain), up to timeout, and
+// stops it, adding what went wrong to problems; it returns how long the
+// drain took.
+func (c *cluster) drainAndStop(ctx context.Context, ledger *Ledger, timeout time.Duration, problems *[]string) time.Duration {
+	took, err := c.drain(ctx, ledger, timeout)
+	for _, err := range []error{err, c.Close()} {
+		if err != nil {
+			*problems = append(*problems, err.Error())
+		}
+	}
+	return took
+}
+
 // drain waits until every acknowledged job that can be delivered has been,
 // the dead-letter queues hold at least as many messages as acknowledged
 // jobs bound for them, and the live queues are empty, in drainQuiet

@@ -160,13 +160,7 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 	}
 	env.logf("crash %s: %d kills, %d jobs submitted; draining", cfg.Backend, res.Crashes, res.Load.Jobs)
 
-	res.Drain, err = c.drain(ctx, ledger, cfg.DrainTimeout)
-	if err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.Close(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
+	res.Drain = c.drainAndStop(ctx, ledger, cfg.DrainTimeout, &res.Problems)
 	res.Elapsed = time.Since(start)
 	if err := c.account(ctx, ledger, &res.Accounting, &res.Left); err != nil {
 		return res, err

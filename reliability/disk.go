@@ -197,12 +197,7 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	}
 
 	// 5. Every acknowledged job is delivered.
-	if _, err := c.drain(ctx, ledger, 2*time.Minute); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.Close(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
+	c.drainAndStop(ctx, ledger, 2*time.Minute, &res.Problems)
 	var left Leftovers
 	if err := c.account(ctx, ledger, &res.Accounting, &left); err != nil {
 		return nil, err

@@ -153,13 +153,7 @@ func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, er
 		}
 	}
 
-	res.Drain, err = c.drain(ctx, ledger, cfg.DrainTimeout)
-	if err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.Close(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
+	res.Drain = c.drainAndStop(ctx, ledger, cfg.DrainTimeout, &res.Problems)
 	res.Elapsed = time.Since(start)
 	_, res.Requests = proxy.Ops()
 	res.Drainers = map[string]int64{}

@@ -170,12 +170,7 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 		res.RSSAfter = rss
 	}
 
-	if _, err := c.drain(ctx, ledger, 2*time.Minute); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.Close(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
+	c.drainAndStop(ctx, ledger, 2*time.Minute, &res.Problems)
 	var left Leftovers
 	if err := c.account(ctx, ledger, &res.Accounting, &left); err != nil {
 		return res, err
