@@ -128,7 +128,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 		t.Fatalf("replay: %v: %s", err, out)
 	}
 	base.waitFor(t, []string{poison.GetJobId()})
-	if got := base.job(poison.GetJobId()); got.GetAttempt() != 1 {
+	if got := base.Job(poison.GetJobId()); got.GetAttempt() != 1 {
 		t.Fatalf("replayed job delivered as attempt %d, want a fresh count (1)", got.GetAttempt())
 	}
 	status, err := cli(t, append([]string{"dlq", "status"}, common...)...)

@@ -94,7 +94,7 @@ func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 	}
 	w.waitFor(t, ids)
 	for id, tenant := range want {
-		got := w.job(id)
+		got := w.Job(id)
 		if got.GetTenant() != tenant || !strings.HasPrefix(string(got.GetPayload()), tenant+"-") || got.GetAttempt() != 1 {
 			t.Errorf("job %s delivered as tenant %q payload %q attempt %d, want tenant %q", id, got.GetTenant(), got.GetPayload(), got.GetAttempt(), tenant)
 		}

@@ -186,8 +186,6 @@ func (w *worker) waitFor(t *testing.T, ids []string) {
 	}
 }
 
-func (w *worker) job(id string) *workerv1.ProcessRequest { return w.Job(id) }
-
 // client dials the gateway and returns a client and a ctx factory per key.
 func client(t *testing.T, addr string) ingestv1.IngestServiceClient {
 	t.Helper()

@@ -105,20 +105,17 @@ func TestTLSOnBothListeners(t *testing.T) {
 	t.Parallel()
 	pki := tlstest.New(t)
 	w := startTLSWorker(t, pki)
-	dir := t.TempDir()
-	const adminKey = "e2e-admin-key-tls-0003"
-	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--admin-key", adminKey, "--worker-addr", w.Addr, "--worker-tls-ca", pki.CA,
-		"--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, WorkerAddr: w.Addr,
+		Args: []string{"--worker-tls-ca", pki.CA, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey},
+	})
+	gw, addr, admin, adminKey := role(t, cl, "gateway"), cl.Addr, cl.AdminAddr, cl.AdminKey
 	if l := gw.waitLog("gateway listening"); l["tls"] != "tls" {
 		t.Fatalf("gateway listening: %v", l)
 	}
 	if l := gw.waitLog("admin API listening"); l["tls"] != "tls" {
 		t.Fatalf("admin API listening: %v", l)
 	}
-	addr, admin := gw.addr("gateway listening"), gw.addr("admin API listening")
 	trusting := tlsflags.Client{CAFile: pki.CA}
 
 	// Go client over TLS: submit, and the TLS worker gets the job.
@@ -174,18 +171,17 @@ func TestTLSOnBothListeners(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	tenants, ops, stranger := tlstest.New(t), tlstest.New(t), tlstest.New(t)
-	dir := t.TempDir()
-	const adminKey = "e2e-admin-key-mtls-0004"
-	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--admin-key", adminKey, "--drain=true",
-		"--tls-cert", tenants.ServerCert, "--tls-key", tenants.ServerKey, "--tls-client-ca", tenants.CA,
-		"--admin-tls-cert", ops.ServerCert, "--admin-tls-key", ops.ServerKey, "--admin-tls-client-ca", ops.CA)
-	if l := gw.waitLog("gateway listening"); l["tls"] != "mtls" {
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML,
+		Args: []string{
+			"--tls-cert", tenants.ServerCert, "--tls-key", tenants.ServerKey, "--tls-client-ca", tenants.CA,
+			"--admin-tls-cert", ops.ServerCert, "--admin-tls-key", ops.ServerKey, "--admin-tls-client-ca", ops.CA,
+		},
+	})
+	if l := role(t, cl, "gateway").waitLog("gateway listening"); l["tls"] != "mtls" {
 		t.Fatalf("gateway listening: %v", l)
 	}
-	addr, admin := gw.addr("gateway listening"), gw.addr("admin API listening")
+	addr, admin, adminKey := cl.Addr, cl.AdminAddr, cl.AdminKey
 	drainerDir := t.TempDir()
 	dr := start(t, "drainer", "--data-dir", drainerDir, "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-key", adminKey,
 		"--tls-cert", ops.ServerCert, "--tls-key", ops.ServerKey, "--tls-client-ca", ops.CA)
@@ -321,7 +317,7 @@ func TestAbuseAndKeysNeverLogged(t *testing.T) {
 	resp, err := ingest.Submit(spoof, &ingestv1.SubmitRequest{Payload: []byte("spoof"), Attributes: map[string]string{"tenant": "alpha"}})
 	expect("submit with tenant-like metadata", err, codes.OK)
 	w.waitFor(t, []string{resp.GetJobId()})
-	if got := w.job(resp.GetJobId()).GetTenant(); got != "beta" {
+	if got := w.Job(resp.GetJobId()).GetTenant(); got != "beta" {
 		t.Errorf("job delivered as tenant %q, want beta", got)
 	}
 	// A replay must name its tenants, with the admin key too.
