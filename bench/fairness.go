@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // FairnessOptions configures the fairness scenarios (issue 13's "must
@@ -594,7 +596,7 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 			return err
 		}
 		defer stop()
-		env.Logf("  %d busy loops started; load average %s", hogs, LoadAvg())
+		env.Logf("  %d busy loops started; load average %s", hogs, testcluster.LoadAvg())
 		set := threeNoisy("fairness-starved", o)
 		fr, err := set.run(ctx, env, w, o)
 		if err != nil {
@@ -613,7 +615,7 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 		}
 		body := fmt.Sprintf("The 3-noisy case of the fairness section, with %d `sh -c 'while :; do :; done'` processes running beside the cluster and "+
 			"the harness throughout (started before the first run, killed after the last; load average at the end %s). Reference: the better of the two runs "+
-			"(sluice, FIFO) of the same quiet tenants without noise, on the same starved machine.\n\n%s\n%s\n", hogs, LoadAvg(), fr.table(o), md)
+			"(sluice, FIFO) of the same quiet tenants without noise, on the same starved machine.\n\n%s\n%s\n", hogs, testcluster.LoadAvg(), fr.table(o), md)
 		rec.Detail("fairness-starved"+sid, 2, "2. Fairness on a CPU-starved machine"+sname, body)
 		return nil
 	})

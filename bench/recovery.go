@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // RecoveryOptions configures the recovery scenario (item 3).
@@ -122,7 +123,7 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 			return err
 		}
 		defer stop()
-		env.Logf("  %d busy loops started; load average %s", o.Hogs, LoadAvg())
+		env.Logf("  %d busy loops started; load average %s", o.Hogs, testcluster.LoadAvg())
 	}
 	// No hard ceiling; a fair-rate mark far above what each sends.
 	tenants := NewTenants("steady", o.Tenants, Tenant{
@@ -202,7 +203,7 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 		Table([]string{"mode", "backlog at restart", "baseline p99", "threshold", "recovered after", "backlog delivered after ready", "restart took", "undelivered at end", "drainer actions", "submit errors"}, rows),
 		filepath.ToSlash(filepath.Join(o.RelPlots, name)))
 	if o.Hogs > 0 {
-		body = fmt.Sprintf("On a CPU-starved machine: %d `sh -c 'while :; do :; done'` processes run beside both runs (load average at the end %s).\n\n", o.Hogs, LoadAvg()) + body
+		body = fmt.Sprintf("On a CPU-starved machine: %d `sh -c 'while :; do :; done'` processes run beside both runs (load average at the end %s).\n\n", o.Hogs, testcluster.LoadAvg()) + body
 	}
 	rec.Detail("recovery"+starved+sid, 3, "3. Recovery"+sname, body)
 	return nil

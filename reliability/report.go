@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"google.golang.org/grpc/codes"
 )
 
@@ -69,15 +70,6 @@ func (r *Report) Problems() []string {
 
 // MachineDescription describes this machine in one line.
 func MachineDescription() string {
-	cpu := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
 	mem := ""
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
 		var kb int64
@@ -89,7 +81,7 @@ func MachineDescription() string {
 	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
 		load = ", load average " + strings.Join(strings.Fields(string(data))[:3], " ") + " at the end"
 	}
-	return fmt.Sprintf("%s/%s, %d CPUs (%s)%s%s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpu, mem, load)
+	return fmt.Sprintf("%s/%s, %d CPUs (%s)%s%s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), testcluster.ReadMachine().CPU, mem, load)
 }
 
 // Markdown renders docs/reliability.md.
