@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -114,10 +115,7 @@ func (l *Load) Stats() LoadStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.Codes = make(map[string]int64, len(l.stats.Codes))
-	for k, v := range l.stats.Codes {
-		s.Codes[k] = v
-	}
+	s.Codes = maps.Clone(l.stats.Codes)
 	s.Latencies = slices.Clone(l.stats.Latencies)
 	return s
 }
