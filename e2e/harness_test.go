@@ -25,7 +25,7 @@ import (
 )
 
 // env holds the binaries, built once with the race detector, and starts
-// the local SQS-compatible server on first use (see sqsEndpoint).
+// the local SQS-compatible server for the first cluster on SQS.
 var env *testcluster.Env
 
 func TestMain(m *testing.M) {
@@ -43,17 +43,6 @@ func TestMain(m *testing.M) {
 	env.StopSQS()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// sqsEndpoint returns the endpoint of the local SQS-compatible server,
-// started once per test binary.
-func sqsEndpoint(t *testing.T) string {
-	t.Helper()
-	endpoint, err := env.SQSEndpoint(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return endpoint
 }
 
 // proc is a running binary whose JSON log lines are collected; it fails
