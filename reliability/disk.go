@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
@@ -180,16 +179,10 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	}
 	t0 := time.Now()
 	for time.Since(t0) < 30*time.Second {
-		seq, payload := ledger.Next(Mix{}, 100)
-		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		id, err := SubmitOne(callCtx, c.Addr, crashKeys[0], payload)
-		cancel()
-		if err == nil {
-			ledger.Ack(seq, id)
+		if ledger.Probe(ctx, c.Addr, crashKeys[0], 100, 10*time.Second) == nil {
 			res.RecoveredLive, res.Recovery = c.Proc("gateway") == full, time.Since(t0)
 			break
 		}
-		ledger.Fail(seq, status.Code(err))
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
 	if res.Recovery == 0 {

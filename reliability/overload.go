@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
@@ -91,12 +90,9 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 	ledger := &Ledger{}
 	// A few calls first, so the baseline includes a warm gateway.
 	for _, k := range keys[:min(len(keys), 5)] {
-		seq, payload := ledger.Next(Mix{}, 64)
-		id, err := SubmitOne(ctx, c.Addr, k, payload)
-		if err != nil {
+		if err := ledger.Probe(ctx, c.Addr, k, 64, time.Minute); err != nil {
 			return nil, fmt.Errorf("warm-up submit: %w", err)
 		}
-		ledger.Ack(seq, id)
 	}
 	if res.RSSBefore, err = gw.RSS(); err != nil {
 		return nil, err
@@ -141,16 +137,9 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 	for len(pending) > 0 && time.Since(t0) < time.Minute {
 		var still []string
 		for _, k := range pending {
-			seq, payload := ledger.Next(Mix{}, 64)
-			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			id, err := SubmitOne(callCtx, c.Addr, k, payload)
-			cancel()
-			if err != nil {
-				ledger.Fail(seq, status.Code(err))
+			if ledger.Probe(ctx, c.Addr, k, 64, 5*time.Second) != nil {
 				still = append(still, k)
-				continue
 			}
-			ledger.Ack(seq, id)
 		}
 		pending = still
 		if len(pending) > 0 {
