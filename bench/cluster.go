@@ -54,9 +54,19 @@ type ClusterConfig struct {
 	Drainers int
 }
 
-// Cluster is a running deployment: the gateway on a fixed loopback
-// address (restarts keep it) and, on SQS, drainer processes.
-type Cluster = testcluster.Cluster
+// Cluster is a running deployment (the gateway on a fixed loopback
+// address, which restarts keep, and on SQS drainer processes) and a
+// client connected to its ingest API.
+type Cluster struct {
+	*testcluster.Cluster
+	*Client
+}
+
+// Close closes the client and stops the processes.
+func (c *Cluster) Close() error {
+	_ = c.Client.Close()
+	return c.Cluster.Close()
+}
 
 // StartCluster writes the configs and starts the processes.
 func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
@@ -70,7 +80,7 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 	if cfg.Backend == SQS {
 		drainers = max(cfg.Drainers, 1)
 	}
-	c, err := e.NewCluster(ctx, testcluster.ClusterConfig{
+	tc, err := e.NewCluster(ctx, testcluster.ClusterConfig{
 		Name: cfg.Name, Backend: cfg.Backend, Queues: queues, Tenants: TenantsFile(cfg.Tenants),
 		Drainers: drainers, WorkerAddr: cfg.WorkerAddr, Concurrency: cfg.Concurrency, Idle: !cfg.Drain,
 		Args: []string{"--sideline=" + strconv.FormatBool(!cfg.FIFO)},
@@ -78,11 +88,16 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Start(ctx); err != nil {
-		_ = c.Close()
+	if err := tc.Start(ctx); err != nil {
+		_ = tc.Close()
 		return nil, err
 	}
-	return c, nil
+	c, err := Dial(tc.Addr)
+	if err != nil {
+		_ = tc.Close()
+		return nil, err
+	}
+	return &Cluster{Cluster: tc, Client: c}, nil
 }
 
 // DrainActions returns what the running drainers did so far, summed over

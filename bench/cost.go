@@ -95,11 +95,7 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		return err
 	}
 	defer cl.Close()
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	c := cl.Client
 	var tr Tracker
 	streams := make([]Stream, len(tenants))
 	for i, t := range tenants {

@@ -62,11 +62,7 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Fig
 		return err
 	}
 	defer cl.Close()
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	c := cl.Client
 
 	// Preload through the gateway (drainers off), in batches.
 	const batch = 100

@@ -289,11 +289,7 @@ func (s fairSet) once(ctx context.Context, env *Env, w *Worker, o FairnessOption
 		return r, err
 	}
 	defer cl.Close()
-	cli, err := Dial(cl.Addr)
-	if err != nil {
-		return r, err
-	}
-	defer cli.Close()
+	cli := cl.Client
 	var tq, tn Tracker
 	var streams []Stream
 	for _, l := range c.loads {

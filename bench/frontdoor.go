@@ -111,11 +111,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	if err != nil {
 		return err
 	}
-	gw, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	gw := cl.Client
 	bc, err := Dial(bareAddr)
 	if err != nil {
 		return err

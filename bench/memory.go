@@ -156,11 +156,7 @@ func memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, fig F
 	if err != nil {
 		return err
 	}
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	c := cl.Client
 	var next atomic.Int64
 	t1 := time.Now()
 	r := ClosedLoop(ctx, o.Concurrency, 0, time.Hour, func(ctx context.Context, _, _ int) (int, error) {

@@ -242,11 +242,7 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 		return r, err
 	}
 	defer cl.Close()
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return r, err
-	}
-	defer c.Close()
+	c := cl.Client
 	var tr Tracker
 	streams := make([]Stream, len(tenants))
 	for i, t := range tenants {
