@@ -7,6 +7,7 @@ import (
 	"math"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,14 +54,12 @@ func pick(rs []BenchResult, unit string, re *regexp.Regexp, lowerBetter bool) []
 			out = append(out, r)
 		}
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0; j-- {
-			a, b := out[j-1].Metrics[unit], out[j].Metrics[unit]
-			if (lowerBetter && b < a) || (!lowerBetter && b > a) {
-				out[j-1], out[j] = out[j], out[j-1]
-			}
+	slices.SortStableFunc(out, func(a, b BenchResult) int {
+		if lowerBetter {
+			return cmp.Compare(a.Metrics[unit], b.Metrics[unit])
 		}
-	}
+		return cmp.Compare(b.Metrics[unit], a.Metrics[unit])
+	})
 	return out
 }
 

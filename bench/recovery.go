@@ -74,12 +74,7 @@ func (r recRun) backlogAfterReady() time.Duration {
 	return max(r.backlogDone-r.readyAt.Sub(r.restartAt), 0)
 }
 
-func (r recRun) mode() string {
-	if r.fifo {
-		return "FIFO"
-	}
-	return "sluice"
-}
+func (r recRun) mode() string { return modeName(r.fifo) }
 
 // Recovery stops the drainers under steady traffic until a backlog
 // builds, restarts them, and measures how long until fresh jobs see the
