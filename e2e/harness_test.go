@@ -142,9 +142,11 @@ func (p *proc) stop(sig syscall.Signal) error {
 // worker is a real gRPC worker that records the jobs it processes.
 type worker struct{ *testcluster.Worker }
 
-func startWorker(t *testing.T) *worker {
+// startWorker serves a worker, with the server options given, until the
+// test ends.
+func startWorker(t *testing.T, opts ...grpc.ServerOption) *worker {
 	t.Helper()
-	w, err := testcluster.StartWorker(nil)
+	w, err := testcluster.StartWorker(nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,12 +60,7 @@ func startTLSWorker(t *testing.T, pki tlstest.Files) *worker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := testcluster.StartWorker(nil, grpc.Creds(credentials.NewTLS(cfg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	return &worker{w}
+	return startWorker(t, grpc.Creds(credentials.NewTLS(cfg)))
 }
 
 func healthy(t *testing.T, conn *grpc.ClientConn) error {
