@@ -22,6 +22,7 @@ import (
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/testcluster"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
 // env holds the binaries, built once with the race detector, and starts
@@ -177,15 +178,25 @@ func (w *worker) waitFor(t *testing.T, ids []string) {
 	}
 }
 
-// client dials the gateway and returns a client and a ctx factory per key.
-func client(t *testing.T, addr string) ingestv1.IngestServiceClient {
+// dial connects to addr with the client TLS setting c.
+func dial(t *testing.T, addr string, c tlsflags.Client) *grpc.ClientConn {
 	t.Helper()
-	conn, err := testcluster.Dial(addr)
+	opt, err := c.DialOption("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return ingestv1.NewIngestServiceClient(conn)
+	return conn
+}
+
+// client connects to a gateway's ingest API in plaintext.
+func client(t *testing.T, addr string) ingestv1.IngestServiceClient {
+	t.Helper()
+	return ingestv1.NewIngestServiceClient(dial(t, addr, tlsflags.Client{}))
 }
 
 var withKey = testcluster.WithKey

@@ -27,21 +27,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
 
-// dial connects to addr with the client TLS setting c.
-func dial(t *testing.T, addr string, c tlsflags.Client) *grpc.ClientConn {
-	t.Helper()
-	opt, err := c.DialOption("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(addr, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
 func callCtx(t *testing.T, key string) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
