@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/metrics"
 )
 
@@ -101,13 +102,8 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 	for i, t := range tenants {
 		streams[i] = tr.Stream(c, t, o.Rate/float64(len(tenants)))
 	}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		Paced(loadCtx, streams, o.Warmup+o.Window+time.Minute, 4096)
-	}()
-	defer func() { stopLoad(); <-loadDone }()
+	stopLoad := testcluster.Background(ctx, func(ctx context.Context) { Paced(ctx, streams, o.Warmup+o.Window+time.Minute, 4096) })
+	defer stopLoad()
 	if !sleepCtx(ctx, o.Warmup) {
 		return ctx.Err()
 	}

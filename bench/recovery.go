@@ -243,14 +243,9 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 	for i, t := range tenants {
 		streams[i] = tr.Stream(c, t, o.Rate/float64(len(tenants)))
 	}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	loadDone := make(chan struct{})
 	r.startSent = time.Now()
-	go func() {
-		defer close(loadDone)
-		Paced(loadCtx, streams, o.Baseline+o.Outage+o.MaxRecovery+time.Minute, 4096)
-	}()
+	stopLoad := testcluster.Background(ctx, func(ctx context.Context) { Paced(ctx, streams, o.Baseline+o.Outage+o.MaxRecovery+time.Minute, 4096) })
+	defer stopLoad()
 	if !sleepCtx(ctx, o.Baseline) {
 		return r, ctx.Err()
 	}
@@ -284,7 +279,6 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 		}
 	}
 	stopLoad()
-	<-loadDone
 	r.lastSent = time.Now()
 	// Let the last submits be delivered (they are fresh, so quickly once
 	// recovered), then judge.

@@ -122,18 +122,7 @@ func (l *Load) Stats() LoadStats {
 
 // Start runs the load in the background until stop is called; stop
 // waits for the callers to return.
-func (l *Load) Start(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.Run(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
+func (l *Load) Start(ctx context.Context) (stop func()) { return testcluster.Background(ctx, l.Run) }
 
 // Run calls until ctx ends and returns when every caller has finished
 // its last call (each call is bounded by CallTimeout).
