@@ -162,7 +162,7 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 
 	res.Drain = c.drainAndStop(ctx, ledger, cfg.DrainTimeout, &res.Problems)
 	res.Elapsed = time.Since(start)
-	if err := c.account(ctx, ledger, &res.Accounting, &res.Left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &res.Left, &res.Problems); err != nil {
 		return res, err
 	}
 	drainKills := 0
@@ -172,10 +172,6 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 		}
 	}
 	res.DuplicateBound = drainKills * (max(1, cfg.Concurrency) + movesInFlight)
-	res.Problems = append(res.Problems, res.Violations()...)
-	if res.Left.DLQInFlight > 0 {
-		res.Problems = append(res.Problems, fmt.Sprintf("%d dead letters were hidden by a receive when the DLQs were read", res.Left.DLQInFlight))
-	}
 	if res.Duplicates > res.DuplicateBound {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d duplicates, more than the %d that %d kills of draining processes explain", res.Duplicates, res.DuplicateBound, drainKills))
 	}
@@ -224,8 +220,8 @@ func (c *cluster) killLoop(ctx context.Context, cfg CrashConfig, res *CrashResul
 
 // account reads the final queues of a stopped cluster (the DLQs and what
 // is left in the others) and checks the ledger against them and the
-// worker's deliveries.
-func (c *cluster) account(ctx context.Context, ledger *Ledger, a *Accounting, left *Leftovers) error {
+// worker's deliveries, adding the contract's violations to problems.
+func (c *cluster) account(ctx context.Context, ledger *Ledger, a *Accounting, left *Leftovers, problems *[]string) error {
 	b, err := c.OpenBackend(ctx)
 	if err != nil {
 		return err
@@ -239,6 +235,10 @@ func (c *cluster) account(ctx context.Context, ledger *Ledger, a *Accounting, le
 	delivered, payloads := c.worker.Acked()
 	*a = ledger.Check(delivered, payloads, dead, left.Jobs)
 	a.LostLog = c.logLinesAbout(a.LostIDs, 3, 40)
+	*problems = append(*problems, a.Violations()...)
+	if left.DLQInFlight > 0 {
+		*problems = append(*problems, fmt.Sprintf("%d dead letters were hidden by a receive when the DLQs were read", left.DLQInFlight))
+	}
 	return nil
 }
 

@@ -192,9 +192,8 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	// 5. Every acknowledged job is delivered.
 	c.drainAndStop(ctx, ledger, 2*time.Minute, &res.Problems)
 	var left Leftovers
-	if err := c.account(ctx, ledger, &res.Accounting, &left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &left, &res.Problems); err != nil {
 		return nil, err
 	}
-	res.Problems = append(res.Problems, res.Accounting.Violations()...)
 	return res, nil
 }

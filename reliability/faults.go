@@ -166,12 +166,8 @@ func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, er
 			}
 		}
 	}
-	if err := c.account(ctx, ledger, &res.Accounting, &res.Left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &res.Left, &res.Problems); err != nil {
 		return res, err
-	}
-	res.Problems = append(res.Problems, res.Violations()...)
-	if res.Left.DLQInFlight > 0 {
-		res.Problems = append(res.Problems, fmt.Sprintf("%d dead letters were hidden by a receive when the DLQs were read", res.Left.DLQInFlight))
 	}
 	for _, code := range slices.Sorted(maps.Keys(res.Load.Codes)) {
 		if !allowedUnderFaults[code] {

@@ -161,10 +161,9 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 
 	c.drainAndStop(ctx, ledger, 2*time.Minute, &res.Problems)
 	var left Leftovers
-	if err := c.account(ctx, ledger, &res.Accounting, &left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &left, &res.Problems); err != nil {
 		return res, err
 	}
-	res.Problems = append(res.Problems, res.Violations()...)
 
 	for _, code := range slices.Sorted(maps.Keys(res.Load.Codes)) {
 		if code != codes.OK.String() && code != codes.ResourceExhausted.String() {
