@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,7 +146,7 @@ func TestConfigFiles(t *testing.T) {
 	ts := NewTenants("quiet", 3, Tenant{SubmitRate: 200, SubmitBurst: 200, DrainRate: 2.5, DrainBurst: 3, MaxInFlight: 4, Weight: 3})
 	ts = append(ts, NewTenants("open", 1, Open)...)
 	path := filepath.Join(dir, "tenants.yaml")
-	if err := WriteTenants(path, ts); err != nil {
+	if err := os.WriteFile(path, []byte(TenantsFile(ts)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := tenant.Load(path)
@@ -168,7 +169,11 @@ func TestConfigFiles(t *testing.T) {
 		shards, shardChoices int
 	}{{false, 4, 2}, {true, 1, 1}} {
 		p := filepath.Join(dir, "queues.yaml")
-		if err := WriteTopology(p, Lane("bx", 4, tt.fifo, topology.Duration(2*time.Second))); err != nil {
+		queues, err := TopologyFile(Lane("bx", 4, tt.fifo, topology.Duration(2*time.Second)))
+		if err == nil {
+			err = os.WriteFile(p, []byte(queues), 0o600)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		topo, err := topology.Load(p)

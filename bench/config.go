@@ -1,12 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -45,44 +44,33 @@ func NewTenants(prefix string, n int, limits Tenant) []Tenant {
 // send and the drainers deliver without holding back.
 var Open = Tenant{SubmitRate: 1e7, SubmitBurst: 1e7, DrainRate: 1e7, DrainBurst: 1e7, MaxInFlight: 100000}
 
-// WriteTenants writes a tenant config file (tenant package format, keys
+// TenantsFile returns a tenant config file (tenant package format, keys
 // stored as their SHA-256) for tenants, all in the standard tier.
-func WriteTenants(path string, tenants []Tenant) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write tenants: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "tenants:")
+func TenantsFile(tenants []Tenant) string {
+	var b strings.Builder
+	b.WriteString("tenants:\n")
 	for _, t := range tenants {
 		sum := sha256.Sum256([]byte(t.Key))
-		fmt.Fprintf(w, "  - id: %s\n    tier: standard\n    api_key_sha256: [%s]\n", t.ID, hex.EncodeToString(sum[:]))
+		fmt.Fprintf(&b, "  - id: %s\n    tier: standard\n    api_key_sha256: [%s]\n", t.ID, hex.EncodeToString(sum[:]))
 		if t.SubmitRate != 0 {
-			fmt.Fprintf(w, "    submit_rate: %g\n", t.SubmitRate)
+			fmt.Fprintf(&b, "    submit_rate: %g\n", t.SubmitRate)
 		}
 		if t.DrainRate != 0 {
-			fmt.Fprintf(w, "    drain_rate: %g\n", t.DrainRate)
+			fmt.Fprintf(&b, "    drain_rate: %g\n", t.DrainRate)
 		}
 		if t.Weight != 0 {
-			fmt.Fprintf(w, "    weight: %g\n", t.Weight)
+			fmt.Fprintf(&b, "    weight: %g\n", t.Weight)
 		}
 		for _, kv := range []struct {
 			k string
 			v int
 		}{{"submit_burst", t.SubmitBurst}, {"drain_burst", t.DrainBurst}, {"max_in_flight", t.MaxInFlight}} {
 			if kv.v != 0 {
-				fmt.Fprintf(w, "    %s: %d\n", kv.k, kv.v)
+				fmt.Fprintf(&b, "    %s: %d\n", kv.k, kv.v)
 			}
 		}
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("write tenants: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write tenants: %w", err)
-	}
-	return nil
+	return b.String()
 }
 
 // Lane returns the one-lane topology ("standard") the scenarios use:
@@ -101,14 +89,11 @@ func Lane(prefix string, shards int, fifo bool, staleness topology.Duration) top
 	return topology.Topology{Prefix: prefix, Lanes: []topology.Lane{l}}.WithDefaults()
 }
 
-// WriteTopology writes t as a --queues file.
-func WriteTopology(path string, t topology.Topology) error {
+// TopologyFile returns t as a --queues file.
+func TopologyFile(t topology.Topology) (string, error) {
 	b, err := yaml.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("write topology: %w", err)
+		return "", fmt.Errorf("write topology: %w", err)
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("write topology: %w", err)
-	}
-	return nil
+	return string(b), nil
 }

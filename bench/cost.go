@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/metrics"
 )
 
@@ -22,17 +24,11 @@ type CostOptions struct {
 }
 
 func (o *CostOptions) defaults() {
-	if o.Tenants == 0 {
-		o.Tenants = 10
-	}
-	if o.Rate == 0 {
-		o.Rate = 500
-	}
-	o.Warmup = or(o.Warmup, 10*time.Second)
-	o.Window = or(o.Window, 30*time.Second)
-	if o.Concurrency == 0 {
-		o.Concurrency = 32
-	}
+	o.Tenants = cmp.Or(o.Tenants, 10)
+	o.Rate = cmp.Or(o.Rate, 500)
+	o.Warmup = cmp.Or(o.Warmup, 10*time.Second)
+	o.Window = cmp.Or(o.Window, 30*time.Second)
+	o.Concurrency = cmp.Or(o.Concurrency, 32)
 }
 
 // callSnapshot is a process's backend call counters at one instant.
@@ -85,15 +81,11 @@ func Cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, command s
 		ID: "4.calls-per-job", Item: 4, Order: 1, Command: command, Goal: "≤ 0.4",
 		Name: "Cost: SQS API calls per delivered job (send, receive, delete, visibility, depth polls)",
 	}
-	if err := cost(ctx, env, rec, o, fig); err != nil {
-		rec.Fail([]Figure{fig}, err)
-		return err
-	}
-	return nil
+	return rec.Measure([]Figure{fig}, func() error { return cost(ctx, env, rec, o, fig) })
 }
 
 func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figure) error {
-	w, err := StartWorker()
+	w, err := StartWorker(0)
 	if err != nil {
 		return err
 	}
@@ -104,23 +96,14 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		return err
 	}
 	defer cl.Close()
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	c := cl.Client
 	var tr Tracker
 	streams := make([]Stream, len(tenants))
 	for i, t := range tenants {
 		streams[i] = tr.Stream(c, t, o.Rate/float64(len(tenants)))
 	}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	loadDone := make(chan struct{})
-	go func() {
-		defer close(loadDone)
-		Paced(loadCtx, streams, o.Warmup+o.Window+time.Minute, 4096)
-	}()
-	defer func() { stopLoad(); <-loadDone }()
+	stopLoad := testcluster.Background(ctx, func(ctx context.Context) { Paced(ctx, streams, o.Warmup+o.Window+time.Minute, 4096) })
+	defer stopLoad()
 	if !sleepCtx(ctx, o.Warmup) {
 		return ctx.Err()
 	}
@@ -161,7 +144,7 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 	if err := snap(func(p *proc) *callSnapshot { return &p.b }); err != nil {
 		return err
 	}
-	actions := cl.DrainActions(ctx)
+	actions := DrainActions(ctx, cl)
 	ds, _ := w.Deliveries()
 	delivered := func(from, to time.Time) int {
 		n := 0

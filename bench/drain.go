@@ -1,20 +1,15 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/queue"
-	"github.com/sluice-dev/sluice/queue/embeddedqueue"
-	"github.com/sluice-dev/sluice/queue/sqsqueue"
-	"github.com/sluice-dev/sluice/test/fauxqs"
 )
 
 // DrainOptions configures the drain-efficiency scenario (item 6).
@@ -45,26 +40,18 @@ func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command
 		}
 		o.Jobs *= max(o.Scale, 1)
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 32
-	}
-	if o.Consumers == 0 {
-		o.Consumers = 8
-	}
+	o.Concurrency = cmp.Or(o.Concurrency, 32)
+	o.Consumers = cmp.Or(o.Consumers, 8)
 	sid, sname := suffix(o.Backend)
 	fig := Figure{
 		ID: "6.drain-efficiency" + sid, Item: 6, Order: 1, Command: command, Goal: "≥ 0.7",
 		Name: "Drain efficiency: drainer jobs/s to a no-op worker ÷ raw receive+delete jobs/s" + sname,
 	}
-	if err := drain(ctx, env, rec, o, fig); err != nil {
-		rec.Fail([]Figure{fig}, err)
-		return err
-	}
-	return nil
+	return rec.Measure([]Figure{fig}, func() error { return drain(ctx, env, rec, o, fig) })
 }
 
 func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Figure) error {
-	w, err := StartWorker()
+	w, err := StartWorker(0)
 	if err != nil {
 		return err
 	}
@@ -75,11 +62,7 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Fig
 		return err
 	}
 	defer cl.Close()
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	c := cl.Client
 
 	// Preload through the gateway (drainers off), in batches.
 	const batch = 100
@@ -98,18 +81,14 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Fig
 	jobs := pre.Units
 	env.Logf("  preloaded %s jobs in %.1fs", Num(float64(jobs)), time.Since(t0).Seconds())
 
-	// Raw receive+delete on the same backend, in this process.
-	var be queue.Backend
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if o.Backend == SQS {
-		be, err = sqsqueue.New(ctx, sqsqueue.Config{Endpoint: cl.SQSEndpoint, Region: fauxqs.Region, Logger: quiet})
-	} else {
-		// The store allows one process: the gateway lets go of it first.
-		if err := cl.Gateway().Stop(30 * time.Second); err != nil {
+	// Raw receive+delete on the same backend, in this process. The
+	// embedded store allows one process: the gateway lets go of it first.
+	if o.Backend == Embedded {
+		if err := cl.Proc("gateway").Stop(30 * time.Second); err != nil {
 			return err
 		}
-		be, err = embeddedqueue.Open(filepath.Join(cl.DataDir, "queues.db"), embeddedqueue.Options{Logger: quiet})
 	}
+	be, err := cl.OpenBackend(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,13 +102,13 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Fig
 	env.Logf("  raw receive+delete: %s jobs/s", Num(raw))
 
 	// The drainers, from the same preloaded backlog.
-	if err := cl.StartDrainers(ctx); err != nil {
+	if err := cl.SetDraining(ctx, true); err != nil {
 		return err
 	}
 	if !w.WaitCount(ctx, jobs, max(2*time.Minute, time.Duration(jobs)*time.Millisecond)) {
 		return fmt.Errorf("drainers delivered %d of %d jobs in time", w.Count(), jobs)
 	}
-	actions := cl.DrainActions(ctx)
+	actions := DrainActions(ctx, cl)
 	ds, repeats := w.Deliveries()
 	first, last := ds[0].Start, ds[0].Start
 	for _, d := range ds {

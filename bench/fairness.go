@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // FairnessOptions configures the fairness scenarios (issue 13's "must
@@ -47,40 +50,19 @@ type FairnessOptions struct {
 }
 
 func (o *FairnessOptions) defaults() {
-	o.Duration = or(o.Duration, 8*time.Second)
-	if o.Quiet == 0 {
-		o.Quiet = 9
-	}
-	if o.QuietRate == 0 {
-		o.QuietRate = 20
-	}
-	if o.NoisyRate == 0 {
-		o.NoisyRate = 20
-	}
-	if o.Burst == 0 {
-		o.Burst = 20
-	}
+	o.Duration = cmp.Or(o.Duration, 8*time.Second)
+	o.Quiet = cmp.Or(o.Quiet, 9)
+	o.QuietRate = cmp.Or(o.QuietRate, 20)
+	o.NoisyRate = cmp.Or(o.NoisyRate, 20)
+	o.Burst = cmp.Or(o.Burst, 20)
 	if len(o.Noisy) == 0 {
 		o.Noisy = []int{1, 3}
 	}
-	if o.Many == 0 {
-		o.Many = 10
-	}
-	if o.ManyTenants == 0 {
-		o.ManyTenants = 40
-	}
-	o.Service = or(o.Service, 40*time.Millisecond)
-	if o.Concurrency == 0 {
-		o.Concurrency = 16
-	}
-	o.Tail = or(o.Tail, 60*time.Second)
-}
-
-func or(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
+	o.Many = cmp.Or(o.Many, 10)
+	o.ManyTenants = cmp.Or(o.ManyTenants, 40)
+	o.Service = cmp.Or(o.Service, 40*time.Millisecond)
+	o.Concurrency = cmp.Or(o.Concurrency, 16)
+	o.Tail = cmp.Or(o.Tail, 60*time.Second)
 }
 
 // Staleness is the lane's staleness bound in the fairness and recovery
@@ -307,11 +289,7 @@ func (s fairSet) once(ctx context.Context, env *Env, w *Worker, o FairnessOption
 		return r, err
 	}
 	defer cl.Close()
-	cli, err := Dial(cl.Addr)
-	if err != nil {
-		return r, err
-	}
-	defer cli.Close()
+	cli := cl.Client
 	var tq, tn Tracker
 	var streams []Stream
 	for _, l := range c.loads {
@@ -345,7 +323,7 @@ func (s fairSet) once(ctx context.Context, env *Env, w *Worker, o FairnessOption
 		time.Sleep(100 * time.Millisecond)
 	}
 	r.end = time.Now()
-	r.actions = cl.DrainActions(ctx)
+	r.actions = DrainActions(ctx, cl)
 	r.ds, _ = w.Deliveries()
 	r.quiet, r.noise = Join(sent, r.ds), Join(tn.Jobs(), r.ds)
 	r.offered = len(sent) + len(tn.Jobs())
@@ -487,11 +465,7 @@ func Fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, c
 			Name: fmt.Sprintf("Fairness: delivered jobs/s ÷ min(capacity, offered) with %d noisy tenants%s", n, sname), Goal: "≥ 0.95",
 		})
 	}
-	if err := fairness(ctx, env, rec, o, figs, counts); err != nil {
-		rec.Fail(figs, err)
-		return err
-	}
-	return nil
+	return rec.Measure(figs, func() error { return fairness(ctx, env, rec, o, figs, counts) })
 }
 
 // quietFigure fills a quiet-p99 figure from case i of fr.
@@ -519,12 +493,11 @@ func utilFigure(fig Figure, fr fairResults, o FairnessOptions, i int, goal float
 }
 
 func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, figs []Figure, counts []int) error {
-	w, err := StartWorker()
+	w, err := StartWorker(o.Service)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
-	w.SetService(o.Service)
 	sid, sname := suffix(o.Backend)
 
 	// The main set: Quiet quiet tenants, and up to max(Noisy) noisy ones;
@@ -613,19 +586,13 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 		ID: "fair.quiet-p99-3noisy-starved" + sid, Item: 2, Order: 20, Command: command, Goal: "≤ 3× and ≤ FIFO's",
 		Name: fmt.Sprintf("Fairness on a CPU-starved machine (%d busy loops beside): quiet p99 with 3 noisy tenants ÷ without noise%s", hogs, sname),
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		stop, err := StartHogs(hogs)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		env.Logf("  %d busy loops started; load average %s", hogs, LoadAvg())
+		env.Logf("  %d busy loops started; load average %s", hogs, testcluster.LoadAvg())
 		set := threeNoisy("fairness-starved", o)
 		fr, err := set.run(ctx, env, w, o)
 		if err != nil {
@@ -644,14 +611,23 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 		}
 		body := fmt.Sprintf("The 3-noisy case of the fairness section, with %d `sh -c 'while :; do :; done'` processes running beside the cluster and "+
 			"the harness throughout (started before the first run, killed after the last; load average at the end %s). Reference: the better of the two runs "+
-			"(sluice, FIFO) of the same quiet tenants without noise, on the same starved machine.\n\n%s\n%s\n", hogs, LoadAvg(), fr.table(o), md)
+			"(sluice, FIFO) of the same quiet tenants without noise, on the same starved machine.\n\n%s\n%s\n", hogs, testcluster.LoadAvg(), fr.table(o), md)
 		rec.Detail("fairness-starved"+sid, 2, "2. Fairness on a CPU-starved machine"+sname, body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
+}
+
+// measure runs a variant's measurement on a worker of o's service time;
+// if it fails, fig is recorded as not measured, with why.
+func (o FairnessOptions) measure(rec *Recorder, fig Figure, run func(w *Worker) error) error {
+	return rec.Measure([]Figure{fig}, func() error {
+		w, err := StartWorker(o.Service)
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		return run(w)
+	})
 }
 
 // threeNoisy is the set of the quiet tenants alone and beside 3 noisy
@@ -674,13 +650,7 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 		ID: "fair.sqs-2drainers", Item: 2, Order: 30, Command: command, Goal: "≤ 2× and utilization ≥ 0.9",
 		Name: "Fairness on SQS with two drainer processes: quiet p99 with 3 noisy tenants ÷ without noise, and utilization",
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		set := threeNoisy("fairness-sqs", o)
 		set.drainers, set.conc = 2, o.Concurrency/2
 		fr, err := set.run(ctx, env, w, o)
@@ -705,11 +675,7 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 			set.conc, set.capacity(o), fr.table(o), md)
 		rec.Detail("fairness-sqs", 2, "2. Fairness on SQS with two drainers", body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
 }
 
 // SlowTenant runs the quiet tenants beside two saturating tenants, one of
@@ -721,13 +687,7 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 		ID: "fair.slow-tenant" + sid, Item: 2, Order: 40, Command: command, Goal: "≤ 1.5×, and slow share 0.5 ± 10 %",
 		Name: "Slow tenant: quiet p99 ÷ without noise beside two saturating tenants, one with 10× longer jobs; the slow one's share of their worker time" + sname,
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		quiet := quietTenants("quiet", o.Quiet, o.QuietRate)
 		fast := noisyTenants("fast", 1, o.NoisyRate, o.Burst)
 		slow := noisyTenants("slow", 1, o.NoisyRate/10, o.Burst)
@@ -769,11 +729,7 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 			o.Quiet, o.QuietRate, fastRate, o.Service, slowRate, 10*o.Service, o.Concurrency, fr.table(o), md)
 		rec.Detail("slow-tenant"+sid, 2, "2. Fairness: a slow tenant"+sname, body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
 }
 
 // Weights runs two saturating tenants with weights 1 and 3.
@@ -784,13 +740,7 @@ func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, co
 		ID: "fair.weights" + sid, Item: 2, Order: 50, Command: command, Goal: "3 ± 10 % (2.7–3.3)",
 		Name: "Weights: worker time of a weight-3 tenant ÷ a weight-1 tenant's, both saturating" + sname,
 	}
-	err := func() error {
-		w, err := StartWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
-		w.SetService(o.Service)
+	return o.measure(rec, fig, func(w *Worker) error {
 		light := NewTenants("light", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 1})
 		heavy := NewTenants("heavy", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 3})
 		rate := o.capacity()
@@ -819,9 +769,5 @@ func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, co
 			rate, o.Concurrency, o.Service, o.NoisyRate, o.Duration, fr.table(o))
 		rec.Detail("weights"+sid, 2, "2. Fairness: weights"+sname, body)
 		return nil
-	}()
-	if err != nil {
-		rec.Fail([]Figure{fig}, err)
-	}
-	return err
+	})
 }

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/client"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // FrontDoorOptions configures the front-door scenario (item 1).
@@ -42,27 +45,15 @@ func (o *FrontDoorOptions) defaults() {
 	if len(o.Concurrency) == 0 {
 		o.Concurrency = []int{16, 64, 256}
 	}
-	if o.Duration == 0 {
-		o.Duration = 3 * time.Second
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = 100
-	}
+	o.Duration = cmp.Or(o.Duration, 3*time.Second)
+	o.BatchSize = cmp.Or(o.BatchSize, 100)
 	if len(o.BatchConcurrency) == 0 {
 		o.BatchConcurrency = []int{4, 16}
 	}
-	if o.Tenants == 0 {
-		o.Tenants = 16
-	}
-	if o.ProducerSenders == 0 {
-		o.ProducerSenders = 256
-	}
-	if o.PoliteClients == 0 {
-		o.PoliteClients = 16
-	}
-	if o.PoliteRate == 0 {
-		o.PoliteRate = 100
-	}
+	o.Tenants = cmp.Or(o.Tenants, 16)
+	o.ProducerSenders = cmp.Or(o.ProducerSenders, 256)
+	o.PoliteClients = cmp.Or(o.PoliteClients, 16)
+	o.PoliteRate = cmp.Or(o.PoliteRate, 100)
 }
 
 // suffix distinguishes figures of the SQS backend from the embedded
@@ -94,11 +85,7 @@ func FrontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	}
 	// The ids these figures replace.
 	rec.Drop("1.unary-ratio"+sid, "1.batch-ratio"+sid, "1.p99-half"+sid)
-	if err := frontDoor(ctx, env, rec, o, figs); err != nil {
-		rec.Fail(figs, err)
-		return err
-	}
-	return nil
+	return rec.Measure(figs, func() error { return frontDoor(ctx, env, rec, o, figs) })
 }
 
 func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions, figs []Figure) error {
@@ -115,7 +102,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	if err != nil {
 		return err
 	}
-	bare, err := env.Start(dir, "bare", env.BareCmd[0], append(env.BareCmd[1:], "--listen", "127.0.0.1:0")...)
+	bare, err := testcluster.Start(testcluster.Spec{Name: "bare", Path: env.BareCmd[0], Args: append(env.BareCmd[1:], "--listen", "127.0.0.1:0"), LogPath: filepath.Join(dir, "bare.log")})
 	if err != nil {
 		return err
 	}
@@ -124,11 +111,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	if err != nil {
 		return err
 	}
-	gw, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	gw := cl.Client
 	bc, err := Dial(bareAddr)
 	if err != nil {
 		return err

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,14 +54,12 @@ func pick(rs []BenchResult, unit string, re *regexp.Regexp, lowerBetter bool) []
 			out = append(out, r)
 		}
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0; j-- {
-			a, b := out[j-1].Metrics[unit], out[j].Metrics[unit]
-			if (lowerBetter && b < a) || (!lowerBetter && b > a) {
-				out[j-1], out[j] = out[j], out[j-1]
-			}
+	slices.SortStableFunc(out, func(a, b BenchResult) int {
+		if lowerBetter {
+			return cmp.Compare(a.Metrics[unit], b.Metrics[unit])
 		}
-	}
+		return cmp.Compare(b.Metrics[unit], a.Metrics[unit])
+	})
 	return out
 }
 
@@ -72,16 +72,9 @@ type GoBenchOptions struct {
 // GoBenchCommand is the command GoBench runs, for the docs.
 func GoBenchCommand(o GoBenchOptions) []string {
 	return []string{
-		"go", "test", "-run", "^$", "-bench", "Admission|Embedded", "-benchtime", cmpStr(o.Benchtime, "1s"),
+		"go", "test", "-run", "^$", "-bench", "Admission|Embedded", "-benchtime", cmp.Or(o.Benchtime, "1s"),
 		"-cpu", "2", "-count", "1", "-p", "1", "./gateway/", "./queue/embeddedqueue/",
 	}
-}
-
-func cmpStr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // GoBench runs the admission (item 5) and embedded backend (item 7) Go

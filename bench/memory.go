@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,30 +22,21 @@ type MemoryOptions struct {
 // Memory reads the gateway's RSS with Tenants configured and idle, then
 // after each of them has submitted a job (so each has admission state).
 func Memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, command string) error {
-	if o.Tenants == 0 {
-		o.Tenants = 100_000
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 64
-	}
-	var errs []error
+	o.Tenants = cmp.Or(o.Tenants, 100_000)
+	o.Concurrency = cmp.Or(o.Concurrency, 64)
 	file := Figure{
 		ID: "front.tenant-file-rss", Item: 5, Order: 3, Command: command,
 		Name: "Idle gateway RSS with 100,000 configured tenants (the harness's tenant file)",
 	}
-	if err := tenantFile(ctx, env, rec, 100_000, file); err != nil {
-		rec.Fail([]Figure{file}, err)
-		errs = append(errs, fmt.Errorf("tenant file: %w", err))
+	fileErr := rec.Measure([]Figure{file}, func() error { return tenantFile(ctx, env, rec, 100_000, file) })
+	if fileErr != nil {
+		fileErr = fmt.Errorf("tenant file: %w", fileErr)
 	}
 	fig := Figure{
 		ID: "5.gateway-rss", Item: 5, Order: 2, Command: command,
 		Name: fmt.Sprintf("Gateway RSS with %s active tenants (embedded backend)", Num(float64(o.Tenants))),
 	}
-	if err := memory(ctx, env, rec, o, fig); err != nil {
-		rec.Fail([]Figure{fig}, err)
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(fileErr, rec.Measure([]Figure{fig}, func() error { return memory(ctx, env, rec, o, fig) }))
 }
 
 // tenantFile starts the gateway with a file of n tenants and reads its
@@ -59,8 +51,8 @@ func tenantFile(ctx context.Context, env *Env, rec *Recorder, n int, fig Figure)
 		return err
 	}
 	defer cl.Close()
-	gw := cl.Gateway()
-	path := filepath.Join(cl.dir, "tenants.yaml")
+	gw := cl.Proc("gateway")
+	path := filepath.Join(cl.Dir, "tenants.yaml")
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -79,7 +71,7 @@ func tenantFile(ctx context.Context, env *Env, rec *Recorder, n int, fig Figure)
 
 	tenants[n-1].SubmitRate = 11 // a change, so the digest differs
 	tmp := path + ".new"
-	if err := WriteTenants(tmp, tenants); err != nil {
+	if err := os.WriteFile(tmp, []byte(TenantsFile(tenants)), 0o600); err != nil {
 		return err
 	}
 	peak := idle
@@ -158,17 +150,13 @@ func memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, fig F
 		if !sleepCtx(ctx, 2*time.Second) {
 			return 0, ctx.Err()
 		}
-		return cl.Gateway().RSS()
+		return cl.Proc("gateway").RSS()
 	}
 	idle, err := settle()
 	if err != nil {
 		return err
 	}
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	c := cl.Client
 	var next atomic.Int64
 	t1 := time.Now()
 	r := ClosedLoop(ctx, o.Concurrency, 0, time.Hour, func(ctx context.Context, _, _ int) (int, error) {

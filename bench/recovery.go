@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // RecoveryOptions configures the recovery scenario (item 3).
@@ -37,20 +39,14 @@ type RecoveryOptions struct {
 }
 
 func (o *RecoveryOptions) defaults() {
-	if o.Tenants == 0 {
-		o.Tenants = 10
-	}
-	if o.Rate == 0 {
-		o.Rate = 300
-	}
-	o.Service = or(o.Service, 20*time.Millisecond)
-	if o.Concurrency == 0 {
-		o.Concurrency = 16
-	}
-	o.Baseline = or(o.Baseline, 8*time.Second)
-	o.Outage = or(o.Outage, 15*time.Second)
-	o.MaxRecovery = or(o.MaxRecovery, 60*time.Second)
-	o.Window = or(o.Window, 500*time.Millisecond)
+	o.Tenants = cmp.Or(o.Tenants, 10)
+	o.Rate = cmp.Or(o.Rate, 300)
+	o.Service = cmp.Or(o.Service, 20*time.Millisecond)
+	o.Concurrency = cmp.Or(o.Concurrency, 16)
+	o.Baseline = cmp.Or(o.Baseline, 8*time.Second)
+	o.Outage = cmp.Or(o.Outage, 15*time.Second)
+	o.MaxRecovery = cmp.Or(o.MaxRecovery, 60*time.Second)
+	o.Window = cmp.Or(o.Window, 500*time.Millisecond)
 }
 
 // recRun is one recovery run.
@@ -78,12 +74,7 @@ func (r recRun) backlogAfterReady() time.Duration {
 	return max(r.backlogDone-r.readyAt.Sub(r.restartAt), 0)
 }
 
-func (r recRun) mode() string {
-	if r.fifo {
-		return "FIFO"
-	}
-	return "sluice"
-}
+func (r recRun) mode() string { return modeName(r.fifo) }
 
 // Recovery stops the drainers under steady traffic until a backlog
 // builds, restarts them, and measures how long until fresh jobs see the
@@ -112,27 +103,22 @@ func Recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, c
 			Name: "Recovery: sluice's steady-state p99 dwell (before the outage) ÷ FIFO's" + sname,
 		},
 	}
-	if err := recovery(ctx, env, rec, o, figs, starved, sname); err != nil {
-		rec.Fail(figs, err)
-		return err
-	}
-	return nil
+	return rec.Measure(figs, func() error { return recovery(ctx, env, rec, o, figs, starved, sname) })
 }
 
 func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, figs []Figure, starved, sname string) error {
-	w, err := StartWorker()
+	w, err := StartWorker(o.Service)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
-	w.SetService(o.Service)
 	if o.Hogs > 0 {
 		stop, err := StartHogs(o.Hogs)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		env.Logf("  %d busy loops started; load average %s", o.Hogs, LoadAvg())
+		env.Logf("  %d busy loops started; load average %s", o.Hogs, testcluster.LoadAvg())
 	}
 	// No hard ceiling; a fair-rate mark far above what each sends.
 	tenants := NewTenants("steady", o.Tenants, Tenant{
@@ -212,7 +198,7 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 		Table([]string{"mode", "backlog at restart", "baseline p99", "threshold", "recovered after", "backlog delivered after ready", "restart took", "undelivered at end", "drainer actions", "submit errors"}, rows),
 		filepath.ToSlash(filepath.Join(o.RelPlots, name)))
 	if o.Hogs > 0 {
-		body = fmt.Sprintf("On a CPU-starved machine: %d `sh -c 'while :; do :; done'` processes run beside both runs (load average at the end %s).\n\n", o.Hogs, LoadAvg()) + body
+		body = fmt.Sprintf("On a CPU-starved machine: %d `sh -c 'while :; do :; done'` processes run beside both runs (load average at the end %s).\n\n", o.Hogs, testcluster.LoadAvg()) + body
 	}
 	rec.Detail("recovery"+starved+sid, 3, "3. Recovery"+sname, body)
 	return nil
@@ -251,29 +237,20 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 		return r, err
 	}
 	defer cl.Close()
-	c, err := Dial(cl.Addr)
-	if err != nil {
-		return r, err
-	}
-	defer c.Close()
+	c := cl.Client
 	var tr Tracker
 	streams := make([]Stream, len(tenants))
 	for i, t := range tenants {
 		streams[i] = tr.Stream(c, t, o.Rate/float64(len(tenants)))
 	}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	loadDone := make(chan struct{})
 	r.startSent = time.Now()
-	go func() {
-		defer close(loadDone)
-		Paced(loadCtx, streams, o.Baseline+o.Outage+o.MaxRecovery+time.Minute, 4096)
-	}()
+	stopLoad := testcluster.Background(ctx, func(ctx context.Context) { Paced(ctx, streams, o.Baseline+o.Outage+o.MaxRecovery+time.Minute, 4096) })
+	defer stopLoad()
 	if !sleepCtx(ctx, o.Baseline) {
 		return r, ctx.Err()
 	}
 	r.stopAt = time.Now()
-	if err := cl.StopDrainers(ctx); err != nil {
+	if err := cl.SetDraining(ctx, false); err != nil {
 		return r, err
 	}
 	if !sleepCtx(ctx, o.Outage-time.Since(r.stopAt)) {
@@ -282,7 +259,7 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 	r.restartAt = time.Now()
 	delivered := w.Count()
 	r.backlog = len(tr.Jobs()) - delivered
-	if err := cl.StartDrainers(ctx); err != nil {
+	if err := cl.SetDraining(ctx, true); err != nil {
 		return r, err
 	}
 	r.readyAt = time.Now()
@@ -302,13 +279,12 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 		}
 	}
 	stopLoad()
-	<-loadDone
 	r.lastSent = time.Now()
 	// Let the last submits be delivered (they are fresh, so quickly once
 	// recovered), then judge.
 	w.WaitCount(ctx, len(tr.Jobs()), 10*time.Second)
 	r.end = time.Now()
-	r.actions = cl.DrainActions(ctx)
+	r.actions = DrainActions(ctx, cl)
 	ds, _ := w.Deliveries()
 	r.jobs = Join(tr.Jobs(), ds)
 	r.backlogDone, r.recovered = r.judge(r.jobs, o.Window, r.lastSent)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // Statuses of a figure against its goal.
@@ -154,12 +156,12 @@ func statusCell(s string) string {
 // as it comes.
 type Recorder struct {
 	Results *Results
-	Machine Machine
+	Machine testcluster.Machine
 	env     *Env
 }
 
 // NewRecorder records into res.
-func NewRecorder(env *Env, res *Results, m Machine) *Recorder {
+func NewRecorder(env *Env, res *Results, m testcluster.Machine) *Recorder {
 	return &Recorder{Results: res, Machine: m, env: env}
 }
 
@@ -168,7 +170,7 @@ func NewRecorder(env *Env, res *Results, m Machine) *Recorder {
 func (r *Recorder) Add(f Figure) {
 	f.Machine = r.Machine.String()
 	f.When = time.Now().UTC().Format("2006-01-02 15:04 UTC")
-	f.Load = LoadAvg()
+	f.Load = testcluster.LoadAvg()
 	if f.Status == "" {
 		f.Status = Reported
 	}
@@ -184,6 +186,16 @@ func (r *Recorder) Drop(ids ...string) {
 	}
 }
 
+// Measure runs a scenario's measurement; if it fails, figs are recorded
+// as not measured, with why.
+func (r *Recorder) Measure(figs []Figure, measure func() error) error {
+	err := measure()
+	if err != nil {
+		r.Fail(figs, err)
+	}
+	return err
+}
+
 // Fail records every figure of a scenario as not measured, with why.
 func (r *Recorder) Fail(figs []Figure, err error) {
 	for _, f := range figs {
@@ -195,7 +207,7 @@ func (r *Recorder) Fail(figs []Figure, err error) {
 
 // Detail stores a scenario's breakdown and prints it.
 func (r *Recorder) Detail(key string, item int, title, body string) {
-	r.Results.Details[key] = Detail{Item: item, Title: title, When: time.Now().UTC().Format("2006-01-02 15:04 UTC") + ", load average " + LoadAvg(), Body: body}
+	r.Results.Details[key] = Detail{Item: item, Title: title, When: time.Now().UTC().Format("2006-01-02 15:04 UTC") + ", load average " + testcluster.LoadAvg(), Body: body}
 	r.env.Logf("\n### %s\n%s", title, body)
 }
 

@@ -1,6 +1,10 @@
 package bench
 
-import "github.com/sluice-dev/sluice/internal/testcluster"
+import (
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
+)
 
 // Worker is the recording gRPC worker the drainers deliver to.
 type Worker = testcluster.Worker
@@ -9,5 +13,12 @@ type Worker = testcluster.Worker
 type Delivery = testcluster.Delivery
 
 // StartWorker serves a worker that acknowledges every job after its
-// service time (SetService, SetTenantService) on 127.0.0.1 until Stop.
-func StartWorker() (*Worker, error) { return testcluster.StartWorker(nil) }
+// service time (service, or SetService and SetTenantService later) on
+// 127.0.0.1 until Stop.
+func StartWorker(service time.Duration) (*Worker, error) {
+	w, err := testcluster.StartWorker(nil)
+	if err == nil {
+		w.SetService(service)
+	}
+	return w, err
+}

@@ -194,7 +194,7 @@ func startPrintingWorker(t *testing.T, args ...string) (*proc, *printedJobs, str
 	stdout, out := io.Pipe()
 	pj := &printedJobs{}
 	p := startSpec(t, testcluster.Spec{
-		Name: "sluicectl worker", Path: filepath.Join(binDir, "sluicectl"), Args: append([]string{"worker", "--json", "--listen", "127.0.0.1:0"}, args...),
+		Name: "sluicectl worker", Path: filepath.Join(env.Bin, "sluicectl"), Args: append([]string{"worker", "--json", "--listen", "127.0.0.1:0"}, args...),
 		Setup: func(cmd *exec.Cmd) { cmd.Stdout = out },
 	})
 	t.Cleanup(func() { _ = out.Close() })
@@ -249,7 +249,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	devKey := strings.TrimSpace(readFile(t, filepath.Join(dir, "dev-api-key")))
 	submit := func(payload string, extra ...string) string {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(binDir, "sluicectl"), append([]string{"submit", "--addr", addr, "--key", devKey, payload}, extra...)...).CombinedOutput()
+		out, err := exec.Command(filepath.Join(env.Bin, "sluicectl"), append([]string{"submit", "--addr", addr, "--key", devKey, payload}, extra...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("submit: %v: %s", err, out)
 		}

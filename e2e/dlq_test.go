@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // flakyWorker fails jobs whose payload is "poison" until fixed.
@@ -31,14 +31,11 @@ func (w *flakyWorker) Process(ctx context.Context, req *workerv1.ProcessRequest)
 	return w.worker.Process(ctx, req)
 }
 
-// cli runs sluicectl's operator commands.
+// cli runs sluicectl and returns its output (stdout and stderr).
 func cli(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "sluicectl"), args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	return out.String() + errOut.String(), err
+	out, err := exec.Command(filepath.Join(env.Bin, "sluicectl"), args...).CombinedOutput()
+	return string(out), err
 }
 
 func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
@@ -47,15 +44,12 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 	fw := &flakyWorker{worker: base}
 	// Serve the flaky wrapper instead of the plain worker.
 	w := startWorkerWith(t, fw)
-	dir := t.TempDir()
-	const adminKey = "e2e-admin-key-0001"
-	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--worker-addr", w, "--admin-key", adminKey, "--max-attempts", "2", "--retry-base", "1s", "--retry-cap", "1s")
-	addr := gw.addr("gateway listening")
-	admin := gw.addr("admin API listening")
-	c := client(t, addr)
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, WorkerAddr: w,
+		Args: []string{"--max-attempts", "2", "--retry-base", "1s", "--retry-cap", "1s"},
+	})
+	admin, adminKey := cl.AdminAddr, cl.AdminKey
+	c := client(t, cl.Addr)
 	poison, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: []byte("poison")})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +128,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 		t.Fatalf("replay: %v: %s", err, out)
 	}
 	base.waitFor(t, []string{poison.GetJobId()})
-	if got := base.job(poison.GetJobId()); got.GetAttempt() != 1 {
+	if got := base.Job(poison.GetJobId()); got.GetAttempt() != 1 {
 		t.Fatalf("replayed job delivered as attempt %d, want a fresh count (1)", got.GetAttempt())
 	}
 	status, err := cli(t, append([]string{"dlq", "status"}, common...)...)

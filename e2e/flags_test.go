@@ -14,7 +14,7 @@ import (
 // lists; the run must exit 0.
 func helpFlags(t *testing.T, bin string, args ...string) []string {
 	t.Helper()
-	out, err := exec.Command(filepath.Join(binDir, bin), args...).CombinedOutput()
+	out, err := exec.Command(filepath.Join(env.Bin, bin), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %v: %v (it must exit 0)\n%s", bin, args, err, out)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 const tenantsYAML = `
@@ -42,37 +43,24 @@ lanes:
   - {name: free, shards: 2, weight: 1}
 `
 
-type gatewayOpts struct {
-	dataDir string
-	worker  string // empty: --drain=false
+// gatewayCluster is a gateway on the embedded backend with the shared
+// tenants and topology, draining to worker (none: --drain=false).
+func gatewayCluster(worker string) testcluster.ClusterConfig {
+	return testcluster.ClusterConfig{Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, WorkerAddr: worker, Idle: worker == ""}
 }
 
-func startGateway(t *testing.T, o gatewayOpts) (*proc, string) {
+// startGateway starts a gatewayCluster and returns its gateway and ingest
+// address.
+func startGateway(t *testing.T, worker string) (*proc, string) {
 	t.Helper()
-	dir := t.TempDir()
-	if o.dataDir == "" {
-		o.dataDir = dir
-	}
-	args := []string{
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--data-dir", o.dataDir,
-		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML),
-		"--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--shutdown-grace", "10s",
-	}
-	if o.worker == "" {
-		args = append(args, "--drain=false")
-	} else {
-		args = append(args, "--worker-addr", o.worker)
-	}
-	p := start(t, "gateway", args...)
-	return p, p.addr("gateway listening")
+	cl := startCluster(t, gatewayCluster(worker))
+	return role(t, cl, "gateway"), cl.Addr
 }
 
 func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 	t.Parallel()
 	w := startWorker(t)
-	gw, addr := startGateway(t, gatewayOpts{worker: w.Addr})
+	gw, addr := startGateway(t, w.Addr)
 	c := client(t, addr)
 
 	want := map[string]string{} // job id → tenant
@@ -106,7 +94,7 @@ func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 	}
 	w.waitFor(t, ids)
 	for id, tenant := range want {
-		got := w.job(id)
+		got := w.Job(id)
 		if got.GetTenant() != tenant || !strings.HasPrefix(string(got.GetPayload()), tenant+"-") || got.GetAttempt() != 1 {
 			t.Errorf("job %s delivered as tenant %q payload %q attempt %d, want tenant %q", id, got.GetTenant(), got.GetPayload(), got.GetAttempt(), tenant)
 		}
@@ -123,7 +111,7 @@ func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	t.Parallel()
-	_, addr := startGateway(t, gatewayOpts{})
+	_, addr := startGateway(t, "")
 	c := client(t, addr)
 	ctx := t.Context()
 
@@ -195,7 +183,7 @@ func TestRefusals(t *testing.T) {
 func TestHighWaterMark(t *testing.T) {
 	t.Parallel()
 	// No drainers: the standard lane's backlog only grows.
-	_, addr := startGateway(t, gatewayOpts{})
+	_, addr := startGateway(t, "")
 	c := client(t, addr)
 	var accepted int
 	var err error
@@ -227,9 +215,11 @@ func TestHighWaterMark(t *testing.T) {
 // delivery, restarts it on the same data directory and sees every job.
 func TestNothingLostOnSIGKILL(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir()
-	p, addr := startGateway(t, gatewayOpts{dataDir: dataDir})
-	c := client(t, addr)
+	w := startWorker(t)
+	cfg := gatewayCluster(w.Addr)
+	cfg.Idle = true
+	cl := startCluster(t, cfg)
+	c := client(t, cl.Addr)
 
 	var mu sync.Mutex
 	var ids []string
@@ -249,17 +239,19 @@ func TestNothingLostOnSIGKILL(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	_ = p.stop(syscall.SIGKILL)
+	cl.Kill("gateway")
 
-	w := startWorker(t)
-	startGateway(t, gatewayOpts{dataDir: dataDir, worker: w.Addr})
+	// Restarted on the same data directory, now draining.
+	if err := cl.SetDraining(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
 	w.waitFor(t, ids)
 }
 
 func TestSIGTERMExitsCleanly(t *testing.T) {
 	t.Parallel()
 	w := startWorker(t)
-	p, addr := startGateway(t, gatewayOpts{worker: w.Addr})
+	p, addr := startGateway(t, w.Addr)
 	resp, err := client(t, addr).Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")})
 	if err != nil {
 		t.Fatal(err)

@@ -23,29 +23,26 @@ import (
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/testcluster"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
-var binDir string
+// env holds the binaries, built once with the race detector, and starts
+// the local SQS-compatible server for the first cluster on SQS.
+var env *testcluster.Env
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	dir, err := os.MkdirTemp("", "sluice-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binDir = dir
-	if err := testcluster.Build(context.Background(), dir, true, "gateway", "drainer", "sluicectl"); err != nil {
+	env = &testcluster.Env{Bin: filepath.Join(dir, "bin"), Work: dir, SQSLog: os.Stderr}
+	if err := testcluster.Build(context.Background(), env.Bin, true, "gateway", "drainer", "sluicectl"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// The SQS tests talk to a local server only; any credentials do.
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"} {
-		os.Setenv(k, v)
-	}
 	code := m.Run()
-	if faux != nil {
-		_ = faux.Stop()
-	}
+	env.StopSQS()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -57,7 +54,8 @@ type proc struct {
 	t *testing.T
 }
 
-// start runs one of the built binaries with args.
+// start runs one of the built binaries with args (and the environment
+// of a process talking to the local SQS-compatible server).
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
 	if (bin == "gateway" || (bin == "drainer" && slices.Contains(args, "run"))) && !slices.Contains(args, "--worker-listen") {
@@ -65,7 +63,7 @@ func start(t *testing.T, bin string, args ...string) *proc {
 		// that tests can run side by side.
 		args = append(args, "--worker-listen", "127.0.0.1:0")
 	}
-	return startSpec(t, testcluster.Spec{Name: bin, Path: filepath.Join(binDir, bin), Args: args})
+	return startSpec(t, testcluster.Spec{Name: bin, Path: filepath.Join(env.Bin, bin), Args: args, Env: testcluster.SQSEnv})
 }
 
 // startSpec starts a process and kills it when the test ends, logging its
@@ -108,6 +106,33 @@ func (p *proc) addr(msg string) string {
 	return p.waitLog(msg)["addr"].(string)
 }
 
+// startCluster starts a cluster of the built binaries, named after the
+// test, and stops it when the test ends, logging its processes' lines if
+// the test failed.
+func startCluster(t *testing.T, cfg testcluster.ClusterConfig) *testcluster.Cluster {
+	t.Helper()
+	cfg.Name = strings.ReplaceAll(t.Name(), "/", "-")
+	c, err := env.NewCluster(t.Context(), cfg)
+	if err == nil {
+		t.Cleanup(func() {
+			_ = c.Close()
+			for _, name := range c.Roles() {
+				if p := c.Proc(name); p != nil && t.Failed() {
+					t.Logf("%s log:\n%s", name, p.Tail(1000))
+				}
+			}
+		})
+		err = c.Start(t.Context())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// role returns the process running a role of c.
+func role(t *testing.T, c *testcluster.Cluster, name string) *proc { return &proc{c.Proc(name), t} }
+
 // stop sends sig and waits for the process to exit, returning its error.
 func (p *proc) stop(sig syscall.Signal) error {
 	p.t.Helper()
@@ -124,9 +149,11 @@ func (p *proc) stop(sig syscall.Signal) error {
 // worker is a real gRPC worker that records the jobs it processes.
 type worker struct{ *testcluster.Worker }
 
-func startWorker(t *testing.T) *worker {
+// startWorker serves a worker, with the server options given, until the
+// test ends.
+func startWorker(t *testing.T, opts ...grpc.ServerOption) *worker {
 	t.Helper()
-	w, err := testcluster.StartWorker(nil)
+	w, err := testcluster.StartWorker(nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,17 +184,25 @@ func (w *worker) waitFor(t *testing.T, ids []string) {
 	}
 }
 
-func (w *worker) job(id string) *workerv1.ProcessRequest { return w.Job(id) }
-
-// client dials the gateway and returns a client and a ctx factory per key.
-func client(t *testing.T, addr string) ingestv1.IngestServiceClient {
+// dial connects to addr with the client TLS setting c.
+func dial(t *testing.T, addr string, c tlsflags.Client) *grpc.ClientConn {
 	t.Helper()
-	conn, err := testcluster.Dial(addr)
+	opt, err := c.DialOption("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return ingestv1.NewIngestServiceClient(conn)
+	return conn
+}
+
+// client connects to a gateway's ingest API in plaintext.
+func client(t *testing.T, addr string) ingestv1.IngestServiceClient {
+	t.Helper()
+	return ingestv1.NewIngestServiceClient(dial(t, addr, tlsflags.Client{}))
 }
 
 var withKey = testcluster.WithKey

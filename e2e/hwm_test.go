@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
-	"github.com/sluice-dev/sluice/test/fauxqs"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // stuckWorker takes every job and never finishes it, so the drainers hold
@@ -38,36 +37,23 @@ func (w *stuckWorker) Process(ctx context.Context, _ *workerv1.ProcessRequest) (
 // read again (the jobs are in flight, not gone).
 func TestHighWaterMarkCountsHeldJobs(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"embedded", "sqs"} {
+	for _, backend := range []string{testcluster.Embedded, testcluster.SQS} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			w := &stuckWorker{}
 			workerAddr := startWorkerWith(t, w)
-			dir := t.TempDir()
-			common := []string{"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--shutdown-grace", "1s"}
-			var addr string
-			if backend == "embedded" {
-				gw := start(t, "gateway", slices.Concat(common, []string{
-					"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-					"--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--worker-addr", workerAddr,
-					"--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-				})...)
-				addr = gw.addr("gateway listening")
-			} else {
-				queues := writeFile(t, dir, "queues.yaml", fmt.Sprintf("prefix: hwm%d\n%s", os.Getpid(), queuesYAML))
-				sqsArgs := slices.Concat(common, []string{"--backend", "sqs", "--sqs-endpoint", sqsEndpoint(t), "--aws-region", fauxqs.Region, "--queues", queues})
-				gw := start(t, "gateway", slices.Concat(sqsArgs, []string{
-					"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-					"--metrics-listen", "127.0.0.1:0", "--data-dir", dir, "--create-queues", "--drain=false", "--depth-interval", "1s",
-				})...)
-				addr = gw.addr("gateway listening")
-				d := start(t, "drainer", slices.Concat([]string{"run"}, sqsArgs, []string{
-					"--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-					"--data-dir", dir + "/drainer", "--worker-addr", workerAddr, "--concurrency", "2",
-				})...)
-				d.waitLog("admin API listening")
+			// On SQS, a gateway and a drainer process; depths are read every
+			// second on both backends.
+			drainers := 0
+			if backend == testcluster.SQS {
+				drainers = 1
 			}
-			c := client(t, addr)
+			cl := startCluster(t, testcluster.ClusterConfig{
+				Backend: backend, Queues: fmt.Sprintf("prefix: hwm%d\n%s", os.Getpid(), queuesYAML), Tenants: tenantsYAML,
+				Drainers: drainers, WorkerAddr: workerAddr, Concurrency: 2,
+				Args: []string{"--shutdown-grace", "1s"}, GatewayArgs: []string{"--depth-interval", "1s"},
+			})
+			c := client(t, cl.Addr)
 			submit := func() error {
 				_, err := c.Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")})
 				return err

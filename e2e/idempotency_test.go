@@ -1,15 +1,10 @@
 package e2e
 
 import (
-	"log/slog"
-	"path/filepath"
-	"syscall"
 	"testing"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/queue"
-	"github.com/sluice-dev/sluice/queue/embeddedqueue"
-	"github.com/sluice-dev/sluice/topology"
 )
 
 // TestIdempotencySurvivesSIGKILL submits with an idempotency key, kills
@@ -21,24 +16,20 @@ func TestIdempotencySurvivesSIGKILL(t *testing.T) {
 	for _, fsync := range []string{"always", "interval:10ms"} {
 		t.Run("fsync="+fsync, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			args := []string{
-				"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "",
-				"--data-dir", dir, "--fsync", fsync, "--drain=false",
-				"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML),
-				"--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-			}
-			gw := start(t, "gateway", args...)
-			c := client(t, gw.addr("gateway listening"))
+			cfg := gatewayCluster("")
+			cfg.Args = []string{"--fsync", fsync}
+			cl := startCluster(t, cfg)
+			c := client(t, cl.Addr)
 			req := &ingestv1.SubmitRequest{Payload: []byte("charge card"), IdempotencyKey: "order-7"}
 			first, err := c.Submit(withKey(t.Context(), "alpha-key-123"), req)
 			if err != nil || first.GetDuplicate() {
 				t.Fatalf("first submit: %v, %v", first, err)
 			}
-			_ = gw.stop(syscall.SIGKILL)
-
-			gw = start(t, "gateway", args...)
-			c = client(t, gw.addr("gateway listening"))
+			cl.Kill("gateway")
+			if err := cl.StartRole(t.Context(), "gateway"); err != nil {
+				t.Fatal(err)
+			}
+			c = client(t, cl.Addr)
 			retry, err := c.Submit(withKey(t.Context(), "alpha-key-123"), req)
 			if err != nil {
 				t.Fatal(err)
@@ -50,19 +41,15 @@ func TestIdempotencySurvivesSIGKILL(t *testing.T) {
 			if err != nil || other.GetDuplicate() || other.GetJobId() == first.GetJobId() {
 				t.Fatalf("another tenant's same key after the restart: %v, %v", other, err)
 			}
-			_ = gw.stop(syscall.SIGKILL)
+			cl.Kill("gateway")
 
 			// The store holds the first job and the other tenant's, no more.
-			topo, err := topology.Load(filepath.Join(dir, "queues.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := embeddedqueue.Open(filepath.Join(dir, "queues.db"), embeddedqueue.Options{Logger: slog.New(slog.DiscardHandler)})
+			b, err := cl.OpenBackend(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			st, err := b.Stats(t.Context(), &queue.StatsParams{Queues: topo.Names()})
+			st, err := b.Stats(t.Context(), &queue.StatsParams{Queues: cl.Topology.Names()})
 			if err != nil {
 				t.Fatal(err)
 			}

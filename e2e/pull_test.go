@@ -99,7 +99,7 @@ func startPullWorker(t *testing.T, g *pullGateway, args ...string) (*proc, *prin
 	stdout, out := io.Pipe()
 	pj := &printedJobs{}
 	p := startSpec(t, testcluster.Spec{
-		Name: "sluicectl worker", Path: filepath.Join(binDir, "sluicectl"),
+		Name: "sluicectl worker", Path: filepath.Join(env.Bin, "sluicectl"),
 		Args:  append([]string{"worker", "--json", "--addr", g.workerAddr, "--key", g.workerKey}, args...),
 		Setup: func(cmd *exec.Cmd) { cmd.Stdout = out },
 	})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // replaceFile writes content to path the way deploy tools do: a new file
@@ -67,19 +68,15 @@ tenants:
 
 func TestTenantConfigReloadsLive(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	tenantsPath := writeFile(t, dir, "tenants.yaml", reloadBefore)
-	const adminKey = "e2e-admin-key-0002"
-	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", tenantsPath,
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Tenants: reloadBefore,
 		// The shared topology's tiny standard high-water mark (5) would
 		// refuse this test's few jobs until the depths are read again.
-		"--queues", writeFile(t, dir, "queues.yaml", strings.Replace(queuesYAML, "high_water_mark: 5", "high_water_mark: 1000", 1)),
-		"--admin-key", adminKey)
-	addr := gw.addr("gateway listening")
-	admin := gw.addr("admin API listening")
-	c := client(t, addr)
+		Queues: strings.Replace(queuesYAML, "high_water_mark: 5", "high_water_mark: 1000", 1),
+	})
+	gw, tenantsPath := role(t, cl, "gateway"), filepath.Join(cl.Dir, "tenants.yaml")
+	admin, adminKey := cl.AdminAddr, cl.AdminKey
+	c := client(t, cl.Addr)
 	submit := func(key string) error {
 		_, err := c.Submit(withKey(t.Context(), key), &ingestv1.SubmitRequest{Payload: []byte("x")})
 		return err
@@ -169,7 +166,7 @@ func TestTenantConfigReloadsLive(t *testing.T) {
 		t.Fatalf("%d submits during the reloads failed unexpectedly, first: %v", len(unexpected), unexpected[0])
 	}
 	out, err = cli(t, "limits", "--admin-addr", admin, "--admin-key", adminKey, "nobody")
-	if err == nil || !strings.Contains(out, "not in "+filepath.Join(dir, "tenants.yaml")) {
+	if err == nil || !strings.Contains(out, "not in "+tenantsPath) {
 		t.Fatalf("limits of an unknown tenant: err=%v\n%s", err, out)
 	}
 }

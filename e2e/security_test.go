@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,44 +27,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
 
-var (
-	sluicectlOnce sync.Once
-	sluicectlErr  error
-)
-
-// sluicectl runs the submit CLI, built on first use.
-func sluicectl(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	sluicectlOnce.Do(func() {
-		build := exec.Command("go", "build", "-o", binDir+"/", "../cmd/sluicectl")
-		build.Stderr = os.Stderr
-		sluicectlErr = build.Run()
-	})
-	if sluicectlErr != nil {
-		t.Fatalf("build sluicectl: %v", sluicectlErr)
-	}
-	cmd := exec.Command(filepath.Join(binDir, "sluicectl"), args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
-}
-
-// dial connects to addr with the client TLS setting c.
-func dial(t *testing.T, addr string, c tlsflags.Client) *grpc.ClientConn {
-	t.Helper()
-	opt, err := c.DialOption("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(addr, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
 func callCtx(t *testing.T, key string) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
@@ -85,12 +45,7 @@ func startTLSWorker(t *testing.T, pki tlstest.Files) *worker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := testcluster.StartWorker(nil, grpc.Creds(credentials.NewTLS(cfg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	return &worker{w}
+	return startWorker(t, grpc.Creds(credentials.NewTLS(cfg)))
 }
 
 func healthy(t *testing.T, conn *grpc.ClientConn) error {
@@ -130,20 +85,17 @@ func TestTLSOnBothListeners(t *testing.T) {
 	t.Parallel()
 	pki := tlstest.New(t)
 	w := startTLSWorker(t, pki)
-	dir := t.TempDir()
-	const adminKey = "e2e-admin-key-tls-0003"
-	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--admin-key", adminKey, "--worker-addr", w.Addr, "--worker-tls-ca", pki.CA,
-		"--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, WorkerAddr: w.Addr,
+		Args: []string{"--worker-tls-ca", pki.CA, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey},
+	})
+	gw, addr, admin, adminKey := role(t, cl, "gateway"), cl.Addr, cl.AdminAddr, cl.AdminKey
 	if l := gw.waitLog("gateway listening"); l["tls"] != "tls" {
 		t.Fatalf("gateway listening: %v", l)
 	}
 	if l := gw.waitLog("admin API listening"); l["tls"] != "tls" {
 		t.Fatalf("admin API listening: %v", l)
 	}
-	addr, admin := gw.addr("gateway listening"), gw.addr("admin API listening")
 	trusting := tlsflags.Client{CAFile: pki.CA}
 
 	// Go client over TLS: submit, and the TLS worker gets the job.
@@ -175,12 +127,12 @@ func TestTLSOnBothListeners(t *testing.T) {
 	}
 
 	// The CLIs, with and without the CA.
-	out, err := sluicectl(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--tls-ca", pki.CA, "by sluicectl over tls")
+	out, err := cli(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--tls-ca", pki.CA, "by sluicectl over tls")
 	if err != nil || len(strings.TrimSpace(out)) != 26 {
 		t.Fatalf("sluicectl over TLS: %v: %s", err, out)
 	}
 	w.waitFor(t, []string{strings.TrimSpace(out)})
-	if out, err := sluicectl(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--timeout", "3s", "x"); err == nil {
+	if out, err := cli(t, "submit", "--addr", addr, "--key", "beta-key-1234", "--timeout", "3s", "x"); err == nil {
 		t.Fatalf("sluicectl in plaintext to a TLS gateway: %s", out)
 	}
 	if out, err := cli(t, "stats", "--admin-addr", admin, "--admin-key", adminKey, "--tls-ca", pki.CA); err != nil || !strings.Contains(out, "sluice-standard-dlq") {
@@ -199,18 +151,17 @@ func TestTLSOnBothListeners(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	tenants, ops, stranger := tlstest.New(t), tlstest.New(t), tlstest.New(t)
-	dir := t.TempDir()
-	const adminKey = "e2e-admin-key-mtls-0004"
-	gw := start(t, "gateway",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
-		"--tenants", writeFile(t, dir, "tenants.yaml", tenantsYAML), "--queues", writeFile(t, dir, "queues.yaml", queuesYAML),
-		"--admin-key", adminKey, "--drain=true",
-		"--tls-cert", tenants.ServerCert, "--tls-key", tenants.ServerKey, "--tls-client-ca", tenants.CA,
-		"--admin-tls-cert", ops.ServerCert, "--admin-tls-key", ops.ServerKey, "--admin-tls-client-ca", ops.CA)
-	if l := gw.waitLog("gateway listening"); l["tls"] != "mtls" {
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML,
+		Args: []string{
+			"--tls-cert", tenants.ServerCert, "--tls-key", tenants.ServerKey, "--tls-client-ca", tenants.CA,
+			"--admin-tls-cert", ops.ServerCert, "--admin-tls-key", ops.ServerKey, "--admin-tls-client-ca", ops.CA,
+		},
+	})
+	if l := role(t, cl, "gateway").waitLog("gateway listening"); l["tls"] != "mtls" {
 		t.Fatalf("gateway listening: %v", l)
 	}
-	addr, admin := gw.addr("gateway listening"), gw.addr("admin API listening")
+	addr, admin, adminKey := cl.Addr, cl.AdminAddr, cl.AdminKey
 	drainerDir := t.TempDir()
 	dr := start(t, "drainer", "--data-dir", drainerDir, "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-key", adminKey,
 		"--tls-cert", ops.ServerCert, "--tls-key", ops.ServerKey, "--tls-client-ca", ops.CA)
@@ -268,11 +219,11 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	// The CLIs with and without their certificates.
-	if out, err := sluicectl(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA,
+	if out, err := cli(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA,
 		"--tls-cert", tenants.ClientCert, "--tls-key", tenants.ClientKey, "by sluicectl over mtls"); err != nil {
 		t.Fatalf("sluicectl with a certificate: %v: %s", err, out)
 	}
-	if out, err := sluicectl(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA, "--timeout", "3s", "x"); err == nil {
+	if out, err := cli(t, "submit", "--addr", addr, "--key", "gamma-key-123", "--tls-ca", tenants.CA, "--timeout", "3s", "x"); err == nil {
 		t.Fatalf("sluicectl without a certificate: %s", out)
 	}
 	for _, a := range []string{admin, drainerAdmin} {
@@ -346,7 +297,7 @@ func TestAbuseAndKeysNeverLogged(t *testing.T) {
 	resp, err := ingest.Submit(spoof, &ingestv1.SubmitRequest{Payload: []byte("spoof"), Attributes: map[string]string{"tenant": "alpha"}})
 	expect("submit with tenant-like metadata", err, codes.OK)
 	w.waitFor(t, []string{resp.GetJobId()})
-	if got := w.job(resp.GetJobId()).GetTenant(); got != "beta" {
+	if got := w.Job(resp.GetJobId()).GetTenant(); got != "beta" {
 		t.Errorf("job delivered as tenant %q, want beta", got)
 	}
 	// A replay must name its tenants, with the admin key too.
@@ -369,7 +320,7 @@ func TestAbuseAndKeysNeverLogged(t *testing.T) {
 		}
 		outputs = append(outputs, out)
 	}
-	out, err := sluicectl(t, "submit", "--addr", addr, "--key", guesses[0], "x")
+	out, err := cli(t, "submit", "--addr", addr, "--key", guesses[0], "x")
 	if err == nil {
 		t.Errorf("sluicectl with a guessed key succeeded: %s", out)
 	}
@@ -453,7 +404,7 @@ func TestCorruptConfigRefusedAtStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			args := append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", t.TempDir()}, tt.args...)
-			cmd := exec.Command(filepath.Join(binDir, "gateway"), args...)
+			cmd := exec.Command(filepath.Join(env.Bin, "gateway"), args...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			done := make(chan error, 1)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/testcluster"
-	"github.com/sluice-dev/sluice/test/fauxqs"
 )
 
 // CrashConfig sizes a crash-accounting run.
@@ -121,38 +120,28 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 		}
 		res.Backend += ", --fsync=" + cfg.Fsync
 	}
-	dir, err := env.scenarioDir("crash-" + cfg.Backend)
-	if err != nil {
-		return nil, err
-	}
-	cc := clusterConfig{
-		Backend:     cfg.Backend,
-		QueuesYAML:  fmt.Sprintf(crashQueuesYAML, queuePrefix("c")),
-		TenantsYAML: crashTenantsYAML,
-		Concurrency: cfg.Concurrency,
-		ExtraArgs:   drainFlags,
-		WorkerDelay: 20 * time.Millisecond,
+	cc := testcluster.ClusterConfig{
+		Name: "crash-" + cfg.Backend, Backend: cfg.Backend,
+		Queues: fmt.Sprintf(crashQueuesYAML, queuePrefix("c")), Tenants: crashTenantsYAML,
+		Concurrency: cfg.Concurrency, Args: drainFlags,
 	}
 	if cfg.Fsync != "" {
-		cc.ExtraArgs = append(slices.Clone(drainFlags), "--fsync", cfg.Fsync)
+		cc.Args = append(slices.Clone(drainFlags), "--fsync", cfg.Fsync)
 	}
-	if cfg.Backend == "sqs" {
-		if env.SQSEndpoint == "" {
-			return nil, errNoServer
-		}
-		cc.SQSEndpoint, cc.Drainers = env.SQSEndpoint, 2
+	if cfg.Backend == testcluster.SQS {
+		cc.Drainers = 2
 	}
-	c, err := newCluster(env, dir, cc)
+	c, err := newCluster(ctx, env, 20*time.Millisecond, cc)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	if err := c.startAll(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
 
 	ledger := &Ledger{}
-	lc := crashLoad(c.ingestAddr, cfg.Callers, cfg.Rate)
+	lc := crashLoad(c.Addr, cfg.Callers, cfg.Rate)
 	lc.WaitForReady = true
 	load, err := NewLoad(lc, ledger)
 	if err != nil {
@@ -165,21 +154,15 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 	killErr := c.killLoop(ctx, cfg, res)
 	stopLoad()
 	res.Load = load.Stats()
-	res.Kills = c.kills()
+	res.Kills = c.Kills()
 	if killErr != nil {
 		return res, killErr
 	}
 	env.logf("crash %s: %d kills, %d jobs submitted; draining", cfg.Backend, res.Crashes, res.Load.Jobs)
 
-	res.Drain, err = c.drain(ctx, ledger, cfg.DrainTimeout)
-	if err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.stopAll(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
+	res.Drain = c.drainAndStop(ctx, ledger, cfg.DrainTimeout, &res.Problems)
 	res.Elapsed = time.Since(start)
-	if err := c.account(ctx, cfg.Backend, env, ledger, &res.Accounting, &res.Left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &res.Left, &res.Problems); err != nil {
 		return res, err
 	}
 	drainKills := 0
@@ -189,10 +172,6 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 		}
 	}
 	res.DuplicateBound = drainKills * (max(1, cfg.Concurrency) + movesInFlight)
-	res.Problems = append(res.Problems, res.Violations()...)
-	if res.Left.DLQInFlight > 0 {
-		res.Problems = append(res.Problems, fmt.Sprintf("%d dead letters were hidden by a receive when the DLQs were read", res.Left.DLQInFlight))
-	}
 	if res.Duplicates > res.DuplicateBound {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d duplicates, more than the %d that %d kills of draining processes explain", res.Duplicates, res.DuplicateBound, drainKills))
 	}
@@ -202,7 +181,7 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 // killLoop kills a random role at random moments and restarts it, until
 // cfg.Kills kills are done.
 func (c *cluster) killLoop(ctx context.Context, cfg CrashConfig, res *CrashResult) error {
-	names := c.names()
+	names := c.Roles()
 	for res.Crashes < cfg.Kills {
 		name := names[rand.N(len(names))]
 		up := cfg.MinUp + time.Duration(rand.N(int64(cfg.MaxUp-cfg.MinUp)+1))
@@ -210,33 +189,29 @@ func (c *cluster) killLoop(ctx context.Context, cfg CrashConfig, res *CrashResul
 			return ctx.Err()
 		}
 		if rand.Float64() < cfg.TermShare {
-			if err := c.proc(name).Stop(30 * time.Second); err != nil {
+			if err := c.Proc(name).Stop(30 * time.Second); err != nil {
 				res.Problems = append(res.Problems, fmt.Sprintf("%s after SIGTERM: %v", name, err))
 			}
 			res.Terms++
-			if err := c.start(ctx, name); err != nil {
+			if err := c.StartRole(ctx, name); err != nil {
 				return fmt.Errorf("restart %s after SIGTERM: %w", name, err)
 			}
 			continue
 		}
-		c.kill(name)
+		c.Kill(name)
 		res.Crashes++
 		if rand.Float64() < cfg.StartupKills {
 			// Kill it again during start-up, before it serves: while it
 			// opens and recovers its store, or connects to SQS.
-			p, err := testcluster.Start(c.slots[name].spec)
-			if err != nil {
+			if _, err := c.Launch(name); err != nil {
 				return err
 			}
-			c.mu.Lock()
-			c.slots[name].p = p
-			c.mu.Unlock()
 			sleepCtx(ctx, time.Duration(rand.N(int64(200*time.Millisecond))))
-			c.kill(name)
+			c.Kill(name)
 			res.Crashes++
 			res.Startups++
 		}
-		if err := c.start(ctx, name); err != nil {
+		if err := c.StartRole(ctx, name); err != nil {
 			return fmt.Errorf("restart %s after kill %d: %w", name, res.Crashes, err)
 		}
 	}
@@ -245,32 +220,25 @@ func (c *cluster) killLoop(ctx context.Context, cfg CrashConfig, res *CrashResul
 
 // account reads the final queues of a stopped cluster (the DLQs and what
 // is left in the others) and checks the ledger against them and the
-// worker's deliveries.
-func (c *cluster) account(ctx context.Context, backend string, env *Env, ledger *Ledger, a *Accounting, left *Leftovers) error {
-	var dead []DeadLetter
-	var err error
-	switch backend {
-	case "embedded":
-		b, oerr := OpenEmbedded(c.dir + "/gateway")
-		if oerr != nil {
-			return oerr
-		}
-		dead, *left, err = ReadFinal(ctx, b, c.topo)
-		_ = b.Close()
-	default:
-		b, oerr := OpenSQS(ctx, env.SQSEndpoint, fauxqs.Region, c.topo)
-		if oerr != nil {
-			return oerr
-		}
-		dead, *left, err = ReadFinal(ctx, b, c.topo)
-		_ = b.Close()
-	}
+// worker's deliveries, adding the contract's violations to problems.
+func (c *cluster) account(ctx context.Context, ledger *Ledger, a *Accounting, left *Leftovers, problems *[]string) error {
+	b, err := c.OpenBackend(ctx)
 	if err != nil {
 		return err
 	}
+	dead, final, err := ReadFinal(ctx, b, c.Topology)
+	_ = b.Close()
+	if err != nil {
+		return err
+	}
+	*left = final
 	delivered, payloads := c.worker.Acked()
 	*a = ledger.Check(delivered, payloads, dead, left.Jobs)
 	a.LostLog = c.logLinesAbout(a.LostIDs, 3, 40)
+	*problems = append(*problems, a.Violations()...)
+	if left.DLQInFlight > 0 {
+		*problems = append(*problems, fmt.Sprintf("%d dead letters were hidden by a receive when the DLQs were read", left.DLQInFlight))
+	}
 	return nil
 }
 
@@ -282,8 +250,8 @@ func (c *cluster) logLinesAbout(ids []string, jobs, perJob int) []string {
 	for _, id := range ids[:min(jobs, len(ids))] {
 		id, _, _ = strings.Cut(id, " ")
 		n := 0
-		for _, role := range c.names() {
-			data, err := os.ReadFile(filepath.Join(c.dir, role+".log"))
+		for _, role := range c.Roles() {
+			data, err := os.ReadFile(filepath.Join(c.Dir, role+".log"))
 			if err != nil {
 				continue
 			}

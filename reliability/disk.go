@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
@@ -51,12 +49,8 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 		res.Skipped = "not root: mounting a small tmpfs needs CAP_SYS_ADMIN"
 		return res, nil
 	}
-	dir, err := env.scenarioDir("disk")
+	mnt, err := env.Dir("disk-fs")
 	if err != nil {
-		return nil, err
-	}
-	mnt := filepath.Join(dir, "fs")
-	if err := os.Mkdir(mnt, 0o750); err != nil {
 		return nil, err
 	}
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0750", fsBytes)); err != nil {
@@ -65,30 +59,28 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	}
 	defer func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) }()
 
-	c, err := newCluster(env, dir, clusterConfig{
-		Backend: "embedded", QueuesYAML: fmt.Sprintf(crashQueuesYAML, "disk"), TenantsYAML: crashTenantsYAML,
-		Concurrency: 8, ExtraArgs: drainFlags,
+	dataDir := filepath.Join(mnt, "data")
+	c, err := newCluster(ctx, env, 0, testcluster.ClusterConfig{
+		Name: "disk", Backend: testcluster.Embedded, DataDir: dataDir,
+		Queues: fmt.Sprintf(crashQueuesYAML, "disk"), Tenants: crashTenantsYAML, Concurrency: 8, Args: drainFlags,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	gw := c.slots["gateway"]
-	dataDir := filepath.Join(mnt, "data")
-	gw.spec.Args = setArg(gw.spec.Args, "--data-dir", dataDir)
 
 	// 1. A data directory on a read-only filesystem: the gateway must
 	// refuse to start, with an error naming the cause.
-	if err := c.start(ctx, "gateway"); err != nil {
+	if err := c.StartRole(ctx, "gateway"); err != nil {
 		return nil, fmt.Errorf("first start: %w", err)
 	}
-	if err := c.proc("gateway").Stop(30 * time.Second); err != nil {
+	if err := c.Proc("gateway").Stop(30 * time.Second); err != nil {
 		return nil, fmt.Errorf("stop after the first start: %w", err)
 	}
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
 		return nil, fmt.Errorf("remount read-only: %w", err)
 	}
-	p, err := testcluster.Start(gw.spec)
+	p, err := c.Launch("gateway")
 	if err != nil {
 		return nil, err
 	}
@@ -111,14 +103,12 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	}
 
 	// 2. The disk fills up under load, with nothing draining.
-	base := gw.spec.Args
-	gw.spec.Args = append(slices.Clone(base), "--drain=false")
-	if err := c.start(ctx, "gateway"); err != nil {
+	if err := c.SetDraining(ctx, false); err != nil {
 		return nil, err
 	}
 	ledger := &Ledger{}
 	load, err := NewLoad(LoadConfig{
-		Addr: c.ingestAddr, Keys: crashKeys, Callers: 16, BatchShare: 0.5,
+		Addr: c.Addr, Keys: crashKeys, Callers: 16, BatchShare: 0.5,
 		PayloadSize: 8 << 10, CallTimeout: 30 * time.Second,
 	}, ledger)
 	if err != nil {
@@ -135,7 +125,7 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	sleepCtx(ctx, 3*time.Second)
 	stopLoad()
 	res.Load = load.Stats()
-	if l := c.proc("gateway").Find("enqueue failed"); l != nil {
+	if l := c.Proc("gateway").Find("enqueue failed"); l != nil {
 		res.FullError, _ = l["error"].(string)
 	}
 	res.FullClear = strings.Contains(res.FullError, "no space left on device") && strings.Contains(res.FullError, "unavailable")
@@ -149,36 +139,30 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 			res.Problems = append(res.Problems, fmt.Sprintf("Submit answered %s %d times on a full disk", code, n))
 		}
 	}
-	select {
-	case <-c.proc("gateway").Done():
-		res.Problems = append(res.Problems, "the gateway exited on a full disk: "+c.proc("gateway").Tail(3))
-	default:
-		res.SurvivedFull = true
+	if res.SurvivedFull = !c.Proc("gateway").Exited(); !res.SurvivedFull {
+		res.Problems = append(res.Problems, "the gateway exited on a full disk: "+c.Proc("gateway").Tail(3))
 	}
 
 	// 3. SIGKILL, and restart with drainers on the still-full disk: it
 	// must either serve (deliveries whose deletes fail come back later) or
 	// exit with a clear error.
-	c.kill("gateway")
-	gw.spec.Args = base
-	full, err := testcluster.Start(gw.spec)
-	if err != nil {
-		return nil, err
-	}
-	c.slots["gateway"].p = full
-	if _, err := full.WaitLog(ctx, "gateway listening", time.Minute); err != nil {
-		res.RestartFull = "exited: " + full.LastMsg()
-		if !strings.Contains(full.LastMsg(), "no space left on device") {
+	c.Kill("gateway")
+	if err := c.SetDraining(ctx, true); err != nil {
+		res.RestartFull = "exited: " + c.Proc("gateway").LastMsg()
+		if !strings.Contains(c.Proc("gateway").LastMsg(), "no space left on device") {
 			res.Problems = append(res.Problems, "restart on a full disk failed without naming the cause: "+err.Error())
 		}
-	} else {
+	}
+	full := c.Proc("gateway")
+	if res.RestartFull == "" {
 		sleepCtx(ctx, 5*time.Second)
 		select {
 		case <-full.Done():
 			res.RestartFull = "served, then exited: " + full.LastMsg()
 			res.Problems = append(res.Problems, "the draining gateway exited on a full disk: "+full.Tail(3))
 		default:
-			res.RestartFull = fmt.Sprintf("serving; %d jobs delivered while full", len(mapKeys(c.worker.Acked())))
+			acked, _ := c.worker.Acked()
+			res.RestartFull = fmt.Sprintf("serving; %d jobs delivered while full", len(acked))
 		}
 	}
 
@@ -188,23 +172,17 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	}
 	select {
 	case <-full.Done():
-		if err := c.start(ctx, "gateway"); err != nil {
+		if err := c.StartRole(ctx, "gateway"); err != nil {
 			return nil, fmt.Errorf("restart once space is back: %w", err)
 		}
 	default:
 	}
 	t0 := time.Now()
 	for time.Since(t0) < 30*time.Second {
-		seq, payload := ledger.Next(Mix{}, 100)
-		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		id, err := SubmitOne(callCtx, c.ingestAddr, crashKeys[0], payload)
-		cancel()
-		if err == nil {
-			ledger.Ack(seq, id)
-			res.RecoveredLive, res.Recovery = c.proc("gateway") == full, time.Since(t0)
+		if ledger.Probe(ctx, c.Addr, crashKeys[0], 100, 10*time.Second) == nil {
+			res.RecoveredLive, res.Recovery = c.Proc("gateway") == full, time.Since(t0)
 			break
 		}
-		ledger.Fail(seq, status.Code(err))
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
 	if res.Recovery == 0 {
@@ -212,42 +190,10 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	}
 
 	// 5. Every acknowledged job is delivered.
-	if _, err := c.drain(ctx, ledger, 2*time.Minute); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.stopAll(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	b, err := OpenEmbedded(dataDir)
-	if err != nil {
+	c.drainAndStop(ctx, ledger, 2*time.Minute, &res.Problems)
+	var left Leftovers
+	if err := c.account(ctx, ledger, &res.Accounting, &left, &res.Problems); err != nil {
 		return nil, err
 	}
-	dead, left, err := ReadFinal(ctx, b, c.topo)
-	_ = b.Close()
-	if err != nil {
-		return nil, err
-	}
-	delivered, payloads := c.worker.Acked()
-	res.Accounting = ledger.Check(delivered, payloads, dead, left.Jobs)
-	res.Problems = append(res.Problems, res.Accounting.Violations()...)
 	return res, nil
-}
-
-// setArg sets a flag's value in an argument list, appending it if absent.
-func setArg(args []string, flag, value string) []string {
-	for i := range len(args) - 1 {
-		if args[i] == flag {
-			args[i+1] = value
-			return args
-		}
-	}
-	return append(args, flag, value)
-}
-
-func mapKeys(m map[string]int, _ map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -110,22 +111,14 @@ func (p *FaultProxy) Set(faults []Fault, prob float64) {
 func (p *FaultProxy) Injected() map[Fault]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[Fault]int64, len(p.injected))
-	for k, v := range p.injected {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.injected)
 }
 
 // Ops returns the requests seen so far by SQS operation, and their total.
 func (p *FaultProxy) Ops() (map[string]int64, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]int64, len(p.ops))
-	for k, v := range p.ops {
-		out[k] = v
-	}
-	return out, p.requests
+	return maps.Clone(p.ops), p.requests
 }
 
 // pick decides the fault for one request ("" for none).

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // FaultConfig sizes a backend-fault run.
@@ -81,34 +83,30 @@ var allowedUnderFaults = map[string]bool{codes.OK.String(): true, codes.Unavaila
 // the SQS-compatible server, runs load through each fault phase, then
 // stops the faults and checks that every acknowledged job arrives.
 func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, error) {
-	if env.SQSEndpoint == "" {
-		return nil, errNoServer
-	}
 	res := &FaultResult{}
-	dir, err := env.scenarioDir("faults")
+	endpoint, err := env.SQSEndpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := StartFaultProxy(env.SQSEndpoint)
+	proxy, err := StartFaultProxy(endpoint)
 	if err != nil {
 		return nil, err
 	}
 	defer proxy.Close()
-	c, err := newCluster(env, dir, clusterConfig{
-		Backend: "sqs", SQSEndpoint: proxy.URL(), Drainers: 2,
-		QueuesYAML:  fmt.Sprintf(crashQueuesYAML, queuePrefix("f")),
-		TenantsYAML: crashTenantsYAML, Concurrency: cfg.Concurrency, ExtraArgs: drainFlags,
-		WorkerDelay: 20 * time.Millisecond,
+	c, err := newCluster(ctx, env, 20*time.Millisecond, testcluster.ClusterConfig{
+		Name: "faults", Backend: testcluster.SQS, SQSEndpoint: proxy.URL(), Drainers: 2,
+		Queues: fmt.Sprintf(crashQueuesYAML, queuePrefix("f")), Tenants: crashTenantsYAML,
+		Concurrency: cfg.Concurrency, Args: drainFlags,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	if err := c.startAll(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
 	pollers := 0
-	for _, q := range c.topo.Queues() {
+	for _, q := range c.Topology.Queues() {
 		if q.Kind != "dlq" {
 			pollers += 2 // one per drainer
 		}
@@ -118,7 +116,7 @@ func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, er
 	// The drain-limited tenant (cask) too: its sidelined jobs are
 	// deferred, and the faults inflate their receive counts (see Findings:
 	// the deferral is capped).
-	lc := crashLoad(c.ingestAddr, cfg.Callers, cfg.Rate)
+	lc := crashLoad(c.Addr, cfg.Callers, cfg.Rate)
 	lc.KeepLatency = true
 	load, err := NewLoad(lc, ledger)
 	if err != nil {
@@ -148,27 +146,19 @@ func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, er
 	res.P99, res.Max = res.Load.Percentile(99), res.Load.Percentile(100)
 	res.Load.Latencies = nil
 	res.Injected = proxy.Injected()
-	for _, n := range c.names() {
-		select {
-		case <-c.proc(n).Done():
+	for _, n := range c.Roles() {
+		if p := c.Proc(n); p.Exited() {
 			res.Exits++
-			res.Problems = append(res.Problems, fmt.Sprintf("%s exited during the faults: %v; last lines: %s", n, c.proc(n).Err(), c.proc(n).Tail(3)))
-		default:
+			res.Problems = append(res.Problems, fmt.Sprintf("%s exited during the faults: %v; last lines: %s", n, p.Err(), p.Tail(3)))
 		}
 	}
 
-	res.Drain, err = c.drain(ctx, ledger, cfg.DrainTimeout)
-	if err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.stopAll(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
+	res.Drain = c.drainAndStop(ctx, ledger, cfg.DrainTimeout, &res.Problems)
 	res.Elapsed = time.Since(start)
 	_, res.Requests = proxy.Ops()
 	res.Drainers = map[string]int64{}
-	for _, n := range c.names() {
-		if l := c.proc(n).Find("drainer stopped"); l != nil {
+	for _, n := range c.Roles() {
+		if l := c.Proc(n).Find("drainer stopped"); l != nil {
 			for k, v := range l {
 				if f, ok := v.(float64); ok {
 					res.Drainers[k] += int64(f)
@@ -176,12 +166,8 @@ func RunFaults(ctx context.Context, env *Env, cfg FaultConfig) (*FaultResult, er
 			}
 		}
 	}
-	if err := c.account(ctx, "sqs", env, ledger, &res.Accounting, &res.Left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &res.Left, &res.Problems); err != nil {
 		return res, err
-	}
-	res.Problems = append(res.Problems, res.Violations()...)
-	if res.Left.DLQInFlight > 0 {
-		res.Problems = append(res.Problems, fmt.Sprintf("%d dead letters were hidden by a receive when the DLQs were read", res.Left.DLQInFlight))
 	}
 	for _, code := range slices.Sorted(maps.Keys(res.Load.Codes)) {
 		if !allowedUnderFaults[code] {

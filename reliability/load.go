@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -114,28 +115,14 @@ func (l *Load) Stats() LoadStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.Codes = make(map[string]int64, len(l.stats.Codes))
-	for k, v := range l.stats.Codes {
-		s.Codes[k] = v
-	}
+	s.Codes = maps.Clone(l.stats.Codes)
 	s.Latencies = slices.Clone(l.stats.Latencies)
 	return s
 }
 
 // Start runs the load in the background until stop is called; stop
 // waits for the callers to return.
-func (l *Load) Start(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.Run(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
+func (l *Load) Start(ctx context.Context) (stop func()) { return testcluster.Background(ctx, l.Run) }
 
 // Run calls until ctx ends and returns when every caller has finished
 // its last call (each call is bounded by CallTimeout).
@@ -244,20 +231,26 @@ func hasRetryInfo(st *status.Status) bool {
 	return false
 }
 
-// SubmitOne submits one job with key and reports the answer's code; used
-// to probe a gateway.
-func SubmitOne(ctx context.Context, addr, key string, payload []byte) (string, error) {
+// Probe submits one job (kind ok, of size bytes) with key through a
+// connection of its own, records it in the ledger and returns the call's
+// error; used to probe a gateway.
+func (l *Ledger) Probe(ctx context.Context, addr, key string, size int, timeout time.Duration) error {
+	seq, payload := l.Next(Mix{}, size)
+	ctx, cancel := context.WithTimeout(testcluster.WithKey(ctx, key), timeout)
+	defer cancel()
 	conn, err := testcluster.Dial(addr)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer conn.Close()
-	resp, err := ingestv1.NewIngestServiceClient(conn).Submit(testcluster.WithKey(ctx, key), &ingestv1.SubmitRequest{Payload: payload})
+	resp, err := ingestv1.NewIngestServiceClient(conn).Submit(ctx, &ingestv1.SubmitRequest{Payload: payload})
+	if err == nil && resp.GetJobId() == "" {
+		err = errors.New("OK without a job id")
+	}
 	if err != nil {
-		return "", err
+		l.Fail(seq, status.Code(err))
+		return err
 	}
-	if resp.GetJobId() == "" {
-		return "", errors.New("OK without a job id")
-	}
-	return resp.GetJobId(), nil
+	l.Ack(seq, resp.GetJobId())
+	return nil
 }

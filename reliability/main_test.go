@@ -2,56 +2,50 @@ package reliability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/test/fauxqs"
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // The scenario tests share one build of the binaries and one
 // SQS-compatible server, made by the first test that needs them.
 var (
 	envOnce sync.Once
-	env     *Env
+	env     *testcluster.Env
 	envErr  error
-	server  *fauxqs.Server
-	workDir string
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if server != nil {
-		_ = server.Stop()
-	}
-	if workDir != "" {
+	if env != nil {
+		env.StopSQS()
 		if os.Getenv("RELIABILITY_KEEP") == "" {
-			os.RemoveAll(workDir)
+			os.RemoveAll(env.Work)
 		} else {
-			fmt.Fprintln(os.Stderr, "kept", workDir)
+			fmt.Fprintln(os.Stderr, "kept", env.Work)
 		}
 	}
 	os.Exit(code)
 }
 
-func setup() (*Env, error) {
+func setup() (*testcluster.Env, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "sluice-reliability-test")
 	if err != nil {
 		return nil, err
 	}
-	workDir = dir
-	bin, err := Build(ctx, dir)
+	e, err := testcluster.NewEnv(ctx, dir)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	if server, err = fauxqs.Start(ctx, os.Stderr); err != nil {
-		return nil, err
-	}
-	return &Env{Bin: bin, Dir: dir, SQSEndpoint: server.Endpoint}, nil
+	e.SQSLog = os.Stderr
+	return e, nil
 }
 
 // testEnv returns the shared environment with progress logged to t.
@@ -61,7 +55,5 @@ func testEnv(t *testing.T) *Env {
 	if envErr != nil {
 		t.Fatal(envErr)
 	}
-	e := *env
-	e.Logf = t.Logf
-	return &e
+	return &Env{Env: env, Logf: t.Logf}
 }

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
 // OverloadConfig sizes an overload run.
@@ -67,10 +68,6 @@ type OverloadResult struct {
 // bound, and that it serves normally as soon as the load ends.
 func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadResult, error) {
 	res := &OverloadResult{Tenants: cfg.Tenants, Capacity: float64(cfg.Tenants) * cfg.SubmitRate, RSSBound: cfg.RSSBound}
-	dir, err := env.scenarioDir("overload")
-	if err != nil {
-		return nil, err
-	}
 	var tenants strings.Builder
 	tenants.WriteString("tenants:\n")
 	keys := make([]string, cfg.Tenants)
@@ -79,33 +76,30 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 		fmt.Fprintf(&tenants, "  - {id: t%04d, tier: standard, api_keys: [%s], submit_rate: %g, submit_burst: %d, drain_rate: 1000, drain_burst: 1000}\n",
 			i, keys[i], cfg.SubmitRate, max(1, int(cfg.SubmitRate)))
 	}
-	c, err := newCluster(env, dir, clusterConfig{
-		Backend: "embedded", QueuesYAML: fmt.Sprintf(crashQueuesYAML, "overload"), TenantsYAML: tenants.String(), Concurrency: 32,
+	c, err := newCluster(ctx, env, 0, testcluster.ClusterConfig{
+		Name: "overload", Backend: testcluster.Embedded, Queues: fmt.Sprintf(crashQueuesYAML, "overload"), Tenants: tenants.String(), Concurrency: 32,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	if err := c.startAll(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
-	gw := c.proc("gateway")
+	gw := c.Proc("gateway")
 	ledger := &Ledger{}
 	// A few calls first, so the baseline includes a warm gateway.
 	for _, k := range keys[:min(len(keys), 5)] {
-		seq, payload := ledger.Next(Mix{}, 64)
-		id, err := SubmitOne(ctx, c.ingestAddr, k, payload)
-		if err != nil {
+		if err := ledger.Probe(ctx, c.Addr, k, 64, time.Minute); err != nil {
 			return nil, fmt.Errorf("warm-up submit: %w", err)
 		}
-		ledger.Ack(seq, id)
 	}
 	if res.RSSBefore, err = gw.RSS(); err != nil {
 		return nil, err
 	}
 
 	load, err := NewLoad(LoadConfig{
-		Addr: c.ingestAddr, Keys: keys, Callers: cfg.Callers, Conns: 4,
+		Addr: c.Addr, Keys: keys, Callers: cfg.Callers, Conns: 4,
 		Rate: cfg.Factor * res.Capacity, PayloadSize: 256, CallTimeout: 5 * time.Second, KeepLatency: true,
 	}, ledger)
 	if err != nil {
@@ -143,16 +137,9 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 	for len(pending) > 0 && time.Since(t0) < time.Minute {
 		var still []string
 		for _, k := range pending {
-			seq, payload := ledger.Next(Mix{}, 64)
-			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			id, err := SubmitOne(callCtx, c.ingestAddr, k, payload)
-			cancel()
-			if err != nil {
-				ledger.Fail(seq, status.Code(err))
+			if ledger.Probe(ctx, c.Addr, k, 64, 5*time.Second) != nil {
 				still = append(still, k)
-				continue
 			}
-			ledger.Ack(seq, id)
 		}
 		pending = still
 		if len(pending) > 0 {
@@ -163,28 +150,20 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 	if len(pending) > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d tenants still refused a minute after the load ended", len(pending)))
 	}
-	select {
-	case <-gw.Done():
+	if gw.Exited() {
 		res.Restarts = 1
 		res.Problems = append(res.Problems, "the gateway exited under overload: "+gw.Tail(3))
-	default:
 	}
 	sleepCtx(ctx, 2*time.Second)
 	if rss, err := gw.RSS(); err == nil {
 		res.RSSAfter = rss
 	}
 
-	if _, err := c.drain(ctx, ledger, 2*time.Minute); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
-	if err := c.stopAll(); err != nil {
-		res.Problems = append(res.Problems, err.Error())
-	}
+	c.drainAndStop(ctx, ledger, 2*time.Minute, &res.Problems)
 	var left Leftovers
-	if err := c.account(ctx, "embedded", env, ledger, &res.Accounting, &left); err != nil {
+	if err := c.account(ctx, ledger, &res.Accounting, &left, &res.Problems); err != nil {
 		return res, err
 	}
-	res.Problems = append(res.Problems, res.Violations()...)
 
 	for _, code := range slices.Sorted(maps.Keys(res.Load.Codes)) {
 		if code != codes.OK.String() && code != codes.ResourceExhausted.String() {

@@ -3,17 +3,10 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/queue"
-	"github.com/sluice-dev/sluice/queue/embeddedqueue"
-	"github.com/sluice-dev/sluice/queue/sqsqueue"
 	"github.com/sluice-dev/sluice/topology"
 )
 
@@ -123,31 +116,4 @@ func readQueue(ctx context.Context, b queue.Backend, name string, visibility tim
 			jobs = append(jobs, DeadLetter{JobID: env.GetJobId(), Payload: string(env.GetPayload()), Reason: env.GetDeadLetterReason()})
 		}
 	}
-}
-
-// OpenEmbedded opens the embedded store of a data directory whose gateway
-// has stopped.
-func OpenEmbedded(dataDir string) (queue.Backend, error) {
-	b, err := embeddedqueue.Open(filepath.Join(dataDir, "queues.db"), embeddedqueue.Options{Logger: quietLogger()})
-	if err != nil {
-		return nil, fmt.Errorf("open the embedded store: %w", err)
-	}
-	return b, nil
-}
-
-// OpenSQS returns a backend on the SQS-compatible server at endpoint,
-// for the harness's own reads (it never goes through the fault proxy).
-func OpenSQS(ctx context.Context, endpoint, region string, topo topology.Topology) (queue.Backend, error) {
-	b, err := sqsqueue.New(ctx, sqsqueue.Config{
-		Endpoint: endpoint, Region: region, QueueURLs: topo.QueueURLs, Logger: quietLogger(),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open the SQS backend: %w", err)
-	}
-	return b, nil
-}
-
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

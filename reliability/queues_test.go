@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -43,7 +44,7 @@ func (b *losingBackend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]
 func TestReadQueueSurvivesALostAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	store, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "queues.db"), embeddedqueue.Options{Logger: quietLogger()})
+	store, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "queues.db"), embeddedqueue.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

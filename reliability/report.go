@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/testcluster"
 	"google.golang.org/grpc/codes"
 )
 
@@ -69,15 +70,6 @@ func (r *Report) Problems() []string {
 
 // MachineDescription describes this machine in one line.
 func MachineDescription() string {
-	cpu := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
 	mem := ""
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
 		var kb int64
@@ -89,7 +81,7 @@ func MachineDescription() string {
 	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
 		load = ", load average " + strings.Join(strings.Fields(string(data))[:3], " ") + " at the end"
 	}
-	return fmt.Sprintf("%s/%s, %d CPUs (%s)%s%s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpu, mem, load)
+	return fmt.Sprintf("%s/%s, %d CPUs (%s)%s%s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), testcluster.ReadMachine().CPU, mem, load)
 }
 
 // Markdown renders docs/reliability.md.
@@ -120,7 +112,7 @@ func (r *Report) Markdown() string {
 		lost += c.Lost
 		dups += c.Duplicates
 		maxDup = max(maxDup, c.MaxDeliveries)
-		w("| crashes survived, %s | %d SIGKILLs (%d during start-up): %s; graceful restarts (SIGTERM) between them: %d |\n", c.Backend, c.Crashes, c.Startups, killList(c.Kills), c.Terms)
+		w("| crashes survived, %s | %d SIGKILLs (%d during start-up): %s; graceful restarts (SIGTERM) between them: %d |\n", c.Backend, c.Crashes, c.Startups, countList(c.Kills), c.Terms)
 	}
 	if r.Faults != nil {
 		acked += r.Faults.Acked
@@ -206,7 +198,7 @@ func (r *Report) Markdown() string {
 			w("| %s | %s | %.0f%% | %.2f |\n", ph.Name, FaultNames(ph.Faults), ph.Prob*100, ph.Receives)
 		}
 		w("\nSubmit answers per job: %s (call latency p99 %s, max %s). Acked %d, delivered %d, dead-lettered %d, still queued %d, lost **%d**, unknown %d (%d arrived), duplicates %d (most deliveries of one job %d). ",
-			codeList(f.Load.Codes), f.P99.Round(time.Millisecond), f.Max.Round(time.Millisecond), f.Acked, f.Delivered, f.DeadLettered, f.Queued, f.Lost, f.Unknown, f.UnknownArrived, f.Duplicates, f.MaxDeliveries)
+			countList(f.Load.Codes), f.P99.Round(time.Millisecond), f.Max.Round(time.Millisecond), f.Acked, f.Delivered, f.DeadLettered, f.Queued, f.Lost, f.Unknown, f.UnknownArrived, f.Duplicates, f.MaxDeliveries)
 		w("Drainer totals at shutdown: %s. Process exits during the faults: %d. Drain after the faults: %s.\n\n", countList(f.Drainers), f.Exits, f.Drain.Round(time.Millisecond))
 	}
 
@@ -220,7 +212,7 @@ func (r *Report) Markdown() string {
 		} else {
 			w("- Read-only data directory: `%s`\n", r.clean(d.ReadOnlyExit))
 			w("- Full %d MiB disk: answers %s; error `%s`; gateway kept running: %t.\n",
-				d.FSBytes>>20, codeList(d.Load.Codes), r.clean(d.FullError), d.SurvivedFull)
+				d.FSBytes>>20, countList(d.Load.Codes), r.clean(d.FullError), d.SurvivedFull)
 			w("- Restarted after SIGKILL with drainers on the full disk: %s. Submit worked again %s after space was freed, without restart: %t.\n",
 				r.clean(d.RestartFull), d.Recovery.Round(time.Millisecond), d.RecoveredLive)
 			w("- After SIGKILL and restart: acked %d, delivered %d, lost **%d**, duplicates %d.\n\n", d.Accounting.Acked, d.Accounting.Delivered, d.Accounting.Lost, d.Accounting.Duplicates)
@@ -236,7 +228,7 @@ func (r *Report) Markdown() string {
 	if o := r.Overload; o != nil {
 		w("| tenants | capacity | offered | admitted | answers | latency p50 / p99 / max | RSS before / peak / after | recovery |\n|---|---|---|---|---|---|---|---|\n")
 		w("| %d | %.0f jobs/s | %.0f jobs/s for %s | %.0f jobs/s | %s | %s / %s / %s | %d / %d / %d MiB | %s |\n\n", o.Tenants, o.Capacity, o.Offered, o.Duration.Round(time.Second), o.Admitted,
-			codeList(o.Load.Codes), o.P50.Round(10*time.Microsecond), o.P99.Round(10*time.Microsecond), o.Max.Round(10*time.Microsecond),
+			countList(o.Load.Codes), o.P50.Round(10*time.Microsecond), o.P99.Round(10*time.Microsecond), o.Max.Round(10*time.Microsecond),
 			o.RSSBefore>>20, o.RSSPeak>>20, o.RSSAfter>>20, o.Recovery.Round(time.Millisecond))
 	}
 
@@ -295,10 +287,12 @@ var Findings = []string{
 		"the job, already delivered, hidden for 30 s whatever the lane's visibility timeout (3 s here); its duplicate delivery comes 30 s later. This is why the SQS crash run's drain takes up to about 30 s.",
 }
 
-func killList(m map[string]int) string {
+// countList lists m's counts in the order of their keys, as "key n, …",
+// with underscores in keys written as spaces.
+func countList[N int | int64](m map[string]N) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		parts = append(parts, fmt.Sprintf("%s %d", strings.ReplaceAll(k, "_", " "), m[k]))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -323,22 +317,6 @@ func faultList(m map[Fault]int64) string {
 	var parts []string
 	for _, f := range AllFaults {
 		parts = append(parts, fmt.Sprintf("%s %d", f, m[f]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func codeList(m map[string]int64) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func countList(m map[string]int64) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s %d", strings.ReplaceAll(k, "_", " "), m[k]))
 	}
 	return strings.Join(parts, ", ")
 }

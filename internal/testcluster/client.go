@@ -19,6 +19,21 @@ func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
+// Background runs a load (run) in a goroutine until stop is called; stop
+// ends run's context and waits for it to return.
+func Background(ctx context.Context, run func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // WithKey returns ctx carrying key as the calls' bearer credential.
 func WithKey(ctx context.Context, key string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)

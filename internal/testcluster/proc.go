@@ -1,8 +1,10 @@
 // Package testcluster is the harness the end-to-end tests (e2e/), the
 // reliability harness (reliability/) and the benchmarks (bench/) share:
 // it builds the sluice binaries, starts them as real processes whose JSON
-// logs it reads, hands out loopback ports, and serves a recording gRPC
-// worker for the drainers to deliver to.
+// logs it reads, hands out loopback ports, runs them as clusters (a
+// gateway and drainers on the embedded backend or the local
+// SQS-compatible server, restarted, killed or drained at will), and
+// serves a recording gRPC worker for the drainers to deliver to.
 package testcluster
 
 import (
@@ -121,6 +123,16 @@ func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Done is closed once the process has exited and its log is read.
 func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited (and its log is read).
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // Err is the exit error; it waits for the exit.
 func (p *Proc) Err() error {

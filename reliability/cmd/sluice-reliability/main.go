@@ -22,7 +22,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/reliability"
-	"github.com/sluice-dev/sluice/test/fauxqs"
 )
 
 func main() {
@@ -128,21 +127,13 @@ func run(ctx context.Context, args []string) error {
 		defer os.RemoveAll(dir)
 	}
 	logf("building the binaries")
-	bin, err := reliability.Build(ctx, dir)
+	te, err := testcluster.NewEnv(ctx, dir)
 	if err != nil {
 		return err
 	}
+	defer te.StopSQS() // started by the first run that needs it
 	rep.WorkDir = dir
-	env := &reliability.Env{Bin: bin, Dir: dir, Logf: logf}
-	if runs("crash-sqs") || runs("faults") {
-		logf("starting the SQS-compatible server (fauxqs)")
-		server, err := fauxqs.Start(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = server.Stop() }()
-		env.SQSEndpoint = server.Endpoint
-	}
+	env := &reliability.Env{Env: te, Logf: logf}
 	fail := func(name string, err error) {
 		rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", name, err))
 		logf("%s: %v", name, err)
