@@ -40,8 +40,11 @@ type ClusterConfig struct {
 	Staleness time.Duration
 	// Tenants to configure.
 	Tenants []Tenant
-	// WorkerAddr is where drainers deliver.
+	// WorkerAddr is where drainers deliver (push).
 	WorkerAddr string
+	// Pull serves pull workers instead (Cluster.WorkerAddrs and
+	// WorkerKey; Worker.Pull connects them).
+	Pull bool
 	// Concurrency is the drainers' --concurrency. Defaults to 32.
 	Concurrency int
 	// Drain starts the drainers with the cluster; otherwise
@@ -82,7 +85,7 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 	}
 	tc, err := e.NewCluster(ctx, testcluster.ClusterConfig{
 		Name: cfg.Name, Backend: cfg.Backend, Queues: queues, Tenants: TenantsFile(cfg.Tenants),
-		Drainers: drainers, WorkerAddr: cfg.WorkerAddr, Concurrency: cfg.Concurrency, Idle: !cfg.Drain,
+		Drainers: drainers, WorkerAddr: cfg.WorkerAddr, Pull: cfg.Pull, Concurrency: cfg.Concurrency, Idle: !cfg.Drain,
 		Args: []string{"--sideline=" + strconv.FormatBool(!cfg.FIFO)},
 	})
 	if err != nil {

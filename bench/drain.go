@@ -30,8 +30,9 @@ type DrainOptions struct {
 const rawBodyBytes = PayloadBytes + 120
 
 // Drain measures the drainer's jobs/s to a no-op worker from a preloaded
-// backlog, as a ratio of the backend's raw receive+delete rate measured
-// in the same run on the same store (or server).
+// backlog, pushed (a gRPC worker) and pulled (a worker.Connect worker), as
+// ratios of the backend's raw receive+delete rate measured in the same run
+// on the same store (or server).
 func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command string) error {
 	if o.Jobs == 0 {
 		o.Jobs = 20000
@@ -43,44 +44,45 @@ func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command
 	o.Concurrency = cmp.Or(o.Concurrency, 32)
 	o.Consumers = cmp.Or(o.Consumers, 8)
 	sid, sname := suffix(o.Backend)
-	fig := Figure{
+	push := Figure{
 		ID: "6.drain-efficiency" + sid, Item: 6, Order: 1, Command: command, Goal: "≥ 0.7",
 		Name: "Drain efficiency: drainer jobs/s to a no-op worker ÷ raw receive+delete jobs/s" + sname,
 	}
-	return rec.Measure([]Figure{fig}, func() error { return drain(ctx, env, rec, o, fig) })
+	pull := Figure{
+		ID: "pull.drain-efficiency", Item: 6, Order: 2, Command: command, Goal: "≥ 0.8",
+		Name: "Pull drain efficiency: jobs/s to a no-op pull worker (worker.Connect) ÷ raw receive+delete jobs/s" + sname,
+	}
+	if o.Backend == SQS {
+		pull.ID, pull.Goal = "pull.drain-efficiency-sqs", "≥ 0.95"
+	}
+	return rec.Measure([]Figure{push, pull}, func() error { return drain(ctx, env, rec, o, push, pull) })
 }
 
-func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Figure) error {
+// drainRun is one drain of a preloaded backlog.
+type drainRun struct {
+	rate    float64 // jobs/s from the first delivery to the last
+	repeats int
+	actions string
+}
+
+func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, pushFig, pullFig Figure) error {
 	w, err := StartWorker(0)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
 	tenants := NewTenants("drain", 10, Open)
+
+	// Push: preload, measure the raw rate on the same store, then drain.
 	cl, err := env.StartCluster(ctx, ClusterConfig{Name: "drain-" + o.Backend, Backend: o.Backend, Tenants: tenants, WorkerAddr: w.Addr, Concurrency: o.Concurrency})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	c := cl.Client
-
-	// Preload through the gateway (drainers off), in batches.
-	const batch = 100
-	var left atomic.Int64
-	left.Store(int64((o.Jobs + batch - 1) / batch))
-	t0 := time.Now()
-	pre := ClosedLoop(ctx, 8, 0, time.Hour, func(ctx context.Context, wk, i int) (int, error) {
-		if left.Add(-1) < 0 {
-			return 0, errDone
-		}
-		return c.SubmitBatch(ctx, tenants[(wk+i)%len(tenants)], batch)
-	})
-	if pre.Errors > 0 {
-		return fmt.Errorf("preload: %d calls failed: %w", pre.Errors, pre.FirstErr)
+	jobs, err := preload(ctx, env, cl, tenants, o.Jobs)
+	if err != nil {
+		return err
 	}
-	jobs := pre.Units
-	env.Logf("  preloaded %s jobs in %.1fs", Num(float64(jobs)), time.Since(t0).Seconds())
-
 	// Raw receive+delete on the same backend, in this process. The
 	// embedded store allows one process: the gateway lets go of it first.
 	if o.Backend == Embedded {
@@ -100,15 +102,95 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Fig
 		return fmt.Errorf("raw receive+delete: %w", rawErr)
 	}
 	env.Logf("  raw receive+delete: %s jobs/s", Num(raw))
-
-	// The drainers, from the same preloaded backlog.
 	if err := cl.SetDraining(ctx, true); err != nil {
 		return err
 	}
-	if !w.WaitCount(ctx, jobs, max(2*time.Minute, time.Duration(jobs)*time.Millisecond)) {
-		return fmt.Errorf("drainers delivered %d of %d jobs in time", w.Count(), jobs)
+	pushed, err := drained(ctx, cl, w, jobs)
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
 	}
-	actions := DrainActions(ctx, cl)
+	env.Logf("  push drainer: %s jobs/s", Num(pushed.rate))
+	_ = cl.Close()
+
+	// Pull: the same backlog on a cluster serving pull workers; the
+	// worker connects once the drainers run, with the same credits as the
+	// push drainers' slots.
+	w.Reset()
+	pcl, err := env.StartCluster(ctx, ClusterConfig{Name: "drain-pull-" + o.Backend, Backend: o.Backend, Tenants: tenants, Pull: true, Concurrency: o.Concurrency})
+	if err != nil {
+		return err
+	}
+	defer pcl.Close()
+	if _, err := preload(ctx, env, pcl, tenants, jobs); err != nil {
+		return err
+	}
+	if err := pcl.SetDraining(ctx, true); err != nil {
+		return err
+	}
+	stop := w.Pull(pcl.WorkerAddrs(), pcl.WorkerKey, o.Concurrency)
+	pulled, err := drained(ctx, pcl, w, jobs)
+	stop()
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	env.Logf("  pull drainer: %s jobs/s", Num(pulled.rate))
+
+	pushRatio, pullRatio := pushed.rate/raw, pulled.rate/raw
+	pushFig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s)", pushRatio, Num(pushed.rate), Num(raw))
+	pushFig.Status = AtLeast(pushRatio, 0.7)
+	pullGoal := 0.8
+	if o.Backend == SQS {
+		pullGoal = 0.95
+	}
+	pullFig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s; push, same run: %.2f)", pullRatio, Num(pulled.rate), Num(raw), pushRatio)
+	pullFig.Status = AtLeast(pullRatio, pullGoal)
+	rec.Add(pushFig)
+	rec.Add(pullFig)
+	sid, sname := suffix(o.Backend)
+	rec.Detail("drain"+sid, 6, "6. Drain efficiency"+sname, fmt.Sprintf(
+		"%s jobs preloaded through the gateway (SubmitBatch ×100, drainers off) over %d shard queues. Raw: %d goroutines in the "+
+			"harness, spread over %d queues of as many %d-byte messages on the same %s, each receiving up to 10 (no wait) and "+
+			"deleting them in one call. Push: drainers started (concurrency %d) against the preloaded queues, delivering to "+
+			"a no-op gRPC worker (one Process call per job). Pull: the same backlog preloaded on a cluster serving pull workers, "+
+			"drained to a no-op worker.Connect worker in the harness granting %d credits (jobs in batches on one stream, results "+
+			"batched back). Rates from the first delivery to the last. The lane's staleness bound is the default (5m), so the "+
+			"preloaded jobs are delivered, not backlogged.\n\n%s\nDrainer actions (its metrics): push %s; pull %s.\n",
+		Num(float64(jobs)), cl.Topology.Lanes[0].Shards, o.Consumers, cl.Topology.Lanes[0].Shards, rawBodyBytes, backendWhat(o.Backend),
+		o.Concurrency, o.Concurrency,
+		Table([]string{"measure", "jobs/s", "÷ raw", "repeated deliveries"}, [][]string{
+			{"raw receive+delete", Num(raw), "1", "—"},
+			{"push: drainer → no-op gRPC worker", Num(pushed.rate), fmt.Sprintf("%.2f", pushRatio), fmt.Sprint(pushed.repeats)},
+			{"pull: no-op pull worker", Num(pulled.rate), fmt.Sprintf("%.2f", pullRatio), fmt.Sprint(pulled.repeats)},
+		}), pushed.actions, pulled.actions))
+	return nil
+}
+
+// preload submits n jobs through cl's gateway (drainers off), in batches
+// of 100 over the tenants, and returns how many were accepted.
+func preload(ctx context.Context, env *Env, cl *Cluster, tenants []Tenant, n int) (int, error) {
+	const batch = 100
+	var left atomic.Int64
+	left.Store(int64((n + batch - 1) / batch))
+	t0 := time.Now()
+	pre := ClosedLoop(ctx, 8, 0, time.Hour, func(ctx context.Context, wk, i int) (int, error) {
+		if left.Add(-1) < 0 {
+			return 0, errDone
+		}
+		return cl.Client.SubmitBatch(ctx, tenants[(wk+i)%len(tenants)], batch)
+	})
+	if pre.Errors > 0 {
+		return 0, fmt.Errorf("preload: %d calls failed: %w", pre.Errors, pre.FirstErr)
+	}
+	env.Logf("  preloaded %s jobs in %.1fs", Num(float64(pre.Units)), time.Since(t0).Seconds())
+	return pre.Units, nil
+}
+
+// drained waits until w has all jobs and returns the rate of their first
+// deliveries.
+func drained(ctx context.Context, cl *Cluster, w *Worker, jobs int) (drainRun, error) {
+	if !w.WaitCount(ctx, jobs, max(2*time.Minute, time.Duration(jobs)*time.Millisecond)) {
+		return drainRun{}, fmt.Errorf("drainers delivered %d of %d jobs in time", w.Count(), jobs)
+	}
 	ds, repeats := w.Deliveries()
 	first, last := ds[0].Start, ds[0].Start
 	for _, d := range ds {
@@ -119,27 +201,7 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, fig Fig
 			last = d.Start
 		}
 	}
-	drained := Ratio(float64(len(ds)-1), last.Sub(first).Seconds())
-	ratio := drained / raw
-	env.Logf("  drainer: %s jobs/s", Num(drained))
-	fig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s)", ratio, Num(drained), Num(raw))
-	fig.Status = AtLeast(ratio, 0.7)
-	rec.Add(fig)
-	sid, sname := suffix(o.Backend)
-	rec.Detail("drain"+sid, 6, "6. Drain efficiency"+sname, fmt.Sprintf(
-		"%s jobs preloaded through the gateway (SubmitBatch ×%d, drainers off) over %d shard queues. Raw: %d goroutines in the "+
-			"harness, spread over %d queues of as many %d-byte messages on the same %s, each receiving up to 10 (no wait) and "+
-			"deleting them in one call. Drainer: drainers started (concurrency %d) against the preloaded queues, delivering to "+
-			"a no-op gRPC worker; rate from the first delivery to the last. The lane's staleness bound is the default (5m), so the "+
-			"preloaded jobs are delivered, not backlogged.\n\n%s\nDrainer actions (its metrics): %s.\n",
-		Num(float64(jobs)), batch, cl.Topology.Lanes[0].Shards, o.Consumers, cl.Topology.Lanes[0].Shards, rawBodyBytes, backendWhat(o.Backend), o.Concurrency,
-		Table([]string{"measure", "jobs/s"}, [][]string{
-			{"raw receive+delete", Num(raw)},
-			{"drainer → no-op worker", Num(drained)},
-			{"ratio", fmt.Sprintf("%.2f", ratio)},
-			{"repeated deliveries", fmt.Sprint(repeats)},
-		}), actions))
-	return nil
+	return drainRun{rate: Ratio(float64(len(ds)-1), last.Sub(first).Seconds()), repeats: repeats, actions: DrainActions(ctx, cl)}, nil
 }
 
 func backendWhat(b string) string {

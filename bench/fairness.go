@@ -118,6 +118,9 @@ type fairSet struct {
 	tenants  []Tenant
 	service  map[string]time.Duration // per tenant, over the default
 	cases    []fairCase
+	// pull delivers to the worker as pull workers (worker.Connect),
+	// granting conc credits to each draining process.
+	pull bool
 }
 
 // fairRun is one run's outcome.
@@ -283,12 +286,15 @@ func (s fairSet) once(ctx context.Context, env *Env, w *Worker, o FairnessOption
 	}
 	cl, err := env.StartCluster(ctx, ClusterConfig{
 		Name: fmt.Sprintf("%s-%s-%s-fifo-%v", s.name, s.backend, strings.ReplaceAll(c.label, " ", ""), fifo), Backend: s.backend, FIFO: fifo,
-		Tenants: s.tenants, WorkerAddr: w.Addr, Concurrency: s.conc, Drainers: s.drainers, Drain: true, Staleness: Staleness,
+		Tenants: s.tenants, WorkerAddr: w.Addr, Pull: s.pull, Concurrency: s.conc, Drainers: s.drainers, Drain: true, Staleness: Staleness,
 	})
 	if err != nil {
 		return r, err
 	}
 	defer cl.Close()
+	if s.pull {
+		defer w.Pull(cl.WorkerAddrs(), cl.WorkerKey, s.conc)()
+	}
 	cli := cl.Client
 	var tq, tn Tracker
 	var streams []Stream
@@ -639,6 +645,48 @@ func threeNoisy(name string, o FairnessOptions) fairSet {
 		{label: "no noise", group: "q", ref: true, loads: loads(quiet, o.QuietRate, true)},
 		{label: "3 noisy", group: "q", loads: append(loads(quiet, o.QuietRate, true), loads(noisy, o.Burst*o.NoisyRate, false)...)},
 	}}
+}
+
+// FairnessPull is the 3-noisy case with pull workers: the harness's worker
+// connects to the drainers (worker.Connect) with as many credits as the
+// push runs' slots, and the drainers' slots are its credits.
+func FairnessPull(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, command string) error {
+	o.defaults()
+	sid, sname := suffix(o.Backend)
+	quiet := Figure{
+		ID: "fair.quiet-p99-3noisy-pull" + sid, Item: 2, Order: 25, Command: command, Goal: "≤ 1.5×",
+		Name: "Fairness with pull workers: quiet tenants' p99 dwell with 3 noisy tenants ÷ without noise" + sname,
+	}
+	util := Figure{
+		ID: "fair.utilization-3noisy-pull" + sid, Item: 2, Order: 26, Command: command, Goal: "≥ 0.95",
+		Name: "Fairness with pull workers: delivered jobs/s during the load ÷ capacity, 3 noisy tenants" + sname,
+	}
+	return rec.Measure([]Figure{quiet, util}, func() error {
+		w, err := StartWorker(o.Service)
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		set := threeNoisy("fairness-pull", o)
+		set.pull = true
+		fr, err := set.run(ctx, env, w, o)
+		if err != nil {
+			return err
+		}
+		rec.Add(quietFigure(quiet, fr, 1, 1.5))
+		rec.Add(utilFigure(util, fr, o, 1, 0.95))
+		md, err := fr.plot(o, 1, "fairness-3noisy-pull"+strings.ReplaceAll(sid, ".", "-")+".svg",
+			fmt.Sprintf("Fairness with pull workers%s: %d quiet tenants, 3 noisy", sname, o.Quiet))
+		if err != nil {
+			return err
+		}
+		body := fmt.Sprintf("The 3-noisy case of the fairness section with pull workers: the same worker (service time %s per job) connects "+
+			"to the drainers with worker.Connect and grants %d credits, so the drainers' %d slots are its credits; sluice's fair "+
+			"scheduler hands them out as for push. Reference: the better of the two runs (sluice, FIFO) of the same quiet tenants "+
+			"without noise.\n\n%s\n%s\n", o.Service, set.conc, set.slots(), fr.table(o), md)
+		rec.Detail("fairness-pull"+sid, 2, "2. Fairness with pull workers"+sname, body)
+		return nil
+	})
 }
 
 // FairnessSQS is the 3-noisy variant on the local SQS server with two

@@ -115,8 +115,11 @@ type ClusterConfig struct {
 	// Drainers is the number of drainer processes (SQS only: the embedded
 	// store allows one process); with none the gateway drains in-process.
 	Drainers int
-	// WorkerAddr is where the drainers deliver.
+	// WorkerAddr is where the drainers deliver (push).
 	WorkerAddr string
+	// Pull serves pull workers instead: each draining process listens for
+	// them (WorkerAddrs) and accepts WorkerKey.
+	Pull bool
 	// Concurrency is each drainer's --concurrency. Defaults to 32.
 	Concurrency int
 	// Idle starts the cluster with nothing draining (see SetDraining).
@@ -135,6 +138,7 @@ type Cluster struct {
 	Addr      string // the gateway's ingest API
 	AdminAddr string // the admin API of the first draining process
 	AdminKey  string // of every process's admin API
+	WorkerKey string // pull workers' key, with ClusterConfig.Pull
 	Dir       string // config files, data directories and logs
 	DataDir   string // the gateway's
 	Topology  topology.Topology
@@ -148,11 +152,12 @@ type Cluster struct {
 // role is one process of a cluster: its command and the process running
 // it now.
 type role struct {
-	name  string
-	admin string // its admin API's address
-	spec  Spec
-	p     *Proc
-	kills int
+	name   string
+	admin  string // its admin API's address
+	worker string // its pull workers' address, with ClusterConfig.Pull
+	spec   Spec
+	p      *Proc
+	kills  int
 }
 
 // NewCluster writes a cluster's config files and picks its addresses;
@@ -167,7 +172,14 @@ func (e *Env) NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, erro
 	}
 	c := &Cluster{Dir: dir, DataDir: cmp.Or(cfg.DataDir, filepath.Join(dir, "gateway")), AdminKey: "sk_admin_testcluster", env: e, cfg: cfg, draining: !cfg.Idle}
 	queues, tenants := filepath.Join(dir, "queues.yaml"), filepath.Join(dir, "tenants.yaml")
-	if err := errors.Join(os.WriteFile(queues, []byte(cfg.Queues), 0o600), os.WriteFile(tenants, []byte(cfg.Tenants), 0o600)); err != nil {
+	tenantsYAML := cfg.Tenants
+	target := []string{"--worker-addr", cfg.WorkerAddr}
+	if cfg.Pull {
+		c.WorkerKey = "sk_worker_testcluster"
+		tenantsYAML += "\nworkers:\n  - name: testcluster\n    api_keys: [" + c.WorkerKey + "]\n"
+		target = nil
+	}
+	if err := errors.Join(os.WriteFile(queues, []byte(cfg.Queues), 0o600), os.WriteFile(tenants, []byte(tenantsYAML), 0o600)); err != nil {
 		return nil, fmt.Errorf("cluster config: %w", err)
 	}
 	if c.Topology, err = topology.Load(queues); err != nil {
@@ -176,10 +188,10 @@ func (e *Env) NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, erro
 	if c.Addr, err = FreePort(); err != nil {
 		return nil, err
 	}
-	common := []string{
-		"--queues", queues, "--tenants", tenants, "--worker-addr", cfg.WorkerAddr, "--concurrency", strconv.Itoa(cmp.Or(cfg.Concurrency, 32)),
+	common := append([]string{
+		"--queues", queues, "--tenants", tenants, "--concurrency", strconv.Itoa(cmp.Or(cfg.Concurrency, 32)),
 		"--admin-key", c.AdminKey, "--metrics-listen", "127.0.0.1:0", "--shutdown-grace", "10s", "--log-level", "info",
-	}
+	}, target...)
 	var env []string
 	if cfg.Backend == SQS {
 		endpoint := cfg.SQSEndpoint
@@ -216,7 +228,14 @@ func (c *Cluster) add(name, bin string, env, args []string) error {
 		return err
 	}
 	args = append(args, "--admin-listen", admin)
-	c.roles = append(c.roles, &role{name: name, admin: admin, spec: Spec{Name: name, Path: filepath.Join(c.env.Bin, bin), Args: args, Env: env, LogPath: filepath.Join(c.Dir, name+".log")}})
+	var worker string
+	if c.cfg.Pull {
+		if worker, err = FreePort(); err != nil {
+			return err
+		}
+		args = append(args, "--worker-listen", worker)
+	}
+	c.roles = append(c.roles, &role{name: name, admin: admin, worker: worker, spec: Spec{Name: name, Path: filepath.Join(c.env.Bin, bin), Args: args, Env: env, LogPath: filepath.Join(c.Dir, name+".log")}})
 	return nil
 }
 
@@ -227,6 +246,18 @@ func (c *Cluster) role(name string) *role {
 		}
 	}
 	panic("testcluster: no role " + name)
+}
+
+// WorkerAddrs returns the pull-worker addresses of the processes that
+// drain (with ClusterConfig.Pull).
+func (c *Cluster) WorkerAddrs() []string {
+	var out []string
+	for _, r := range c.roles {
+		if r.worker != "" && (r.name != "gateway" || c.cfg.Drainers == 0) {
+			out = append(out, r.worker)
+		}
+	}
+	return out
 }
 
 // Roles returns the roles' names in start order: the gateway first.

@@ -3,15 +3,19 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/worker"
 )
 
 // Delivery is one job's first delivery as the worker saw it.
@@ -136,6 +140,27 @@ func (w *Worker) Process(ctx context.Context, req *workerv1.ProcessRequest) (*wo
 	default:
 	}
 	return &workerv1.ProcessResponse{}, nil
+}
+
+// Pull runs the worker as pull workers too: one worker.Connect session to
+// each of addrs, with key and concurrency credits, recording and answering
+// each job as Process does, until stop is called.
+func (w *Worker) Pull(addrs []string, key string, concurrency int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var wg sync.WaitGroup
+	for _, addr := range addrs {
+		wg.Go(func() {
+			_ = worker.Connect(ctx, addr, key, func(ctx context.Context, j worker.Job) error {
+				_, err := w.Process(ctx, &workerv1.ProcessRequest{
+					JobId: j.ID, Tenant: j.Tenant, Payload: j.Payload, Attributes: j.Attributes, Attempt: uint32(j.Attempt),
+					EnqueuedAt: timestamppb.New(j.EnqueuedAt), Lane: j.Lane,
+				})
+				return worker.FromStatus(err)
+			}, worker.ConnectOptions{Concurrency: concurrency, Logger: quiet, DrainTimeout: 5 * time.Second})
+		})
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // serve waits for the call's service time.

@@ -38,7 +38,7 @@ func main() {
 }
 
 // scenarios in the order a full run measures them.
-var scenarios = []string{"gobench", "frontdoor", "fairness", "slow", "weights", "recovery", "fairness-starved", "recovery-starved", "fairness-sqs", "cost", "memory", "drain"}
+var scenarios = []string{"gobench", "frontdoor", "fairness", "fairness-pull", "slow", "weights", "recovery", "fairness-starved", "recovery-starved", "fairness-sqs", "cost", "memory", "drain", "pull-stuck"}
 
 // hogs is the number of busy-loop processes of the CPU-starved scenarios.
 const hogs = 2
@@ -204,6 +204,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			default:
 				err = bench.FairnessStarved(ctx, env, rec, o, hogs, command(s))
 			}
+		case "fairness-pull":
+			o := c.fair
+			o.Backend, o.Plots, o.RelPlots = bench.Embedded, plots, relPlots
+			err = bench.FairnessPull(ctx, env, rec, o, command(s))
+		case "pull-stuck":
+			err = bench.StuckReader(ctx, env, rec, bench.StuckReaderOptions{}, command(s))
 		case "fairness-sqs":
 			o := c.fair
 			o.Plots, o.RelPlots = plots, relPlots

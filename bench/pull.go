@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/testcluster"
+)
+
+// StuckReaderOptions configures the stuck-reader scenario.
+type StuckReaderOptions struct {
+	// Jobs preloaded for each of the two runs. Defaults to 10,000.
+	Jobs int
+	// Credits of the reading worker, and of the stuck one. Default 32.
+	Credits int
+}
+
+// StuckReader measures a pull worker's throughput from a preloaded backlog
+// alone, and again with a second worker beside it that opened its stream,
+// granted as many credits and never reads: the second run's rate ÷ the
+// first's. Both runs in one cluster, one after the other.
+func StuckReader(ctx context.Context, env *Env, rec *Recorder, o StuckReaderOptions, command string) error {
+	if o.Jobs == 0 {
+		o.Jobs = 10000
+	}
+	if o.Credits == 0 {
+		o.Credits = 32
+	}
+	fig := Figure{
+		ID: "pull.stuck-reader", Item: 6, Order: 3, Command: command, Goal: "≥ 0.9",
+		Name: "Pull workers: a worker's jobs/s with a stuck worker beside it (stream open, never read) ÷ alone",
+	}
+	return rec.Measure([]Figure{fig}, func() error { return stuckReader(ctx, env, rec, o, fig) })
+}
+
+func stuckReader(ctx context.Context, env *Env, rec *Recorder, o StuckReaderOptions, fig Figure) error {
+	w, err := StartWorker(0)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	tenants := NewTenants("stuck", 10, Open)
+	// The default ceiling of pull mode, so that the stuck worker's
+	// credits do not count against the reading one's.
+	cl, err := env.StartCluster(ctx, ClusterConfig{Name: "pull-stuck", Backend: Embedded, Tenants: tenants, Pull: true, Concurrency: 1024, Drain: true})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	run := func(stuck bool) (drainRun, error) {
+		w.Reset()
+		if stuck {
+			cancel, err := stuckStream(ctx, cl.WorkerAddrs()[0], cl.WorkerKey, o.Credits)
+			if err != nil {
+				return drainRun{}, err
+			}
+			defer cancel()
+		}
+		if _, err := preload(ctx, env, cl, tenants, o.Jobs); err != nil {
+			return drainRun{}, err
+		}
+		stop := w.Pull(cl.WorkerAddrs(), cl.WorkerKey, o.Credits)
+		defer stop()
+		want := o.Jobs
+		if stuck {
+			want -= o.Credits // the stuck worker's, until their leases time out
+		}
+		return drained(ctx, cl, w, want)
+	}
+	alone, err := run(false)
+	if err != nil {
+		return fmt.Errorf("alone: %w", err)
+	}
+	beside, err := run(true)
+	if err != nil {
+		return fmt.Errorf("beside a stuck worker: %w", err)
+	}
+	ratio := beside.rate / alone.rate
+	env.Logf("  alone %s jobs/s, beside a stuck worker %s jobs/s", Num(alone.rate), Num(beside.rate))
+	fig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s)", ratio, Num(beside.rate), Num(alone.rate))
+	fig.Status = AtLeast(ratio, 0.9)
+	rec.Add(fig)
+	rec.Detail("pull-stuck", 6, "6. Pull workers: a stuck worker beside", fmt.Sprintf(
+		"One embedded cluster serving pull workers (ceiling --concurrency 1024). Each run preloads %s jobs of 10 tenants "+
+			"and drains them to a no-op worker.Connect worker in the harness granting %d credits; rate from its first delivery to "+
+			"its last. In the second run a raw Connect stream opened first, granted %d credits and never read again: it holds "+
+			"its %d jobs (their leases time out after --worker-lease-timeout and they are retried elsewhere), and gets no more.\n\n%s\n",
+		Num(float64(o.Jobs)), o.Credits, o.Credits, o.Credits,
+		Table([]string{"run", "jobs/s", "repeated deliveries"}, [][]string{
+			{"alone", Num(alone.rate), fmt.Sprint(alone.repeats)},
+			{"beside a stuck worker", Num(beside.rate), fmt.Sprint(beside.repeats)},
+			{"ratio", fmt.Sprintf("%.2f", ratio), ""},
+		})))
+	return nil
+}
+
+// stuckStream opens a Connect stream granting credits and never reads
+// after the Welcome.
+func stuckStream(ctx context.Context, addr, key string, credits int) (cancel func(), err error) {
+	conn, err := testcluster.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(testcluster.WithKey(ctx, key))
+	cancel = func() { stop(); _ = conn.Close() }
+	s, err := workerv1.NewPullServiceClient(conn).Connect(sctx)
+	if err == nil {
+		err = s.Send(&workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: uint32(credits)}}})
+	}
+	if err == nil {
+		var m *workerv1.ConnectResponse
+		if m, err = s.Recv(); err == nil && m.GetWelcome() == nil {
+			err = fmt.Errorf("no welcome: %v", m)
+		}
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("stuck stream: %w", err)
+	}
+	time.Sleep(100 * time.Millisecond) // registered before the load starts
+	return cancel, nil
+}
