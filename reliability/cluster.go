@@ -39,6 +39,9 @@ func newCluster(ctx context.Context, env *Env, workerDelay time.Duration, cfg te
 		return nil, err
 	}
 	cfg.WorkerAddr = w.Addr
+	if cfg.Pull {
+		cfg.PullForward = w.Addr
+	}
 	c, err := env.NewCluster(ctx, cfg)
 	if err != nil {
 		w.Stop()

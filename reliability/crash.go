@@ -37,8 +37,13 @@ type CrashConfig struct {
 	// Rate is the jobs per second offered; Callers the goroutines.
 	Rate    float64
 	Callers int
-	// Concurrency is each drainer's delivery concurrency.
+	// Concurrency is each drainer's delivery concurrency; with Pull, each
+	// pull worker's credits.
 	Concurrency int
+	// Pull delivers to pull worker processes (two per draining process,
+	// `sluicectl worker --forward` to the recording worker), which are
+	// killed and restarted like the others.
+	Pull bool
 	// DrainTimeout bounds the wait for the last deliveries.
 	DrainTimeout time.Duration
 }
@@ -120,10 +125,14 @@ func RunCrash(ctx context.Context, env *Env, cfg CrashConfig) (*CrashResult, err
 		}
 		res.Backend += ", --fsync=" + cfg.Fsync
 	}
+	if cfg.Pull {
+		res.Backend += ", pull workers"
+	}
 	cc := testcluster.ClusterConfig{
 		Name: "crash-" + cfg.Backend, Backend: cfg.Backend,
 		Queues: fmt.Sprintf(crashQueuesYAML, queuePrefix("c")), Tenants: crashTenantsYAML,
 		Concurrency: cfg.Concurrency, Args: drainFlags,
+		Pull: cfg.Pull, PullWorkers: 2, PullCredits: cfg.Concurrency,
 	}
 	if cfg.Fsync != "" {
 		cc.Args = append(slices.Clone(drainFlags), "--fsync", cfg.Fsync)

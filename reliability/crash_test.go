@@ -10,19 +10,26 @@ import (
 // backend, and no acknowledged job may be missing at the end.
 func TestCrashAccounting(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct{ backend, fsync string }{
-		{"embedded", ""},
-		{"embedded", "interval:10ms"},
-		{"sqs", ""},
+	for _, tt := range []struct {
+		backend, fsync string
+		pull           bool
+	}{
+		{"embedded", "", false},
+		{"embedded", "interval:10ms", false},
+		{"embedded", "", true},
+		{"sqs", "", false},
 	} {
 		name := tt.backend
 		if tt.fsync != "" {
 			name += "/fsync=" + tt.fsync
 		}
+		if tt.pull {
+			name += "/pull"
+		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			res, err := RunCrash(t.Context(), testEnv(t), CrashConfig{
-				Backend: tt.backend, Fsync: tt.fsync, Kills: 4, MinUp: 500 * time.Millisecond, MaxUp: 1500 * time.Millisecond, StartupKills: 0.25, TermShare: 0.2,
+				Backend: tt.backend, Fsync: tt.fsync, Pull: tt.pull, Kills: 4, MinUp: 500 * time.Millisecond, MaxUp: 1500 * time.Millisecond, StartupKills: 0.25, TermShare: 0.2,
 				Rate: 150, Callers: 8, Concurrency: 8, DrainTimeout: 90 * time.Second,
 			})
 			if err != nil {

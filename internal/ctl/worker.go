@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-dev/sluice/drainer"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 	"github.com/sluice-dev/sluice/worker"
@@ -42,6 +47,7 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 	concurrency := fs.Int("concurrency", 4, "most jobs run at once (the credits granted to sluice)")
 	lanes := fs.String("lanes", "", "comma-separated lanes to serve (empty: every lane the key allows)")
 	listen := fs.String("listen", "", "serve the push worker API on this address instead of pulling (give the gateway --worker-addr it)")
+	forward := fs.String("forward", "", "pass each pulled job on to the push worker API (sluice.worker.v1.WorkerService) at this address and answer as it does: a bridge that lets a push worker be fed by pull")
 	fail := fs.String("fail", "", "answer jobs whose payload matches this regular expression with a permanent error (they are dead-lettered at once)")
 	retry := fs.String("retry", "", "answer jobs whose payload matches this regular expression with a retryable error (retried until --max-attempts, then dead-lettered)")
 	jsonOut := fs.Bool("json", false, "print one JSON object per job instead of a line of text")
@@ -67,6 +73,18 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		p := &jobPrinter{w: e.stdout, json: *jsonOut}
+		var next *drainer.GRPCWorker
+		if *forward != "" {
+			if *listen != "" {
+				return errors.New("--forward bridges pulled jobs to a push worker; it does not go with --listen")
+			}
+			conn, err := grpc.NewClient(*forward, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return fmt.Errorf("--forward %s: %w", *forward, err)
+			}
+			defer conn.Close()
+			next = drainer.NewGRPCWorker(conn)
+		}
 		handler := func(ctx context.Context, j worker.Job) error {
 			if *work > 0 {
 				select {
@@ -82,6 +100,14 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 				outcome, err = "fail", worker.Permanent(fmt.Errorf("payload matches --fail %q", *fail))
 			case retryRE != nil && retryRE.Match(j.Payload):
 				outcome, err = "retry", fmt.Errorf("payload matches --retry %q (attempt %d)", *retry, j.Attempt)
+			case next != nil:
+				outcome, err = "ok", next.Handle(ctx, &j)
+				switch {
+				case worker.IsPermanent(err):
+					outcome = "fail"
+				case err != nil:
+					outcome = "retry"
+				}
 			default:
 				outcome = "ok"
 			}

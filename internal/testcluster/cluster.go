@@ -46,12 +46,13 @@ type Env struct {
 	sqs *fauxqs.Server
 }
 
-// NewEnv builds cmd/gateway and cmd/drainer into work/bin, without the
+// NewEnv builds cmd/gateway, cmd/drainer and cmd/sluicectl (pull worker
+// processes) into work/bin, without the
 // race detector: the harnesses run them under load for minutes, and the
 // e2e tests already run them with it.
 func NewEnv(ctx context.Context, work string) (*Env, error) {
 	e := &Env{Bin: filepath.Join(work, "bin"), Work: work}
-	if err := Build(ctx, e.Bin, false, "gateway", "drainer"); err != nil {
+	if err := Build(ctx, e.Bin, false, "gateway", "drainer", "sluicectl"); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -120,6 +121,14 @@ type ClusterConfig struct {
 	// Pull serves pull workers instead: each draining process listens for
 	// them (WorkerAddrs) and accepts WorkerKey.
 	Pull bool
+	// PullWorkers, with Pull, runs that many pull worker processes
+	// (`sluicectl worker --forward PullForward`, roles "pullworker-N") per
+	// draining process, each granting PullCredits (default 8): they pass
+	// each job on to the push worker at PullForward and answer as it does,
+	// so the harness's recording worker sees every delivery.
+	PullWorkers int
+	PullForward string
+	PullCredits int
 	// Concurrency is each drainer's --concurrency. Defaults to 32.
 	Concurrency int
 	// Idle starts the cluster with nothing draining (see SetDraining).
@@ -152,6 +161,7 @@ type Cluster struct {
 // role is one process of a cluster: its command and the process running
 // it now.
 type role struct {
+	ready  string // the log line that says it serves, if not the admin API's
 	name   string
 	admin  string // its admin API's address
 	worker string // its pull workers' address, with ClusterConfig.Pull
@@ -218,6 +228,18 @@ func (e *Env) NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, erro
 	}
 	// The gateway's admin API serves only while it drains.
 	c.AdminAddr = c.roles[min(1, len(c.roles)-1)].admin
+	if cfg.Pull {
+		for _, addr := range c.WorkerAddrs() {
+			for range cfg.PullWorkers {
+				name := fmt.Sprintf("pullworker-%d", len(c.roles)-1-cfg.Drainers)
+				args := []string{"worker", "--addr", addr, "--key", c.WorkerKey, "--forward", cfg.PullForward,
+					"--concurrency", strconv.Itoa(cmp.Or(cfg.PullCredits, 8))}
+				c.roles = append(c.roles, &role{name: name, ready: "pull worker connected", spec: Spec{
+					Name: name, Path: filepath.Join(c.env.Bin, "sluicectl"), Args: args, LogPath: filepath.Join(c.Dir, name+".log"),
+				}})
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -302,6 +324,9 @@ func (c *Cluster) Launch(name string) (*Proc, error) {
 // gateway's ingest API and, where the process drains, its admin API.
 func (c *Cluster) StartRole(ctx context.Context, name string) error {
 	ready := []string{"admin API listening"}
+	if r := c.role(name).ready; r != "" {
+		ready = []string{r}
+	}
 	if name == "gateway" {
 		ready = []string{"gateway listening"}
 		if c.gatewayDrains() {

@@ -36,7 +36,7 @@ func main() {
 
 // sizes are the knobs of one mode.
 type sizes struct {
-	crashEmbedded, crashInterval, crashSQS reliability.CrashConfig
+	crashEmbedded, crashInterval, crashPull, crashSQS reliability.CrashConfig
 	faults                                 reliability.FaultConfig
 	diskBytes                              int64
 	overload                               reliability.OverloadConfig
@@ -49,7 +49,7 @@ func defaultSizes(long bool) sizes {
 		Rate: 300, Callers: 16, Concurrency: 16, DrainTimeout: 3 * time.Minute,
 	}
 	s := sizes{
-		crashEmbedded: crash, crashInterval: crash, crashSQS: crash,
+		crashEmbedded: crash, crashInterval: crash, crashPull: crash, crashSQS: crash,
 		faults:    reliability.FaultConfig{Phase: 8 * time.Second, Rate: 200, Callers: 16, Concurrency: 16, DrainTimeout: 3 * time.Minute},
 		diskBytes: 16 << 20,
 		overload:  reliability.OverloadConfig{Tenants: 100, SubmitRate: 2, Factor: 10, Duration: 30 * time.Second, Callers: 64, RSSBound: 128 << 20},
@@ -57,9 +57,11 @@ func defaultSizes(long bool) sizes {
 	}
 	s.crashEmbedded.Backend, s.crashEmbedded.Kills = "embedded", 40
 	s.crashInterval.Backend, s.crashInterval.Fsync, s.crashInterval.Kills = "embedded", "interval:10ms", 40
+	s.crashPull.Backend, s.crashPull.Pull, s.crashPull.Kills = "embedded", true, 40
 	s.crashSQS.Backend, s.crashSQS.Kills = "sqs", 30
 	if long {
-		s.crashEmbedded.Kills, s.crashInterval.Kills, s.crashSQS.Kills = 300, 300, 200
+		s.crashEmbedded.Kills, s.crashInterval.Kills, s.crashPull.Kills, s.crashSQS.Kills = 300, 300, 300, 200
+		s.crashPull.DrainTimeout = 20 * time.Minute
 		s.crashInterval.DrainTimeout = 20 * time.Minute
 		// A sidelined job can be deferred up to 15 minutes (see Findings).
 		s.crashEmbedded.DrainTimeout, s.crashSQS.DrainTimeout, s.faults.DrainTimeout = 20*time.Minute, 20*time.Minute, 20*time.Minute
@@ -70,7 +72,7 @@ func defaultSizes(long bool) sizes {
 	return s
 }
 
-var scenarios = []string{"crash-embedded", "crash-embedded-interval", "crash-sqs", "faults", "disk", "overload", "fuzz"}
+var scenarios = []string{"crash-embedded", "crash-embedded-interval", "crash-embedded-pull", "crash-sqs", "faults", "disk", "overload", "fuzz"}
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sluice-reliability", flag.ContinueOnError)
@@ -139,10 +141,13 @@ func run(ctx context.Context, args []string) error {
 		logf("%s: %v", name, err)
 	}
 
-	for _, cfg := range []reliability.CrashConfig{sz.crashEmbedded, sz.crashInterval, sz.crashSQS} {
+	for _, cfg := range []reliability.CrashConfig{sz.crashEmbedded, sz.crashInterval, sz.crashPull, sz.crashSQS} {
 		name := "crash-" + cfg.Backend
 		if cfg.Fsync != "" {
 			name += "-interval"
+		}
+		if cfg.Pull {
+			name += "-pull"
 		}
 		if !runs(name) || ctx.Err() != nil {
 			continue
