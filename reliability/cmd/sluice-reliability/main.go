@@ -37,10 +37,10 @@ func main() {
 // sizes are the knobs of one mode.
 type sizes struct {
 	crashEmbedded, crashInterval, crashPull, crashSQS reliability.CrashConfig
-	faults                                 reliability.FaultConfig
-	diskBytes                              int64
-	overload                               reliability.OverloadConfig
-	fuzzTime                               time.Duration
+	faults                                            reliability.FaultConfig
+	diskBytes                                         int64
+	overload                                          reliability.OverloadConfig
+	fuzzTime                                          time.Duration
 }
 
 func defaultSizes(long bool) sizes {
