@@ -50,8 +50,10 @@ type pullGateway struct {
 func startPullGateway(t *testing.T, args ...string) *pullGateway {
 	t.Helper()
 	dir := t.TempDir()
-	gw := start(t, "gateway", append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--data-dir", dir, "--queues", writeFile(t, dir, "queues.yaml", pullQueues)}, args...)...)
+	gw := start(t, "gateway", append([]string{
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--data-dir", dir, "--queues", writeFile(t, dir, "queues.yaml", pullQueues),
+	}, args...)...)
 	g := &pullGateway{proc: gw, ingestAddr: gw.addr("gateway listening"), workerAddr: gw.addr("pull workers listening")}
 	g.devKey = strings.TrimSpace(readFile(t, filepath.Join(dir, "dev-api-key")))
 	g.workerKey = strings.TrimSpace(readFile(t, filepath.Join(dir, "worker-key")))
@@ -338,7 +340,7 @@ type rawBytes struct{}
 
 func (rawBytes) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
 func (rawBytes) Unmarshal(b []byte, v any) error {
-	*(v.(*[]byte)) = append([]byte(nil), b...)
+	*v.(*[]byte) = append([]byte(nil), b...)
 	return nil
 }
 func (rawBytes) Name() string { return "proto" }
@@ -473,8 +475,8 @@ workers:
 		}
 		return err
 	}
-	refused("acme-key-1234")                                                  // a tenant's key
-	refused(strings.TrimSpace(readFile(t, filepath.Join(dir, "worker-key")))) // the development key, with a workers list
+	_ = refused("acme-key-1234")                                                  // a tenant's key
+	_ = refused(strings.TrimSpace(readFile(t, filepath.Join(dir, "worker-key")))) // the development key, with a workers list
 	if err := refused("pool-key-1234", "premium"); err != nil && !strings.Contains(err.Error(), `may not serve lane "premium"`) {
 		t.Errorf("another lane: %v", err)
 	}

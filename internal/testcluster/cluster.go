@@ -232,8 +232,10 @@ func (e *Env) NewCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, erro
 		for _, addr := range c.WorkerAddrs() {
 			for range cfg.PullWorkers {
 				name := fmt.Sprintf("pullworker-%d", len(c.roles)-1-cfg.Drainers)
-				args := []string{"worker", "--addr", addr, "--key", c.WorkerKey, "--forward", cfg.PullForward,
-					"--concurrency", strconv.Itoa(cmp.Or(cfg.PullCredits, 8))}
+				args := []string{
+					"worker", "--addr", addr, "--key", c.WorkerKey, "--forward", cfg.PullForward,
+					"--concurrency", strconv.Itoa(cmp.Or(cfg.PullCredits, 8)),
+				}
 				c.roles = append(c.roles, &role{name: name, ready: "pull worker connected", spec: Spec{
 					Name: name, Path: filepath.Join(c.env.Bin, "sluicectl"), Args: args, LogPath: filepath.Join(c.Dir, name+".log"),
 				}})
