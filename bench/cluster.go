@@ -45,6 +45,8 @@ type ClusterConfig struct {
 	// Pull serves pull workers instead (Cluster.WorkerAddrs and
 	// WorkerKey; Worker.Pull connects them).
 	Pull bool
+	// Args are added to every process's flags.
+	Args []string
 	// Concurrency is the drainers' --concurrency. Defaults to 32.
 	Concurrency int
 	// Drain starts the drainers with the cluster; otherwise
@@ -86,7 +88,7 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 	tc, err := e.NewCluster(ctx, testcluster.ClusterConfig{
 		Name: cfg.Name, Backend: cfg.Backend, Queues: queues, Tenants: TenantsFile(cfg.Tenants),
 		Drainers: drainers, WorkerAddr: cfg.WorkerAddr, Pull: cfg.Pull, Concurrency: cfg.Concurrency, Idle: !cfg.Drain,
-		Args: []string{"--sideline=" + strconv.FormatBool(!cfg.FIFO)},
+		Args: append([]string{"--sideline=" + strconv.FormatBool(!cfg.FIFO)}, cfg.Args...),
 	})
 	if err != nil {
 		return nil, err

@@ -73,12 +73,13 @@ func suffix(backend string) (id, name string) {
 func FrontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions, command string) error {
 	o.defaults()
 	sid, sname := suffix(o.Backend)
-	figs := []Figure{
+	figs := []Figure{ // see frontDoor for their order
 		{ID: "front.unary-ratio" + sid, Item: 1, Order: 1, Name: "Front door: peak Submit/s through the gateway ÷ bare grpc-go (fsync=always)" + sname, Goal: "≥ 0.6"},
 		{ID: "front.batch-ratio" + sid, Item: 1, Order: 2, Name: "Front door: SubmitBatch jobs/s ÷ unary Submit/s" + sname, Goal: "≥ 10×"},
 		{ID: "front.producer-ratio" + sid, Item: 1, Order: 3, Name: fmt.Sprintf("Front door: client.Producer jobs/s from %d goroutines sending one job at a time ÷ SubmitBatch jobs/s", o.ProducerSenders) + sname, Goal: "≥ 0.8"},
 		{ID: "front.p99-ratio" + sid, Item: 1, Order: 4, Name: "Front door: Submit p99 at half the gateway's saturating load ÷ bare grpc-go's at the same load (fsync=always)" + sname, Goal: "≤ 2"},
-		{ID: "front.refusals-per-ok" + sid, Item: 1, Order: 5, Name: fmt.Sprintf("Front door: refusals per accepted job, %d clients honouring RetryInfo at the tenant's rate", o.PoliteClients) + sname, Goal: "≤ 2"},
+		{ID: "front.p99-ratio-interval" + sid, Item: 1, Order: 5, Name: "Front door: Submit p99 at half the gateway's saturating load (fsync=always's) ÷ bare grpc-go's, with --fsync=interval:10ms" + sname, Goal: "≤ 1.3"},
+		{ID: "front.refusals-per-ok" + sid, Item: 1, Order: 6, Name: fmt.Sprintf("Front door: refusals per accepted job, %d clients honouring RetryInfo at the tenant's rate", o.PoliteClients) + sname, Goal: "≤ 2"},
 	}
 	for i := range figs {
 		figs[i].Command = command
@@ -150,10 +151,23 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 		}
 	}
 	// Open loop at half the gateway's saturating rate, spread over 8
-	// streams (tenants); the bare server gets the same schedule.
+	// streams (tenants); the bare server gets the same schedule, and on
+	// the embedded backend a second gateway with --fsync=interval:10ms.
 	half := peak["gateway"] / 2
 	var halfRows [][]string
 	p99 := map[string]time.Duration{}
+	const interval = "gateway, --fsync=interval:10ms"
+	if o.Backend == Embedded {
+		icl, err := env.StartCluster(ctx, ClusterConfig{Name: "frontdoor-interval", Backend: o.Backend, Tenants: tenants, Args: []string{"--fsync", "interval:10ms"}})
+		if err != nil {
+			return err
+		}
+		defer icl.Close()
+		targets = append(targets, struct {
+			name string
+			c    *Client
+		}{interval, icl.Client})
+	}
 	for _, t := range targets {
 		var next atomic.Int64
 		streams := make([]Stream, 8)
@@ -172,7 +186,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	var batchPeak float64
 	var batchConc int
 	for _, conc := range o.BatchConcurrency {
-		for _, t := range targets {
+		for _, t := range targets[:2] { // the fsync=interval gateway is only for the open loop
 			r := ClosedLoop(ctx, conc, warm, o.Duration, batch(t.c))
 			rows = append(rows, []string{fmt.Sprintf("SubmitBatch ×%d", o.BatchSize), t.name, fmt.Sprint(conc), Num(r.UnitRate()) + " jobs/s", Ms(Percentile(r.Latencies, 50)), Ms(Percentile(r.Latencies, 99)), errCell(r.Errors, r.FirstErr)})
 			env.Logf("  SubmitBatch %-13s concurrency %4d: %8s jobs/s", t.name, conc, Num(r.UnitRate()))
@@ -216,8 +230,15 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	f.Measured = fmt.Sprintf("%.2f (p99 %s vs %s at %s Submit/s; gateway saturation %s/s at concurrency %d)", p99r, Ms(p99["gateway"]), Ms(p99["bare grpc-go"]), Num(half), Num(peak["gateway"]), peakConc["gateway"])
 	f.Status = AtMost(p99r, 2)
 	rec.Add(f)
-	rpo := float64(pol.refusals) / float64(pol.ok)
 	f = figs[4]
+	if ip99, ok := p99[interval]; ok {
+		r := ip99.Seconds() / p99["bare grpc-go"].Seconds()
+		f.Measured = fmt.Sprintf("%.2f (p99 %s vs %s at %s Submit/s; fsync=always, same run: %.2f)", r, Ms(ip99), Ms(p99["bare grpc-go"]), Num(half), p99r)
+		f.Status = AtMost(r, 1.3)
+		rec.Add(f)
+	}
+	rpo := float64(pol.refusals) / float64(pol.ok)
+	f = figs[5]
 	f.Measured = fmt.Sprintf("%.2f (%d refusals for %d accepted jobs, %.0f jobs/s at a rate of %g/s, burst %d; %d jobs gave up)", rpo, pol.refusals, pol.ok, float64(pol.ok)/o.Duration.Seconds(), o.PoliteRate, polite.SubmitBurst, pol.failed)
 	f.Status = AtMost(rpo, 2)
 	rec.Add(f)
