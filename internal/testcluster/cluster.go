@@ -252,13 +252,13 @@ func (c *Cluster) add(name, bin string, env, args []string) error {
 		return err
 	}
 	args = append(args, "--admin-listen", admin)
-	var worker string
-	if c.cfg.Pull {
-		if worker, err = FreePort(); err != nil {
-			return err
-		}
-		args = append(args, "--worker-listen", worker)
+	// Every process gets a pull-worker port of its own (used without a
+	// push target), so that clusters can run side by side.
+	worker, err := FreePort()
+	if err != nil {
+		return err
 	}
+	args = append(args, "--worker-listen", worker)
 	c.roles = append(c.roles, &role{name: name, admin: admin, worker: worker, spec: Spec{Name: name, Path: filepath.Join(c.env.Bin, bin), Args: args, Env: env, LogPath: filepath.Join(c.Dir, name+".log")}})
 	return nil
 }
