@@ -82,9 +82,10 @@ type Config struct {
 	SidelineShare int
 	// ReadAhead, when set, is the most fresh jobs of one tenant held in
 	// memory waiting for a slot. Without it a tenant may hold an equal
-	// share of the read-ahead in all (max(1,024, 16 × Concurrency) jobs)
-	// among the tenants holding jobs. Beyond either, a tenant's fresh jobs
-	// are moved to the spillover queue. Defaults to 0.
+	// share, among the tenants holding jobs, of the fresh read-ahead: the
+	// read-ahead in all (max(1,024, 16 × Concurrency) jobs) less the
+	// sideline read-ahead. Beyond either, a tenant's fresh jobs are moved
+	// to the spillover queue. Defaults to 0.
 	ReadAhead int
 	// StaleReadAhead is the most stale (backlog) jobs, and separately the
 	// most spillover and backlog-queue jobs, held in memory waiting for a

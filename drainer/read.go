@@ -32,14 +32,35 @@ func (d *Drainer) signal() {
 	}
 }
 
-// waitRoom blocks until the drainer may hold another batch from q: room
-// in the read-ahead, and for a sideline queue room for sideline work.
+// waitRoom blocks until the drainer may hold another batch from q: for a
+// shard, room for fresh jobs in the read-ahead; for a sideline queue,
+// room for sideline work.
+//
+// Fresh and sideline jobs are bounded apart so that spillover and backlog
+// jobs, held for the slots fresh work leaves, never stop the shards'
+// pollers. A shard poller that waits leaves a quiet tenant's new job
+// unread behind a flood until deliveries free a batch's worth of room
+// (25 ms at 400 deliveries/s), and past the staleness bound the job goes
+// to the backlog. With one bound for both, the noisy tenants' fresh
+// budgets and the sideline read-ahead filled it together and the shard
+// pollers waited on nearly every batch (issue 13). The tenants' budgets
+// share out less than the fresh bound (freshBudget), so the pollers stop
+// only when budgets shrank under jobs already held, or when very many
+// tenants hold a batch each.
 func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) bool {
 	for {
 		d.mu.Lock()
-		room := !q.inbox.closed && d.sched.Held()+queue.MaxBatch <= d.heldMax
-		if q.source != sideliner.SourceShard {
-			room = room && d.sched.HeldIn(scheduler.Spillover)+d.sched.HeldIn(scheduler.Backlog) < d.sideMax
+		var room bool
+		switch {
+		case q.inbox.closed:
+			// No worker serves the lane (pull): nothing to read for.
+		case d.cfg.Policy.NoSideline:
+			// Nothing is moved aside: every job is held, in the order read.
+			room = d.sched.Held()+queue.MaxBatch <= d.heldMax
+		case q.source == sideliner.SourceShard:
+			room = d.sched.HeldIn(scheduler.Fresh)+queue.MaxBatch <= d.heldMax
+		default:
+			room = d.sched.HeldIn(scheduler.Spillover)+d.sched.HeldIn(scheduler.Backlog) < d.sideMax
 		}
 		if room {
 			d.mu.Unlock()
@@ -165,17 +186,23 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
 	}
 }
 
+// freshMax is what the tenants' fresh budgets share: the read-ahead in
+// all less the sideline read-ahead, and at least a quarter of it.
+func (d *Drainer) freshMax() int {
+	return max(d.heldMax-d.sideMax, d.heldMax/4)
+}
+
 // freshBudget is how many fresh jobs one tenant may hold now: an equal
-// share of the read-ahead in all among the tenants holding jobs (and one
-// more), at least a receive batch. A tenant alone may hold a lot; a flood
-// among many tenants is held to its share and the rest of it is moved to
-// the spillover queue, so the pollers keep reading past it. Callers hold
+// share of freshMax among the tenants holding jobs (and one more), at
+// least a receive batch. A tenant alone may hold a lot; a flood among
+// many tenants is held to its share and the rest of it is moved to the
+// spillover queue, so the pollers keep reading past it. Callers hold
 // d.mu.
 func (d *Drainer) freshBudget() int {
 	if d.cfg.Policy.NoSideline {
 		return d.heldMax
 	}
-	budget := max(queue.MaxBatch, d.heldMax/(d.sched.Active()+1))
+	budget := max(queue.MaxBatch, d.freshMax()/(d.sched.Active()+1))
 	if d.cfg.ReadAhead > 0 {
 		budget = min(budget, d.cfg.ReadAhead)
 	}

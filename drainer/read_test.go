@@ -1,0 +1,84 @@
+package drainer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/scheduler"
+)
+
+// TestFullReadAheadStillReadsShards fills the read-ahead with three
+// floods, on the shards and in the spillover queue, whose deliveries never
+// finish, so no room is ever freed; a quiet tenant's job sent to a shard
+// afterwards must still be read and delivered on the slot left free. When
+// one bound held fresh and sideline jobs together, the floods' budgets
+// and the sideline read-ahead filled it and the shard pollers stopped
+// for good.
+func TestFullReadAheadStillReadsShards(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, oneLane, testFullReadAhead)
+}
+
+func testFullReadAhead(t *testing.T, tb *testBundle) {
+	const floods, perQueue = 3, 400
+	now := time.Now()
+	for f := range floods {
+		tenant := fmt.Sprintf("noisy-%d", f)
+		var fresh, spilled []*envelope.Envelope
+		for i := range perQueue {
+			fresh = append(fresh, testEnvelope(tenant, fmt.Sprintf("%s-fresh-%03d", tenant, i), now))
+			spilled = append(spilled, testEnvelope(tenant, fmt.Sprintf("%s-spilled-%03d", tenant, i), now))
+		}
+		tb.enqueue(t, tb.topo.ShardQueue("std", f), fresh...)
+		tb.enqueue(t, tb.topo.SpilloverQueue("std"), spilled...)
+	}
+	quiet, release := make(chan *Job, 1), make(chan struct{})
+	handler := HandlerFunc(func(ctx context.Context, j *Job) error {
+		if j.Tenant == "quiet" {
+			quiet <- j
+			return nil
+		}
+		select { // a flood's job does not finish before the test ends
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	d := startDrainer(t, Config{
+		Backend: tb.backend, Topology: tb.topo, Handler: handler, Concurrency: floods + 1,
+		Limits: func(tenant string) scheduler.Limits {
+			if tenant == "quiet" {
+				return scheduler.Limits{}
+			}
+			return scheduler.Limits{MaxInFlight: 1} // leaves a slot for the quiet job
+		},
+	})
+	t.Cleanup(func() { close(release) }) // before the drainer stops
+	// Wait until the floods hold what they may: the sideline read-ahead
+	// and their fresh budgets.
+	deadline := time.Now().Add(60 * time.Second)
+	for last := -1; ; {
+		time.Sleep(500 * time.Millisecond)
+		held := d.Held()
+		if held == last && held > d.sideMax {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the read-ahead kept changing for 60s (%d held)", held)
+		}
+		last = held
+	}
+	t.Logf("%d jobs held (sideline read-ahead %d, fresh read-ahead %d); counts %+v", d.Held(), d.sideMax, d.heldMax, d.Counts())
+
+	tb.enqueue(t, tb.topo.ShardQueue("std", 3), testEnvelope("quiet", "quiet-0", time.Now()))
+	select {
+	case j := <-quiet:
+		t.Logf("quiet job delivered %s after it was sent", time.Since(j.EnqueuedAt).Round(time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the quiet job was not delivered within 30s (%d jobs held, counts %+v)", d.Held(), d.Counts())
+	}
+}
