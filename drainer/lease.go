@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -48,20 +47,51 @@ func (l *lease) ack(ctx context.Context) error {
 }
 
 // heartbeat extends the lease to timeout every timeout/3 until stop is
-// called. If the lease is lost it calls lost once and ends.
+// called. If the lease is lost it calls lost once and ends. It runs on a
+// timer, with no goroutine of its own while it waits: most deliveries end
+// before the first beat.
 func (l *lease) heartbeat(timeout time.Duration, lost func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		periodic.Every(ctx, timeout/3, func(ctx context.Context) {
-			opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
-			err := l.extend(opCtx, timeout)
-			opCancel()
-			if errors.Is(err, ErrLeaseLost) {
-				lost(err)
-				cancel()
-			}
-		})
+	var (
+		mu      sync.Mutex
+		stopped bool
+		running chan struct{} // closed when the beat under way ends
+		t       *time.Timer
+	)
+	mu.Lock() // t is set before the first beat reads it
+	defer mu.Unlock()
+	t = time.AfterFunc(timeout/3, func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
+		}
+		done := make(chan struct{})
+		running = done
+		mu.Unlock()
+		defer close(done)
+		opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
+		err := l.extend(opCtx, timeout)
+		opCancel()
+		if errors.Is(err, ErrLeaseLost) {
+			lost(err)
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(timeout / 3)
+		}
+		mu.Unlock()
 	})
-	return func() { cancel(); wg.Wait() }
+	return func() {
+		cancel()
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		r := running
+		mu.Unlock()
+		if r != nil {
+			<-r
+		}
+	}
 }
