@@ -191,10 +191,18 @@ type printedJobs struct {
 
 func startPrintingWorker(t *testing.T, args ...string) (*proc, *printedJobs, string) {
 	t.Helper()
+	p, pj := runSluicectlWorker(t, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	return p, pj, p.addr("worker listening")
+}
+
+// runSluicectlWorker runs `sluicectl worker --json` with args and follows
+// the jobs it prints.
+func runSluicectlWorker(t *testing.T, args ...string) (*proc, *printedJobs) {
+	t.Helper()
 	stdout, out := io.Pipe()
 	pj := &printedJobs{}
 	p := startSpec(t, testcluster.Spec{
-		Name: "sluicectl worker", Path: filepath.Join(env.Bin, "sluicectl"), Args: append([]string{"worker", "--json", "--listen", "127.0.0.1:0"}, args...),
+		Name: "sluicectl worker", Path: filepath.Join(env.Bin, "sluicectl"), Args: append([]string{"worker", "--json"}, args...),
 		Setup: func(cmd *exec.Cmd) { cmd.Stdout = out },
 	})
 	t.Cleanup(func() { _ = out.Close() })
@@ -209,7 +217,7 @@ func startPrintingWorker(t *testing.T, args ...string) (*proc, *printedJobs, str
 			}
 		}
 	}()
-	return p, pj, p.addr("worker listening")
+	return p, pj
 }
 
 func (pj *printedJobs) outcome(id string) []string {

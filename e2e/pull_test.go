@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,25 +95,7 @@ func (g *pullGateway) submitWith(t *testing.T, cfg sluiceclient.Config, prefix s
 // the jobs it prints.
 func startPullWorker(t *testing.T, g *pullGateway, args ...string) (*proc, *printedJobs) {
 	t.Helper()
-	stdout, out := io.Pipe()
-	pj := &printedJobs{}
-	p := startSpec(t, testcluster.Spec{
-		Name: "sluicectl worker", Path: filepath.Join(env.Bin, "sluicectl"),
-		Args:  append([]string{"worker", "--json", "--addr", g.workerAddr, "--key", g.workerKey}, args...),
-		Setup: func(cmd *exec.Cmd) { cmd.Stdout = out },
-	})
-	t.Cleanup(func() { _ = out.Close() })
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				pj.mu.Lock()
-				pj.jobs = append(pj.jobs, m)
-				pj.mu.Unlock()
-			}
-		}
-	}()
+	p, pj := runSluicectlWorker(t, append([]string{"--addr", g.workerAddr, "--key", g.workerKey}, args...)...)
 	p.waitLog("pull worker connected")
 	return p, pj
 }
