@@ -204,7 +204,7 @@ func (d *Drainer) release(j *job, l *lease, log func() *slog.Logger) {
 func (d *Drainer) ack(j *job, l *lease, log func() *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := l.ack(ctx); err != nil {
+	if err := j.q.acks.ack(ctx, l); err != nil {
 		// The job ran; it will be delivered again (at least once).
 		log().WarnContext(ctx, "delete after delivery failed", slog.Any("error", err))
 		if errors.Is(err, ErrLeaseLost) {

@@ -192,6 +192,7 @@ type queueBuf struct {
 	inbox  *laneInbox
 	name   string
 	source sideliner.Source
+	acks   acker // deletes of the jobs delivered from it
 }
 
 // New validates cfg and returns a drainer.

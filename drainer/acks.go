@@ -1,0 +1,69 @@
+package drainer
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// acker deletes acked jobs of one queue in batches: concurrent acks are
+// gathered, and the first caller to find no delete under way deletes what
+// has gathered, up to a batch per call, until none is left; the others
+// wait for their answers. On the embedded backend this is one store
+// operation per batch instead of per job; on SQS the backend batches too.
+type acker struct {
+	mu      sync.Mutex
+	pending []ackReq
+	busy    bool // a caller is deleting
+}
+
+type ackReq struct {
+	l    *lease
+	done chan error
+}
+
+// ack deletes l's message and returns the result for it alone (an
+// ErrLeaseLost error when the backend refused its receipt).
+func (a *acker) ack(ctx context.Context, l *lease) error {
+	req := ackReq{l: l, done: make(chan error, 1)}
+	a.mu.Lock()
+	a.pending = append(a.pending, req)
+	if a.busy {
+		a.mu.Unlock()
+		return <-req.done
+	}
+	a.busy = true
+	a.mu.Unlock()
+	for {
+		a.mu.Lock()
+		n := min(len(a.pending), queue.MaxBatch)
+		if n == 0 {
+			a.busy = false
+			a.mu.Unlock()
+			break
+		}
+		batch := a.pending[:n:n]
+		a.pending = a.pending[n:]
+		a.mu.Unlock()
+		flush(ctx, batch)
+	}
+	return <-req.done
+}
+
+// flush deletes a batch of one queue's messages and answers each request.
+func flush(ctx context.Context, batch []ackReq) {
+	first := batch[0].l
+	handles := make([]string, len(batch))
+	for i, r := range batch {
+		handles[i] = r.l.receipt
+	}
+	errs, err := first.backend.Delete(ctx, &queue.DeleteParams{Queue: first.queue, ReceiptHandles: handles})
+	for i, r := range batch {
+		var e []error
+		if i < len(errs) {
+			e = errs[i : i+1]
+		}
+		r.done <- r.l.result(e, err)
+	}
+}
