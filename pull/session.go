@@ -307,16 +307,16 @@ func (s *session) nextMessages() []*workerv1.ConnectResponse {
 	}
 	s.refusals = s.refusals[:0]
 	if len(s.unsent) > 0 {
-		size, n := 0, 0
-		for n < len(s.unsent) && (n == 0 || size+proto.Size(s.unsent[n].job) <= maxBatchBytes) {
-			size += proto.Size(s.unsent[n].job)
-			n++
+		var jobs []*workerv1.Job
+		size := 0
+		for _, d := range s.unsent {
+			js := proto.Size(d.job)
+			if len(jobs) > 0 && size+js > maxBatchBytes {
+				break
+			}
+			jobs, size = append(jobs, d.job), size+js
 		}
-		jobs := make([]*workerv1.Job, n)
-		for i, d := range s.unsent[:n] {
-			jobs[i] = d.job
-		}
-		s.unsent = slices.Delete(s.unsent, 0, n)
+		s.unsent = slices.Delete(s.unsent, 0, len(jobs))
 		msgs = append(msgs, &workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: jobs}}})
 	}
 	if len(msgs) > 0 {
