@@ -41,6 +41,11 @@ type FairnessOptions struct {
 	// (400/s: more than the quiet load, less than quiet plus noise).
 	Service     time.Duration
 	Concurrency int
+	// Spread is how far each job's service time varies around Service,
+	// uniformly, as a fraction of it: real jobs never all take the same
+	// time. Defaults to 0.25 (±25 %); negative makes every job take
+	// exactly Service.
+	Spread float64
 	// Tail bounds the wait for the quiet tenants' last jobs after the
 	// load stops. Defaults to 60s.
 	Tail time.Duration
@@ -62,6 +67,7 @@ func (o *FairnessOptions) defaults() {
 	o.ManyTenants = cmp.Or(o.ManyTenants, 40)
 	o.Service = cmp.Or(o.Service, 40*time.Millisecond)
 	o.Concurrency = cmp.Or(o.Concurrency, 16)
+	o.Spread = cmp.Or(o.Spread, 0.25)
 	o.Tail = cmp.Or(o.Tail, 60*time.Second)
 }
 
@@ -499,7 +505,7 @@ func utilFigure(fig Figure, fr fairResults, o FairnessOptions, i int, goal float
 }
 
 func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, figs []Figure, counts []int) error {
-	w, err := StartWorker(o.Service)
+	w, err := o.startWorker()
 	if err != nil {
 		return err
 	}
@@ -537,13 +543,13 @@ func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, f
 		plots = append(plots, md)
 	}
 	body := fmt.Sprintf("%d quiet tenants at %g jobs/s each (fair-rate mark %g/s); each noisy tenant has a fair-rate mark (drain_rate) of %g/s and sends %g× that (%g/s), "+
-		"all admitted by the gateway; no tenant has a hard ceiling. The worker takes %s per job and the drainers deliver %d at once (capacity %g jobs/s). "+
+		"all admitted by the gateway; no tenant has a hard ceiling. Each tenant sends at a steady rate from its own random phase. The worker takes %s and the drainers deliver %d at once (capacity %g jobs/s). "+
 		"Load for %s per run on the %s backend, staleness bound %s; dwell = delivery start at the worker − the gateway's enqueued_at, per job, over the whole run, start-up included. "+
 		"Each mode runs without noise before and after its noisy runs, and every ratio divides by the lowest quiet p99 of those four (the "+
 		"reference; without noise both modes deliver the quiet load alike), so that a stall of the shared machine in one of them cannot flatter the noisy runs. Utilization = jobs whose delivery started during the "+
 		"load ÷ its length, ÷ min(capacity, jobs/s accepted); slots busy = the worker time of those jobs ÷ (slots × load time). "+
 		"Noisy jobs still waiting at the end of a run count as not delivered (the plots draw them at the time they had waited).\n\n%s\n%s\n",
-		o.Quiet, o.QuietRate, 5*o.QuietRate, o.NoisyRate, o.Burst, o.Burst*o.NoisyRate, o.Service, o.Concurrency,
+		o.Quiet, o.QuietRate, 5*o.QuietRate, o.NoisyRate, o.Burst, o.Burst*o.NoisyRate, o.serviceText(), o.Concurrency,
 		o.capacity(), o.Duration, o.Backend, Staleness, mr.table(o), strings.Join(plots, "\n"))
 	rec.Detail("fairness"+sid, 2, "2. Fairness"+sname, body)
 	if o.Many <= 0 {
@@ -623,11 +629,29 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 	})
 }
 
+// serviceText says how long the worker takes per job.
+func (o FairnessOptions) serviceText() string {
+	if o.Spread <= 0 {
+		return fmt.Sprintf("%s per job", o.Service)
+	}
+	return fmt.Sprintf("%s per job on average, each job's time drawn uniformly within ±%.0f %% of it (real jobs vary; with equal times, "+
+		"slots that start together finish together, and a quiet job waits for the next such group)", o.Service, 100*o.Spread)
+}
+
+// startWorker starts the recording worker with o's service times.
+func (o FairnessOptions) startWorker() (*Worker, error) {
+	w, err := StartWorker(o.Service)
+	if err == nil {
+		w.SetServiceSpread(max(o.Spread, 0))
+	}
+	return w, err
+}
+
 // measure runs a variant's measurement on a worker of o's service time;
 // if it fails, fig is recorded as not measured, with why.
 func (o FairnessOptions) measure(rec *Recorder, fig Figure, run func(w *Worker) error) error {
 	return rec.Measure([]Figure{fig}, func() error {
-		w, err := StartWorker(o.Service)
+		w, err := o.startWorker()
 		if err != nil {
 			return err
 		}
@@ -662,7 +686,7 @@ func FairnessPull(ctx context.Context, env *Env, rec *Recorder, o FairnessOption
 		Name: "Fairness with pull workers: delivered jobs/s during the load ÷ capacity, 3 noisy tenants" + sname,
 	}
 	return rec.Measure([]Figure{quiet, util}, func() error {
-		w, err := StartWorker(o.Service)
+		w, err := o.startWorker()
 		if err != nil {
 			return err
 		}
@@ -680,10 +704,10 @@ func FairnessPull(ctx context.Context, env *Env, rec *Recorder, o FairnessOption
 		if err != nil {
 			return err
 		}
-		body := fmt.Sprintf("The 3-noisy case of the fairness section with pull workers: the same worker (service time %s per job) connects "+
+		body := fmt.Sprintf("The 3-noisy case of the fairness section with pull workers: the same worker (%s) connects "+
 			"to the drainers with worker.Connect and grants %d credits, so the drainers' %d slots are its credits; sluice's fair "+
 			"scheduler hands them out as for push. Reference: the better of the two runs (sluice, FIFO) of the same quiet tenants "+
-			"without noise.\n\n%s\n%s\n", o.Service, set.conc, set.slots(), fr.table(o), md)
+			"without noise.\n\n%s\n%s\n", o.serviceText(), set.conc, set.slots(), fr.table(o), md)
 		rec.Detail("fairness-pull"+sid, 2, "2. Fairness with pull workers"+sname, body)
 		return nil
 	})
@@ -773,8 +797,8 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 		body := fmt.Sprintf("%d quiet tenants at %g jobs/s each beside two saturating tenants of equal weight: `fast` sends %g jobs/s of %s jobs, `slow` "+
 			"%g jobs/s of %s jobs (the worker takes 10× longer for them), each with a fair-rate mark below what it sends. Capacity %d slots. "+
 			"A tenant's worker time = the time the worker spent on its jobs whose delivery started during the load; the goal is each of the two "+
-			"getting half of their worker time (±10 %%: 0.45–0.55).\n\n%s\n%s\n",
-			o.Quiet, o.QuietRate, fastRate, o.Service, slowRate, 10*o.Service, o.Concurrency, fr.table(o), md)
+			"getting half of their worker time (±10 %%: 0.45–0.55). Job times vary within ±%.0f %%.\n\n%s\n%s\n",
+			o.Quiet, o.QuietRate, fastRate, o.Service, slowRate, 10*o.Service, o.Concurrency, 100*max(o.Spread, 0), fr.table(o), md)
 		rec.Detail("slow-tenant"+sid, 2, "2. Fairness: a slow tenant"+sname, body)
 		return nil
 	})
@@ -813,8 +837,8 @@ func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, co
 		}
 		rec.Add(fig)
 		body := fmt.Sprintf("Two tenants, `weight: 1` and `weight: 3`, each sending %g jobs/s (the whole capacity: %d slots × %s jobs), both over their "+
-			"fair-rate mark of %g/s. Worker time = the time the worker spent on each one's jobs whose delivery started during the %s load.\n\n%s\n",
-			rate, o.Concurrency, o.Service, o.NoisyRate, o.Duration, fr.table(o))
+			"fair-rate mark of %g/s. Worker time = the time the worker spent on each one's jobs whose delivery started during the %s load. Job times vary within ±%.0f %%.\n\n%s\n",
+			rate, o.Concurrency, o.Service, o.NoisyRate, o.Duration, 100*max(o.Spread, 0), fr.table(o))
 		rec.Detail("weights"+sid, 2, "2. Fairness: weights"+sname, body)
 		return nil
 	})

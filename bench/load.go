@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,8 +172,11 @@ type PacedResult struct {
 }
 
 // Paced runs the streams open-loop for dur: call k of a stream starts at
-// start + k/Rate (or as soon as it can if the pacer falls behind, which
-// Late counts), at most maxOutstanding calls at once in all.
+// start + phase + k/Rate (or as soon as it can if the pacer falls behind,
+// which Late counts), at most maxOutstanding calls at once in all. Each
+// stream's phase is drawn at random within its period, as independent
+// clients' are: streams that all fired at the same instants would arrive
+// in bursts that no real set of tenants sends.
 func Paced(ctx context.Context, streams []Stream, dur time.Duration, maxOutstanding int) *PacedResult {
 	var (
 		res  PacedResult
@@ -191,9 +195,10 @@ func Paced(ctx context.Context, streams []Stream, dur time.Duration, maxOutstand
 			continue
 		}
 		period := time.Duration(float64(time.Second) / s.Rate)
+		phase := rand.N(period)
 		wg.Go(func() {
 			for k := 0; ; k++ {
-				due := start.Add(time.Duration(k) * period)
+				due := start.Add(phase + time.Duration(k)*period)
 				if !due.Before(end) || ctx.Err() != nil {
 					return
 				}

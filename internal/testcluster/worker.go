@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -46,8 +48,9 @@ type Worker struct {
 
 	answer    Answer
 	srv       *grpc.Server
-	service   atomic.Int64 // nanoseconds per call
-	perTenant sync.Map     // tenant → time.Duration: its own service time
+	service   atomic.Int64  // nanoseconds per call
+	spread    atomic.Uint64 // math.Float64bits of the relative spread of service times
+	perTenant sync.Map      // tenant → time.Duration: its own service time
 
 	mu         sync.Mutex
 	jobs       map[string]*jobRecord
@@ -81,6 +84,11 @@ func (w *Worker) Stop() { w.srv.Stop() }
 
 // SetService sets the time each call takes.
 func (w *Worker) SetService(d time.Duration) { w.service.Store(int64(d)) }
+
+// SetServiceSpread makes each call's service time vary uniformly within
+// ± f of its mean (0 ≤ f < 1), as real jobs' times do; 0, the default,
+// makes every call take exactly its service time.
+func (w *Worker) SetServiceSpread(f float64) { w.spread.Store(math.Float64bits(f)) }
 
 // SetTenantService sets the time each call of one tenant's jobs takes,
 // overriding SetService for that tenant.
@@ -168,6 +176,9 @@ func (w *Worker) serve(ctx context.Context, tenant string) error {
 	d := time.Duration(w.service.Load())
 	if v, ok := w.perTenant.Load(tenant); ok {
 		d = v.(time.Duration)
+	}
+	if f := math.Float64frombits(w.spread.Load()); f > 0 {
+		d = time.Duration(float64(d) * (1 + f*(2*rand.Float64()-1)))
 	}
 	if d > 0 && !periodic.Sleep(ctx, d) {
 		return ctx.Err()

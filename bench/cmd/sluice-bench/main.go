@@ -76,6 +76,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.front.Duration, "frontdoor-duration", 0, "front door: time per measured point (default 3s, -long 10s)")
 	fs.DurationVar(&c.fair.Duration, "fairness-duration", 0, "fairness, slow, weights: load time per run (default 8s, -long 60s)")
 	fs.Float64Var(&c.fair.QuietRate, "fairness-quiet-rate", 0, "fairness: jobs/s of each quiet tenant (default 20)")
+	fs.Float64Var(&c.fair.Spread, "fairness-spread", 0, "fairness: how far each job's service time varies around its mean, as a fraction (default 0.25; negative: none)")
 	fs.Float64Var(&c.fair.NoisyRate, "fairness-noisy-rate", 0, "fairness: a noisy tenant's drain rate, jobs/s (default 20); it sends 20× that")
 	fs.DurationVar(&c.recovery.Outage, "recovery-outage", 0, "recovery: how long the drainers are stopped (default 15s, -long 120s)")
 	fs.Float64Var(&c.recovery.Rate, "recovery-rate", 0, "recovery: total jobs/s submitted throughout (default 300)")
