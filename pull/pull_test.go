@@ -67,9 +67,15 @@ type rig struct {
 	keys sync.Map // key → *tenant.Worker
 }
 
-func newRig(t *testing.T, lease time.Duration) *rig {
+func newRig(t testing.TB, lease time.Duration) *rig {
 	t.Helper()
-	r := &rig{b: topotest.Setup(t, twoLanes)}
+	return newRigOn(t, twoLanes, lease)
+}
+
+// newRigOn is newRig on the lanes of topology, which has std and gold.
+func newRigOn(t testing.TB, topology string, lease time.Duration) *rig {
+	t.Helper()
+	r := &rig{b: topotest.Setup(t, topology)}
 	for k, w := range workers {
 		r.keys.Store(k, w)
 	}
@@ -257,6 +263,15 @@ type collector struct {
 	mu       sync.Mutex
 	attempts map[string][]int
 	answer   func(worker.Job) error
+	want     int    // with reached: call reached once this many jobs came
+	reached  func() // (onCount)
+}
+
+// onCount has fn called once n distinct jobs have come.
+func (c *collector) onCount(n int, fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.want, c.reached = n, fn
 }
 
 func newCollector(answer func(worker.Job) error) *collector {
@@ -266,6 +281,10 @@ func newCollector(answer func(worker.Job) error) *collector {
 func (c *collector) handle(_ context.Context, j worker.Job) error {
 	c.mu.Lock()
 	c.attempts[j.ID] = append(c.attempts[j.ID], j.Attempt)
+	if c.reached != nil && len(c.attempts) == c.want {
+		c.reached()
+		c.reached = nil
+	}
 	c.mu.Unlock()
 	if c.answer != nil {
 		return c.answer(j)
@@ -286,7 +305,7 @@ func (c *collector) of(id string) []int {
 }
 
 // run starts worker.Connect and stops it at cleanup.
-func (r *rig) run(t *testing.T, key string, c *collector, opts worker.ConnectOptions) {
+func (r *rig) run(t testing.TB, key string, c *collector, opts worker.ConnectOptions) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	opts.Logger = topotest.QuietLog
