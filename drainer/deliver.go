@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,12 +79,12 @@ func (d *Drainer) finish(tk *scheduler.Ticket[*job], used time.Duration) {
 }
 
 // handle calls the handler, turning a panic into a failed attempt.
-func (d *Drainer) handle(ctx context.Context, job *Job, log func() *slog.Logger) (err error) {
+func (d *Drainer) handle(ctx context.Context, j *job, job *Job) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			d.counts.panicked.Add(1)
 			d.cfg.Metrics.Drain(job.Lane, metrics.ActionPanicked, "")
-			log().ErrorContext(ctx, "handler panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			d.jobLogger(j).ErrorContext(ctx, "handler panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 			err = &PanicError{Value: r}
 		}
 	}()
@@ -96,8 +95,9 @@ func (d *Drainer) handle(ctx context.Context, job *Job, log func() *slog.Logger)
 // handler returns, to free the delivery slot.
 func (d *Drainer) deliver(j *job, done func()) {
 	env := j.env
-	// The job's logger is built only if something is logged.
-	log := sync.OnceValue(func() *slog.Logger { return d.jobLogger(j) })
+	// The job's logger (d.jobLogger) is built only where something is
+	// logged: building it for every delivery costs more than the rest of
+	// this function.
 	attempt := int(env.GetAttempts()) + 1
 	now := d.cfg.Now()
 	lane := j.q.inbox.lane.Name
@@ -116,14 +116,14 @@ func (d *Drainer) deliver(j *job, done func()) {
 	var lost atomic.Bool
 	stopHeartbeat := l.heartbeat(vis, func(err error) {
 		lost.Store(true)
-		log().WarnContext(ctx, "lease lost during delivery; cancelling it", slog.Any("error", err))
+		d.jobLogger(j).WarnContext(ctx, "lease lost during delivery; cancelling it", slog.Any("error", err))
 		cancel()
 	})
-	err := d.handle(ctx, &Job{
+	err := d.handle(ctx, j, &Job{
 		ID: env.GetJobId(), Tenant: env.GetTenant(), Lane: env.GetLane(), Payload: env.GetPayload(),
 		Attributes: env.GetAttributes(), Attempt: attempt, EnqueuedAt: env.GetEnqueuedAt().AsTime(),
 		TraceContext: tracing.Inject(ctx),
-	}, log)
+	})
 	stopHeartbeat()
 	cancel()
 	done()
@@ -135,7 +135,7 @@ func (d *Drainer) deliver(j *job, done func()) {
 	}
 	if errors.Is(err, worker.ErrReleased) {
 		outcome, failure = "released", err
-		d.release(j, l, log)
+		d.release(j, l)
 		return
 	}
 	if err == nil {
@@ -148,10 +148,10 @@ func (d *Drainer) deliver(j *job, done func()) {
 			go func() {
 				defer d.work.Done()
 				defer func() { <-d.acks }()
-				d.ack(j, l, log)
+				d.ack(j, l)
 			}()
 		default:
-			d.ack(j, l, log)
+			d.ack(j, l)
 		}
 		return
 	}
@@ -168,7 +168,7 @@ func (d *Drainer) deliver(j *job, done func()) {
 	}
 	decision := j.q.inbox.policy.AfterFailure(f)
 	outcome, failure = decision.Action.String(), err
-	log().WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
+	d.jobLogger(j).WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
 		slog.Duration("delay", decision.Delay), slog.Any("error", err))
 	env.Attempts = uint32(attempt)
 	env.LastError = envelope.LastError(err)
@@ -190,23 +190,23 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // release hands j back to its queue at once (visibility 0), with no
 // attempt counted: its worker went away before answering.
-func (d *Drainer) release(j *job, l *lease, log func() *slog.Logger) {
+func (d *Drainer) release(j *job, l *lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	d.counts.released.Add(1)
 	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionReleased, "")
 	if err := l.extend(ctx, 0); err != nil {
 		// It comes back when its visibility timeout runs out.
-		log().WarnContext(ctx, "release after the worker went away failed", slog.Any("error", err))
+		d.jobLogger(j).WarnContext(ctx, "release after the worker went away failed", slog.Any("error", err))
 	}
 }
 
-func (d *Drainer) ack(j *job, l *lease, log func() *slog.Logger) {
+func (d *Drainer) ack(j *job, l *lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if err := j.q.acks.ack(ctx, l); err != nil {
 		// The job ran; it will be delivered again (at least once).
-		log().WarnContext(ctx, "delete after delivery failed", slog.Any("error", err))
+		d.jobLogger(j).WarnContext(ctx, "delete after delivery failed", slog.Any("error", err))
 		if errors.Is(err, ErrLeaseLost) {
 			d.counts.leaseLost.Add(1)
 			d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionLeaseLost, "")

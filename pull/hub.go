@@ -194,8 +194,12 @@ func (h *Hub) Handle(ctx context.Context, job *worker.Job) error {
 // place puts d on the session with the most free credits on d's lane,
 // waiting up to creditWait for one.
 func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
-	deadline := time.NewTimer(creditWait)
-	defer deadline.Stop()
+	var deadline *time.Timer // started at the first wait
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+		}
+	}()
 	for {
 		h.mu.Lock()
 		if h.closed {
@@ -217,6 +221,9 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 		freed := h.freed
 		h.waiters.Add(1)
 		h.mu.Unlock()
+		if deadline == nil {
+			deadline = time.NewTimer(creditWait)
+		}
 		select {
 		case <-freed:
 			h.waiters.Add(-1)
