@@ -40,6 +40,14 @@
 // that wrote nothing (receives that found nothing) is rolled back without
 // an fsync. CommitStats counts commits and the operations they carried.
 //
+// The store does not write bbolt's list of free pages at each commit
+// (bbolt's NoFreelistSync, as etcd runs it): a queue frees pages on every
+// delete, and writing that list was much of each commit's cost. Open
+// rebuilds it by scanning the file instead. Measured here with a 443 MB
+// store of 220,000 1 KiB messages: Open took 154–164 ms against 125–142
+// ms when the list was written, and loading it (320,000 sends, 100,000
+// receives and deletes) took 14.5 s against 35.9 s.
+//
 // # Durability modes
 //
 // Options.SyncInterval zero (the default, gateway flag --fsync=always):

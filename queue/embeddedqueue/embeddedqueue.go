@@ -153,9 +153,10 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      opts.LockTimeout,
-		FreelistType: bolt.FreelistMapType,
-		MaxSize:      k.maxSize,
+		Timeout:        opts.LockTimeout,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
+		MaxSize:        k.maxSize,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: data directory %s is %w (waited %s for its file lock)",
