@@ -385,38 +385,52 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 }
 
 // enqueue sends every prepared job, grouped by queue in batches of up to
-// queue.MaxBatch, and settles each result.
+// queue.MaxBatch, and settles each result. A backend that is a
+// queue.MultiSender gets all the batches in one call (one commit);
+// others get one Send each, up to 8 at once.
 func (b *batch) enqueue() {
-	type group struct {
+	type chunk struct {
 		queue string
 		rs    []*result
 	}
-	var groups []group // few: a lane's shards
-	var sends int
+	var groups []chunk // few: a lane's shards
 	for _, r := range b.results {
 		if r.body == nil {
 			continue
 		}
-		k := slices.IndexFunc(groups, func(g group) bool { return g.queue == r.queue })
+		k := slices.IndexFunc(groups, func(g chunk) bool { return g.queue == r.queue })
 		if k < 0 {
 			k = len(groups)
-			groups = append(groups, group{queue: r.queue})
-		}
-		if len(groups[k].rs)%queue.MaxBatch == 0 {
-			sends++
+			groups = append(groups, chunk{queue: r.queue})
 		}
 		groups[k].rs = append(groups[k].rs, r)
 	}
-	if sends == 1 { // a unary Submit, or a batch bound for one queue: no goroutine
-		b.send(groups[0].queue, groups[0].rs)
-	} else if sends > 1 {
+	var chunks []chunk
+	for _, g := range groups {
+		for start := 0; start < len(g.rs); start += queue.MaxBatch {
+			chunks = append(chunks, chunk{g.queue, g.rs[start:min(start+queue.MaxBatch, len(g.rs))]})
+		}
+	}
+	multi, isMulti := b.s.cfg.Backend.(queue.MultiSender)
+	switch {
+	case len(chunks) == 1: // a unary Submit, or a small batch bound for one queue: no goroutine
+		b.send(chunks[0].queue, chunks[0].rs)
+	case len(chunks) > 1 && isMulti:
+		sends := make([]*queue.SendParams, len(chunks))
+		for i, c := range chunks {
+			sends[i] = &queue.SendParams{Queue: c.queue, Entries: b.entries(c.rs)}
+		}
+		start := time.Now()
+		outs, errs := multi.SendMany(b.ctx, sends)
+		took := time.Since(start)
+		for i, c := range chunks {
+			b.settle(c.queue, c.rs, outs[i], errs[i], took)
+		}
+	case len(chunks) > 1:
 		var g errgroup.Group
 		g.SetLimit(8)
-		for _, gr := range groups {
-			for start := 0; start < len(gr.rs); start += queue.MaxBatch {
-				chunk := gr.rs[start:min(start+queue.MaxBatch, len(gr.rs))]
-				g.Go(func() error { b.send(gr.queue, chunk); return nil })
-			}
+		for _, c := range chunks {
+			g.Go(func() error { b.send(c.queue, c.rs); return nil })
 		}
 		_ = g.Wait() // send records failures per result
 	}
@@ -453,14 +467,26 @@ func (r *result) finalOutcome() string {
 	return metrics.OutcomeUnavailable
 }
 
+// send stores rs in queue q with one Send and settles them.
 func (b *batch) send(q string, rs []*result) {
+	start := time.Now()
+	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: b.entries(rs)})
+	b.settle(q, rs, out, err, time.Since(start))
+}
+
+// entries are the messages of rs, in order, with their idempotency keys.
+func (b *batch) entries(rs []*result) []queue.SendEntry {
 	entries := make([]queue.SendEntry, len(rs))
 	for i, r := range rs {
 		entries[i] = queue.SendEntry{ID: strconv.Itoa(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID, Key: b.s.idem.stored(r.idem, r.jobID, b.now)}
 	}
-	start := time.Now()
-	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})
-	b.s.cfg.Metrics.EnqueueLatency(b.lane.lane.Name, time.Since(start))
+	return entries
+}
+
+// settle records the outcome of the send of rs to q, which took took:
+// out has the entries' results, err the whole send's failure.
+func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error, took time.Duration) {
+	b.s.cfg.Metrics.EnqueueLatency(b.lane.lane.Name, took)
 	sent := 0
 	for i, r := range rs {
 		var entryErr error

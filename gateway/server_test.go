@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,5 +262,69 @@ func TestEnvelopeOverMessageLimit(t *testing.T) {
 	// The refused job cost no token and nothing was stored.
 	if _, err := tb.client.Submit(key(t.Context(), "acme-key-1"), &ingestv1.SubmitRequest{Payload: []byte("small")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sendOnly hides every capability of the backend but queue.Backend's
+// methods (no SendMany, no KeyStore).
+type sendOnly struct{ queue.Backend }
+
+// TestSubmitBatchOneCommit: a batch of many times queue.MaxBatch jobs is
+// stored in one commit when the backend is a queue.MultiSender, and
+// through several Sends otherwise.
+func TestSubmitBatchOneCommit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		wrap      func(queue.Backend) queue.Backend
+		oneCommit bool
+	}{
+		{name: "MultiSender", oneCommit: true},
+		// At least 10 Sends, 8 at a time: two commits at least.
+		{name: "Send only", wrap: func(b queue.Backend) queue.Backend { return sendOnly{b} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setupWrapped(t, Config{}, tt.wrap)
+			eq := tb.backend.(*embeddedqueue.Backend)
+			jobs := make([]*ingestv1.SubmitRequest, 100)
+			for i := range jobs {
+				jobs[i] = &ingestv1.SubmitRequest{Payload: fmt.Appendf(nil, "job %d", i), IdempotencyKey: fmt.Sprint("k", i)}
+			}
+			before := eq.CommitStats()
+			resp, err := tb.client.SubmitBatch(key(t.Context(), "bench-key-1"), &ingestv1.SubmitBatchRequest{Jobs: jobs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			commits := eq.CommitStats().Commits - before.Commits
+			for i, r := range resp.GetResults() {
+				if r.GetError() != nil || r.GetJobId() == "" {
+					t.Fatalf("job %d: %v", i, r)
+				}
+			}
+			lane := tb.topo.Lanes[slices.IndexFunc(tb.topo.Lanes, func(l topology.Lane) bool { return l.Name == "premium" })]
+			var stored int64
+			used := 0
+			for i := range lane.Shards {
+				s, err := tb.backend.Stats(t.Context(), &queue.StatsParams{Queues: []string{tb.topo.ShardQueue(lane.Name, i)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stored += s[0].Visible
+				if s[0].Visible > 0 {
+					used++
+				}
+			}
+			if stored != int64(len(jobs)) {
+				t.Fatalf("%d jobs stored, want %d", stored, len(jobs))
+			}
+			switch {
+			case tt.oneCommit && commits != 1:
+				t.Errorf("%d jobs in %d shard queues took %d commits, want 1", len(jobs), used, commits)
+			case !tt.oneCommit && commits < 2:
+				t.Errorf("%d commits for at least %d Sends, 8 at a time", commits, len(jobs)/queue.MaxBatch)
+			}
+		})
 	}
 }

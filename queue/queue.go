@@ -252,6 +252,20 @@ type KeyStore interface {
 	LookupKey(ctx context.Context, params *LookupKeyParams) (*StoredKey, error)
 }
 
+// MultiSender is implemented by backends that can store the messages of
+// several Sends in one commit (the embedded backend, where every commit
+// costs an fsync). The gateway hands it all the jobs of one call at once,
+// so they share one group commit instead of a commit each, and the call
+// waits for one commit instead of the slowest of several.
+type MultiSender interface {
+	// SendMany does what Send does for each of sends, storing them all in
+	// one commit. Each SendParams has Send's limits (at most MaxBatch
+	// entries). results[i] and errs[i] are what Send would have returned
+	// for sends[i]: a SendParams that Send would refuse as a whole fails
+	// alone, and a failed commit fails every one.
+	SendMany(ctx context.Context, sends []*SendParams) (results [][]SendResult, errs []error)
+}
+
 // Redriver is implemented by backends with a native whole-queue redrive
 // (Amazon SQS's StartMessageMoveTask): the messages of a dead-letter queue
 // go back, unchanged, to the queues the backend redrove them from.

@@ -39,6 +39,9 @@
 // group, after which the in-memory index is rebuilt from disk. A group
 // that wrote nothing (receives that found nothing) is rolled back without
 // an fsync. CommitStats counts commits and the operations they carried.
+// SendMany (queue.MultiSender) is one operation however many queues and
+// batches it carries, so the gateway stores all the jobs of one
+// SubmitBatch call in one commit.
 //
 // The store does not write bbolt's list of free pages at each commit
 // (bbolt's NoFreelistSync, as etcd runs it): a queue frees pages on every

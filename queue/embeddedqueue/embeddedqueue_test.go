@@ -664,3 +664,76 @@ func TestBodyIntegrityLarge(t *testing.T) {
 		t.Fatal("bodies changed in the store")
 	}
 }
+
+// TestSendMany stores the sends of one SendMany in one commit, and fails
+// the ones Send would refuse alone.
+func TestSendMany(t *testing.T) {
+	t.Parallel()
+	entries := func(n int, prefix string) []queue.SendEntry {
+		es := make([]queue.SendEntry, n)
+		for i := range es {
+			es[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: fmt.Appendf(nil, "%s-%d", prefix, i)}
+		}
+		return es
+	}
+	tests := []struct {
+		name    string
+		sends   []*queue.SendParams
+		wantErr []error // per send; nil: stored
+		commits int64
+	}{
+		{
+			name:    "two queues",
+			sends:   []*queue.SendParams{{Queue: "a", Entries: entries(10, "a")}, {Queue: "b", Entries: entries(10, "b")}, {Queue: "a", Entries: entries(3, "a2")}},
+			wantErr: []error{nil, nil, nil},
+			commits: 1,
+		},
+		{
+			name:    "refused sends fail alone",
+			sends:   []*queue.SendParams{{Queue: "a", Entries: entries(11, "x")}, {Queue: "missing", Entries: entries(1, "y")}, {Queue: "b", Entries: entries(2, "z")}},
+			wantErr: []error{queue.ErrBatchTooLarge, queue.ErrQueueNotFound, nil},
+			commits: 1,
+		},
+		{
+			name:    "nothing to store",
+			sends:   []*queue.SendParams{{Queue: "a"}},
+			wantErr: []error{queue.ErrInvalidArgument},
+			commits: 0,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, _ := setup(t)
+			mustEnsure(t, b, queue.QueueSpec{Name: "a"}, queue.QueueSpec{Name: "b"})
+			before := b.CommitStats()
+			results, errs := b.SendMany(t.Context(), tt.sends)
+			if c := b.CommitStats().Commits - before.Commits; c != tt.commits {
+				t.Errorf("%d commits, want %d", c, tt.commits)
+			}
+			want := map[string]int64{}
+			for i, p := range tt.sends {
+				if tt.wantErr[i] != nil {
+					if !errors.Is(errs[i], tt.wantErr[i]) || results[i] != nil {
+						t.Errorf("send %d: results %v, error %v; want %v", i, results[i], errs[i], tt.wantErr[i])
+					}
+					continue
+				}
+				if errs[i] != nil || len(results[i]) != len(p.Entries) {
+					t.Fatalf("send %d: %d results for %d entries, error %v", i, len(results[i]), len(p.Entries), errs[i])
+				}
+				for j, r := range results[i] {
+					if r.Err != nil || r.ID != p.Entries[j].ID || r.MessageID == "" {
+						t.Errorf("send %d entry %d: %+v", i, j, r)
+					}
+				}
+				want[p.Queue] += int64(len(p.Entries))
+			}
+			for _, q := range []string{"a", "b"} {
+				if s := stats(t, b, q); s.Visible != want[q] {
+					t.Errorf("queue %s: %d visible, want %d", q, s.Visible, want[q])
+				}
+			}
+		})
+	}
+}

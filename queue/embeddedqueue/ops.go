@@ -147,64 +147,115 @@ func checkBatch(n int) error {
 // the redo log. An entry whose body is too large fails alone; a bad delay
 // or a duplicate entry ID fails the call.
 func (b *Backend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
-	if err := checkBatch(len(p.Entries)); err != nil {
-		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
-	}
-	results := make([]queue.SendResult, len(p.Entries))
-	recs := make([][]byte, len(p.Entries))
-	size, stored := 0, 0
-	for i, e := range p.Entries {
-		switch {
-		case slices.ContainsFunc(p.Entries[:i], func(o queue.SendEntry) bool { return o.ID == e.ID }):
-			return nil, fmt.Errorf("send %s: %w: duplicate entry id %q", p.Queue, queue.ErrInvalidArgument, e.ID)
-		case e.Delay < 0 || e.Delay > queue.MaxDelay:
-			return nil, fmt.Errorf("send %s: %w: delay %s, want 0 to %s", p.Queue, queue.ErrInvalidArgument, e.Delay, queue.MaxDelay)
-		}
-		results[i].ID = e.ID
-		if len(e.Body) > queue.MaxBodyBytes {
-			results[i].Err = fmt.Errorf("%w: %d bytes, at most %d", queue.ErrBodyTooLarge, len(e.Body), queue.MaxBodyBytes)
+	results, errs := b.SendMany(ctx, []*queue.SendParams{p})
+	return results[0], errs[0]
+}
+
+var _ queue.MultiSender = (*Backend)(nil)
+
+// SendMany does what Send does for each of sends, in one operation of
+// the writer and so in one commit (queue.MultiSender). A SendParams that
+// Send would refuse as a whole fails alone; a failed commit fails all.
+func (b *Backend) SendMany(ctx context.Context, sends []*queue.SendParams) ([][]queue.SendResult, []error) {
+	results := make([][]queue.SendResult, len(sends))
+	errs := make([]error, len(sends))
+	var todo []*preparedSend
+	size := 0
+	for i, p := range sends {
+		ps, err := b.prepareSend(p)
+		if err != nil {
+			errs[i] = fmt.Errorf("send %s: %w", p.Queue, err)
 			continue
 		}
-		recs[i] = newRecord(e.Body)
-		results[i].MessageID = messageID(recs[i])
-		size += len(recs[i])
-		stored++
-	}
-	if err := b.checkQueue(p.Queue); err != nil {
-		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
-	}
-	if stored == 0 {
-		return results, nil
-	}
-	missing := false
-	err := b.do(ctx, size, func(w *writeTx) error {
-		q := b.queues[p.Queue]
-		if missing = q == nil; missing {
-			return nil // gone with a failed commit's EnsureQueues
+		results[i] = ps.results
+		if ps.size > 0 {
+			ps.index = i
+			todo = append(todo, ps)
+			size += ps.size
 		}
-		for i, e := range p.Entries {
-			if recs[i] == nil {
-				continue
-			}
-			m := msgState{sentAt: w.now, visibleAt: w.now + int64(e.Delay)}
-			if err := w.add(q, recs[i], m); err != nil {
+	}
+	if len(todo) == 0 {
+		return results, errs
+	}
+	err := b.do(ctx, size, func(w *writeTx) error {
+		for _, ps := range todo {
+			if err := ps.apply(b, w); err != nil {
 				return err
-			}
-			if e.Key != nil {
-				if err := w.putKey(e.Key); err != nil {
-					return err
-				}
 			}
 		}
 		return nil
 	})
-	if missing {
-		err = queue.ErrQueueNotFound
+	for _, ps := range todo {
+		switch {
+		case err != nil:
+			results[ps.index], errs[ps.index] = nil, fmt.Errorf("send %s: %w", ps.p.Queue, err)
+		case ps.missing:
+			results[ps.index], errs[ps.index] = nil, fmt.Errorf("send %s: %w", ps.p.Queue, queue.ErrQueueNotFound)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("send %s: %w", p.Queue, err)
+	return results, errs
+}
+
+// preparedSend is one SendParams checked and turned into records, ready
+// for the writer.
+type preparedSend struct {
+	p       *queue.SendParams
+	index   int // in SendMany's sends
+	results []queue.SendResult
+	recs    [][]byte // nil for an entry that failed alone
+	size    int      // of recs; zero if none is stored
+	missing bool     // set by apply: the queue was gone
+}
+
+// prepareSend checks p as Send does and makes its records.
+func (b *Backend) prepareSend(p *queue.SendParams) (*preparedSend, error) {
+	if err := checkBatch(len(p.Entries)); err != nil {
+		return nil, err
 	}
-	return results, nil
+	ps := &preparedSend{p: p, results: make([]queue.SendResult, len(p.Entries)), recs: make([][]byte, len(p.Entries))}
+	for i, e := range p.Entries {
+		switch {
+		case slices.ContainsFunc(p.Entries[:i], func(o queue.SendEntry) bool { return o.ID == e.ID }):
+			return nil, fmt.Errorf("%w: duplicate entry id %q", queue.ErrInvalidArgument, e.ID)
+		case e.Delay < 0 || e.Delay > queue.MaxDelay:
+			return nil, fmt.Errorf("%w: delay %s, want 0 to %s", queue.ErrInvalidArgument, e.Delay, queue.MaxDelay)
+		}
+		ps.results[i].ID = e.ID
+		if len(e.Body) > queue.MaxBodyBytes {
+			ps.results[i].Err = fmt.Errorf("%w: %d bytes, at most %d", queue.ErrBodyTooLarge, len(e.Body), queue.MaxBodyBytes)
+			continue
+		}
+		ps.recs[i] = newRecord(e.Body)
+		ps.results[i].MessageID = messageID(ps.recs[i])
+		ps.size += len(ps.recs[i])
+	}
+	if err := b.checkQueue(p.Queue); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// apply stores the records and keys of ps in w; the writer holds b.mu.
+func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
+	q := b.queues[ps.p.Queue]
+	if ps.missing = q == nil; ps.missing {
+		return nil // gone with a failed commit's EnsureQueues
+	}
+	for i, e := range ps.p.Entries {
+		if ps.recs[i] == nil {
+			continue
+		}
+		m := msgState{sentAt: w.now, visibleAt: w.now + int64(e.Delay)}
+		if err := w.add(q, ps.recs[i], m); err != nil {
+			return err
+		}
+		if e.Key != nil {
+			if err := w.putKey(e.Key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Receive claims up to p.Max visible messages, oldest sequence first,
