@@ -247,7 +247,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	body := fmt.Sprintf("Closed loop, one client connection, %d tenants, %d-byte payloads, %s per point after a %s warmup; "+
 		"gateway on the %s backend without drainers (auth, bucket, router, durable enqueue). "+
 		"client.Producer: %d goroutines on one client (connection), each sending one job and waiting for its answer; the producer's defaults "+
-		"(linger 1 ms, up to 500 jobs per call, 4 calls in flight), one tenant. "+
+		"(linger 1 ms while a call is under way, none otherwise; up to 500 jobs per call, 4 calls in flight), one tenant. "+
 		"Refusals: %d clients (one connection each) calling client.Submit back to back for one tenant limited to %g jobs/s, "+
 		"each refusal retried after its RetryInfo delay (client jitter at most 5 ms).\n\n%s\n"+
 		"Open loop at half the gateway's saturating rate (8 paced streams, latency from each call's start):\n\n%s",

@@ -31,9 +31,12 @@ var ErrProducerClosed = errors.New("sluice: producer closed")
 // retry settings (MaxAttempts, backoff, MaxRetryWait, AttemptTimeout).
 type ProducerConfig struct {
 	// Linger is how long a batch that is not full waits for more jobs
-	// before it is sent, counted from its oldest job. Jobs sent while
-	// every call slot is busy wait for a slot anyway and join the next
-	// batch. Defaults to 1ms; negative sends at once.
+	// before it is sent, counted from its oldest job, while other calls
+	// are under way; with none under way it is sent at once, so a lone
+	// job pays no linger and under load the jobs sent during a call
+	// gather behind it. Jobs sent while every call slot is busy wait for
+	// a slot anyway and join the next batch. Defaults to 1ms; negative
+	// never lingers.
 	Linger time.Duration
 	// MaxBatchJobs and MaxBatchBytes bound one SubmitBatch call. They
 	// default to the client's Config.MaxBatchJobs and MaxBatchBytes.
@@ -59,9 +62,10 @@ func (c ProducerConfig) withDefaults(cc Config) ProducerConfig {
 
 // Producer sends jobs asynchronously: Send queues a job and returns at
 // once, and the producer merges the jobs of all its callers into
-// SubmitBatch calls (up to MaxBatchJobs jobs or MaxBatchBytes, after at
-// most Linger, at most MaxInFlight calls at once). It is safe for
-// concurrent use; make one per client and share it.
+// SubmitBatch calls (up to MaxBatchJobs jobs or MaxBatchBytes, at once
+// when no call is under way, else after at most Linger; at most
+// MaxInFlight calls at once). It is safe for concurrent use; make one
+// per client and share it.
 //
 // Each job keeps its idempotency key (generated if it has none) across
 // retries. A job refused for the tenant's rate or lane backlog is retried
@@ -272,8 +276,8 @@ func (p *Producer) dispatch() {
 }
 
 // take returns the next batch to send at now, if a call slot is free and
-// a batch is full, lingered long enough, or flushed; otherwise nil and
-// when to look again (zero: when signalled).
+// no call is under way or a batch is full, lingered long enough, or
+// flushed; otherwise nil and when to look again (zero: when signalled).
 func (p *Producer) take(now time.Time) (batch []*pjob, next time.Time) {
 	if p.inFlight >= p.cfg.MaxInFlight {
 		return nil, time.Time{}
@@ -324,7 +328,11 @@ func (p *Producer) take(now time.Time) (batch []*pjob, next time.Time) {
 	}
 	lingered := now.Sub(oldest) >= p.cfg.Linger
 	flushing := p.flushing()
-	if !full && !lingered && !flushing && p.cfg.Linger > 0 {
+	// As Nagle's algorithm: with no call under way there is nothing to
+	// gather jobs behind, so a batch goes at once; while calls are under
+	// way it lingers and the jobs sent meanwhile join it.
+	busy := p.inFlight > 0
+	if !full && !lingered && !flushing && busy && p.cfg.Linger > 0 {
 		return nil, oldest.Add(p.cfg.Linger)
 	}
 	batch = make([]*pjob, 0, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,9 +233,14 @@ func TestProducerClose(t *testing.T) {
 // refused for rate is retried after its hint, with its key.
 func TestProducerRetriesKeepKeys(t *testing.T) {
 	t.Parallel()
+	// The first call, a alone, is held until b is sent, so b waits for
+	// it and the retry of a carries b too.
+	entered, release := make(chan struct{}), make(chan struct{})
 	s := &scripted{batch: func(_ context.Context, n int, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
 		switch n {
 		case 0:
+			close(entered)
+			<-release
 			return nil, errUnavailable
 		case 1:
 			return batchAnswer(req, nil, quotaStatus("rate", 30*time.Millisecond)), nil
@@ -248,7 +254,9 @@ func TestProducerRetriesKeepKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-entered
 	b, err := p.Send(ctx, client.Job{Payload: []byte("b")})
+	close(release)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,17 +274,126 @@ func TestProducerRetriesKeepKeys(t *testing.T) {
 		keys[i] = fmt.Sprint(c.keys)
 	}
 	want := []string{
-		fmt.Sprintf("[key-a %s]", rb.IdempotencyKey),
+		"[key-a]",
 		fmt.Sprintf("[key-a %s]", rb.IdempotencyKey),
 		fmt.Sprintf("[%s]", rb.IdempotencyKey),
 	}
 	if fmt.Sprint(keys) != fmt.Sprint(want) {
 		t.Fatalf("calls carried %v, want %v", keys, want)
 	}
-	if ra.Attempts != 2 || rb.Attempts != 3 || ra.JobID != "key-a-id" || rb.JobID != rb.IdempotencyKey+"-id" {
+	if ra.Attempts != 2 || rb.Attempts != 2 || ra.JobID != "key-a-id" || rb.JobID != rb.IdempotencyKey+"-id" {
 		t.Fatalf("results %+v and %+v", ra, rb)
 	}
 	if gap := calls[2].at.Sub(calls[1].at); gap < 30*time.Millisecond {
 		t.Fatalf("rate-refused job retried after %s, before its hint of 30ms", gap)
+	}
+}
+
+// batchGate is a gRPC client interceptor that records the jobs of each
+// SubmitBatch call and, when hold is set, keeps the first call from
+// leaving the client until release is closed.
+type batchGate struct {
+	hold             bool
+	entered, release chan struct{}
+	once             sync.Once
+
+	mu    sync.Mutex
+	sizes []int
+}
+
+func newBatchGate(hold bool) *batchGate {
+	return &batchGate{hold: hold, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *batchGate) option() grpc.DialOption {
+	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if b, ok := req.(*ingestv1.SubmitBatchRequest); ok {
+			g.mu.Lock()
+			first := len(g.sizes) == 0
+			g.sizes = append(g.sizes, len(b.GetJobs()))
+			g.mu.Unlock()
+			if first && g.hold {
+				close(g.entered)
+				<-g.release
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+}
+
+// open lets the held call go; safe to call twice.
+func (g *batchGate) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *batchGate) calls() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.sizes)
+}
+
+// TestProducerDispatch: with no call under way a batch goes at once,
+// however long Linger is; while one is under way, jobs linger and merge
+// into batches (full ones going at once), and go out together once the
+// call ends.
+func TestProducerDispatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// holdFirst keeps a first call of one job under way while the
+		// jobs are sent.
+		holdFirst bool
+		jobs      int // sent one after another, each waited for unless holdFirst
+		maxBatch  int
+		want      []int // jobs per call, the first call's first; the others sorted
+	}{
+		{name: "idle: each job at once", jobs: 3, want: []int{1, 1, 1}},
+		{name: "busy: jobs merge behind the call", holdFirst: true, jobs: 20, want: []int{1, 20}},
+		{name: "busy: full batches go at once", holdFirst: true, jobs: 25, maxBatch: 10, want: []int{1, 5, 10, 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := newBatchGate(tt.holdFirst)
+			c := newClient(t, gatewayAddr(t), "acme-key", client.Config{DialOptions: []grpc.DialOption{g.option()}})
+			// An hour of linger: a job that waited for it fails the test.
+			p := newProducer(t, c, client.ProducerConfig{Linger: time.Hour, MaxBatchJobs: tt.maxBatch})
+			t.Cleanup(g.open) // before the producer's Close
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			var futs []*client.Future
+			send := func(i int) {
+				f, err := p.Send(ctx, client.Job{Payload: fmt.Appendf(nil, "job %d", i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				futs = append(futs, f)
+				if !tt.holdFirst {
+					if _, err := f.Wait(ctx); err != nil {
+						t.Fatalf("job %d: %v", i, err)
+					}
+				}
+			}
+			if tt.holdFirst {
+				send(-1)
+				select {
+				case <-g.entered:
+				case <-ctx.Done():
+					t.Fatal("a lone job was not sent at once")
+				}
+			}
+			for i := range tt.jobs {
+				send(i)
+			}
+			g.open()
+			for i, f := range futs {
+				if res, err := f.Wait(ctx); err != nil || res.JobID == "" {
+					t.Fatalf("job %d: %+v, %v", i, res, err)
+				}
+			}
+			got := g.calls()
+			slices.Sort(got[1:])
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("calls of %v jobs, want %v", got, tt.want)
+			}
+		})
 	}
 }
