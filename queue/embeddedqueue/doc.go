@@ -81,11 +81,15 @@
 // rewrite bodies. Both are filled to 95 % rather than bbolt's 50 %, since
 // sequence numbers only grow. Queue specs live in bucket "queues".
 // Idempotency keys (queue.KeyStore) given with a send are stored in the
-// send's transaction, in bucket "keys" with an expiry index in
-// "keys-expiry" that the retention sweep walks (keys.go).
+// send's transaction, in bucket "keys-expiry" ordered by expiry, so each
+// commit appends them (keyed by the random keys themselves, they cost a
+// page write each); the retention sweep deletes them from its head, and
+// LookupKey reads an in-memory map of the unexpired keys that Open
+// builds from it (keys.go).
 //
-// Open scans only the state records into an in-memory index, about
-// 140 bytes per message and no bodies (BenchmarkIndexMemory): per queue, a
+// Open scans only the state records and the unexpired keys into an
+// in-memory index, about 140 bytes per message and no bodies
+// (BenchmarkIndexMemory), plus each key with its value: per queue, a
 // map of states, visible messages in a heap by sequence number (send
 // order), invisible ones (delayed or in flight) in a heap by visible-at,
 // promoted lazily when their time comes, and every message in a heap by

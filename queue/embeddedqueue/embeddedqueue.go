@@ -100,8 +100,9 @@ type Backend struct {
 	opts  Options
 	knobs knobs
 
-	mu     sync.Mutex // guards queues and every memQueue in it
+	mu     sync.Mutex // guards queues and every memQueue in it, and keys
 	queues map[string]*memQueue
+	keys   map[string]keyRecord // unexpired idempotency keys (keys.go)
 
 	ops        chan *op
 	closeMu    sync.RWMutex // read-held while handing an op to the writer
@@ -265,7 +266,8 @@ func (b *Backend) recoverLog(path string) error {
 }
 
 // loadLocked rebuilds the in-memory index from disk, scanning only the
-// small state records. Callers hold b.mu or own b.
+// small state records and the unexpired idempotency keys. Callers hold
+// b.mu or own b.
 func (b *Backend) loadLocked() error {
 	return b.db.View(b.loadFromLocked)
 }
@@ -303,10 +305,14 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
+	keys, err := loadKeys(tx, now)
+	if err != nil {
+		return err
+	}
 	for _, old := range b.queues {
 		old.wake() // waiters re-check against the new index
 	}
-	b.queues = queues
+	b.queues, b.keys = queues, keys
 	return nil
 }
 

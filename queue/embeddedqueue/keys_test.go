@@ -1,7 +1,10 @@
 package embeddedqueue
 
 import (
+	"encoding/binary"
+	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,4 +128,79 @@ func countKeys(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestKeysOfAnOlderBuild: records in the layout of builds before the
+// in-memory index (the value in bucket keys, an empty value in
+// keys-expiry) are found after Open and swept, and new keys are written
+// to keys-expiry alone.
+func TestKeysOfAnOlderBuild(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	path := filepath.Join(t.TempDir(), "queues.db")
+	opts := Options{Clock: clock.Now, Logger: testLogger(t), SweepInterval: -1}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Write old-layout records: one live, one expired.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := []struct {
+		key, value string
+		expires    time.Time
+	}{
+		{"tenant-a\x00old-live", "job-old", clock.Now().Add(time.Minute)},
+		{"tenant-a\x00old-expired", "job-gone", clock.Now().Add(-time.Minute)},
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, o := range old {
+			exp := binary.BigEndian.AppendUint64(nil, uint64(o.expires.UnixNano()))
+			if err := tx.Bucket(keysBucket).Put([]byte(o.key), append(slices.Clone(exp), o.value...)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(keyExpiryBucket).Put(expiryKey(exp, []byte(o.key)), []byte{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	if b, err = Open(path, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	sendKeyed(t, b, "new", "tenant-a\x00new", "job-new", clock.Now().Add(time.Hour))
+	for _, tt := range []struct{ key, want string }{
+		{"tenant-a\x00old-live", "job-old"},
+		{"tenant-a\x00old-expired", ""},
+		{"tenant-a\x00new", "job-new"},
+	} {
+		if got := lookup(t, b, tt.key); got != tt.want {
+			t.Errorf("lookup %q: %q, want %q", tt.key, got, tt.want)
+		}
+	}
+	clock.Advance(2 * time.Minute)
+	if _, err := b.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(t, b, "tenant-a\x00old-live"); got != "" {
+		t.Errorf("old key after it expired: %q", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Left: the new key's one record in keys-expiry, nothing in keys.
+	if n := countKeys(t, path); n != 1 {
+		t.Fatalf("%d key records left, want the new key's one", n)
+	}
 }

@@ -250,7 +250,7 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 			return err
 		}
 		if e.Key != nil {
-			if err := w.putKey(e.Key); err != nil {
+			if err := w.putKey(b.keys, e.Key); err != nil {
 				return err
 			}
 		}
@@ -507,7 +507,7 @@ func (b *Backend) Sweep(ctx context.Context) (int, error) {
 			clear(perQueue)
 			n = 0
 			var err error
-			if keys, err = w.sweepKeys(sweepChunk); err != nil {
+			if keys, err = w.sweepKeys(b.keys, sweepChunk); err != nil {
 				return err
 			}
 			for name, q := range b.queues {
