@@ -68,9 +68,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.run, "run", strings.Join(scenarios, ","), "comma-separated scenarios to run: "+strings.Join(scenarios, ", "))
 	fs.BoolVar(&c.long, "long", false, "longer, bigger runs (several times the defaults; about 30 min)")
 	fs.BoolVar(&c.sqs, "sqs", false, "also run front door, fairness and recovery on the local SQS server (cost and drain always use it)")
-	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "markdown file to write, relative to the repository root")
-	fs.StringVar(&c.results, "results", "docs/bench/results.json", "figures kept between runs, relative to the repository root")
-	fs.StringVar(&c.plots, "plots", "docs/bench", "directory of the SVG plots, relative to the repository root")
+	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "markdown file to write (a relative path is the repository's)")
+	fs.StringVar(&c.results, "results", "docs/bench/results.json", "figures kept between runs (a relative path is the repository's)")
+	fs.StringVar(&c.plots, "plots", "docs/bench", "directory of the SVG plots (a relative path is the repository's)")
 	fs.StringVar(&c.work, "work", "", "scratch directory for binaries, data and logs (default: a new temporary one, removed at the end)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the scratch directory (process logs) after the run")
 	fs.DurationVar(&c.front.Duration, "frontdoor-duration", 0, "front door: time per measured point (default 3s, -long 10s)")
@@ -144,9 +144,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer env.StopSQS()
-	root := env.Root
-	resultsPath := filepath.Join(root, c.results)
-	plots := filepath.Join(root, c.plots)
+	// Relative paths are the repository's; absolute ones stay as given.
+	c.out, c.results, c.plots = underRoot(env.Root, c.out), underRoot(env.Root, c.results), underRoot(env.Root, c.plots)
+	resultsPath := c.results
+	plots := c.plots
 	if err := os.MkdirAll(plots, 0o755); err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmd
 	}
 	// Plot paths in the docs are relative to the markdown file.
-	relPlots, err := filepath.Rel(filepath.Dir(filepath.Join(root, c.out)), plots)
+	relPlots, err := filepath.Rel(filepath.Dir(c.out), plots)
 	if err != nil {
 		return err
 	}
@@ -248,7 +249,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		// Save after each scenario, so an interrupted run keeps what it
 		// measured.
-		if err := write(root, c, results, machine, started); err != nil {
+		if err := write(c, results, machine, started); err != nil {
 			return err
 		}
 	}
@@ -262,12 +263,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func write(root string, c config, results *bench.Results, m testcluster.Machine, started time.Time) error {
-	if err := results.Save(filepath.Join(root, c.results)); err != nil {
+func write(c config, results *bench.Results, m testcluster.Machine, started time.Time) error {
+	if err := results.Save(c.results); err != nil {
 		return err
 	}
 	md := results.Markdown(intro(m, started))
-	if err := os.WriteFile(filepath.Join(root, c.out), []byte(md), 0o644); err != nil {
+	if err := os.WriteFile(c.out, []byte(md), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", c.out, err)
 	}
 	return nil
@@ -292,4 +293,12 @@ Run it all: `+"`make bench`"+` (short, about 15 minutes on 2 cores); longer and 
 `+"`make bench-long`"+`; one scenario: `+"`go run ./bench/cmd/sluice-bench -run fairness`"+` (see
 `+"`-h`"+` for sizes and durations). A scenario run on its own replaces only its own figures.
 `, started.UTC().Format("2006-01-02 15:04 UTC"), m, m.Go)
+}
+
+// underRoot is path, or root/path when path is relative.
+func underRoot(root, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(root, path)
 }
