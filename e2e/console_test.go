@@ -92,11 +92,32 @@ func run[T any](b *tab, a chromedp.Action[T]) T {
 	return v
 }
 
+// read runs a read-only action (a query of the page), once more if the
+// page was replaced under it: Chromium answers "Inspected target
+// navigated or closed" when a navigation lands between two calls, which
+// a second look, after the new page loaded, does not mind.
+func read[T any](b *tab, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil && strings.Contains(err.Error(), "navigated or closed") {
+		b.t.Logf("browser: %v; reading again once the page has loaded", err)
+		if err = chromedp.Do(ctx, chromedp.WaitReady("body")); err == nil {
+			v, err = chromedp.Run(ctx, a)
+		}
+	}
+	if err != nil {
+		b.t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
 func (b *tab) open(path string) { b.t.Helper(); b.do(chromedp.Navigate(b.base + path)) }
 
 func (b *tab) text(sel string) string {
 	b.t.Helper()
-	return run(b, chromedp.Text(chromedp.CSS(sel)))
+	return read(b, chromedp.Text(chromedp.CSS(sel)))
 }
 
 // waitFor reloads path until the text of sel contains want.
@@ -348,10 +369,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := ro.text("#dry"); !strings.Contains(got, "1 of 1 dead-lettered jobs would be replayed") || !strings.Contains(got, "read-only key") {
 		t.Errorf("read-only dry run: %q", got)
 	}
-	if n := run(ro, chromedp.Evaluate[int]("document.querySelectorAll('#confirm').length")); n != 0 {
+	if n := read(ro, chromedp.Evaluate[int]("document.querySelectorAll('#confirm').length")); n != 0 {
 		t.Error("the read-only key is offered the replay button")
 	}
-	csrf := run(ro, chromedp.Evaluate[string]("document.querySelector('input[name=csrf]').value"))
+	csrf := read(ro, chromedp.Evaluate[string]("document.querySelector('input[name=csrf]').value"))
 	if code, body := ro.post("/replays", url.Values{"csrf": {csrf}, "tenant": {"dev"}, "confirm": {"1"}}); code != 403 || !strings.Contains(body, "read-only key cannot replay") {
 		t.Errorf("read-only replay: %d %q, want 403", code, body)
 	}
