@@ -206,8 +206,10 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	if err != nil {
 		return err
 	}
-	rows = append(rows, []string{fmt.Sprintf("client.Producer, %d senders, %d answers outstanding each", o.ProducerSenders, pipelineDepth), "gateway",
-		fmt.Sprint(o.ProducerSenders * pipelineDepth), Num(piped.UnitRate()) + " jobs/s", "—", "—", errCell(piped.Errors, piped.FirstErr)})
+	rows = append(rows, []string{
+		fmt.Sprintf("client.Producer, %d senders, %d answers outstanding each", o.ProducerSenders, pipelineDepth), "gateway",
+		fmt.Sprint(o.ProducerSenders * pipelineDepth), Num(piped.UnitRate()) + " jobs/s", "—", "—", errCell(piped.Errors, piped.FirstErr),
+	})
 	env.Logf("  client.Producer %d senders, %d outstanding each: %8s jobs/s", o.ProducerSenders, pipelineDepth, Num(piped.UnitRate()))
 
 	pol, err := politeLoad(ctx, cl.Addr, politeTenant, o.PoliteClients, warm, o.Duration)
@@ -286,15 +288,11 @@ func joinInts(xs []int) string {
 // producerLoad runs senders goroutines, each sending one job at a time
 // through one client.Producer as tenant t and waiting for its answer.
 func producerLoad(ctx context.Context, addr string, t Tenant, senders int, warm, dur time.Duration) (LoadResult, error) {
-	c, err := client.New(addr, client.Config{APIKey: t.Key, Insecure: true})
+	p, closeClient, err := newProducer(addr, t)
 	if err != nil {
 		return LoadResult{}, err
 	}
-	defer c.Close()
-	p, err := c.NewProducer(client.ProducerConfig{})
-	if err != nil {
-		return LoadResult{}, err
-	}
+	defer closeClient()
 	payload := benchPayload()
 	r := ClosedLoop(ctx, senders, warm, dur, func(ctx context.Context, _, _ int) (int, error) {
 		f, err := p.Send(ctx, client.Job{Payload: payload})
@@ -327,15 +325,11 @@ const pipelineDepth = 32
 // count. No latency is kept: an answer is seen only when its sender gets
 // to it.
 func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, depth int, warm, dur time.Duration) (LoadResult, error) {
-	c, err := client.New(addr, client.Config{APIKey: t.Key, Insecure: true})
+	p, closeClient, err := newProducer(addr, t)
 	if err != nil {
 		return LoadResult{}, err
 	}
-	defer c.Close()
-	p, err := c.NewProducer(client.ProducerConfig{})
-	if err != nil {
-		return LoadResult{}, err
-	}
+	defer closeClient()
 	payload := benchPayload()
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+dur)
@@ -345,23 +339,24 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 		res LoadResult
 		wg  sync.WaitGroup
 	)
-	settle := func(s sent) {
-		_, err := s.f.Wait(ctx)
-		now := time.Now()
-		if now.Before(from) || now.After(until) {
-			return
-		}
+	count := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil {
-			res.Errors++
-			if res.FirstErr == nil {
-				res.FirstErr = err
-			}
+		if err == nil {
+			res.OK++
+			res.Units++
 			return
 		}
-		res.OK++
-		res.Units++
+		res.Errors++
+		if res.FirstErr == nil {
+			res.FirstErr = err
+		}
+	}
+	settle := func(s sent) {
+		_, err := s.f.Wait(ctx)
+		if now := time.Now(); !now.Before(from) && !now.After(until) {
+			count(err)
+		}
 	}
 	for range senders {
 		wg.Go(func() {
@@ -369,12 +364,7 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 			for time.Now().Before(until) && ctx.Err() == nil {
 				f, err := p.Send(ctx, client.Job{Payload: payload})
 				if err != nil {
-					mu.Lock()
-					res.Errors++
-					if res.FirstErr == nil {
-						res.FirstErr = err
-					}
-					mu.Unlock()
+					count(err)
 					break
 				}
 				out = append(out, sent{f})
@@ -397,6 +387,21 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 		return res, fmt.Errorf("client.Producer, pipelined: no job accepted: %w", res.FirstErr)
 	}
 	return res, nil
+}
+
+// newProducer returns a client.Producer with its defaults for tenant t
+// on a new client of addr, and a func that closes the client.
+func newProducer(addr string, t Tenant) (*client.Producer, func(), error) {
+	c, err := client.New(addr, client.Config{APIKey: t.Key, Insecure: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := c.NewProducer(client.ProducerConfig{})
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, err
+	}
+	return p, func() { _ = c.Close() }, nil
 }
 
 // politeResult counts what the polite clients saw after the warmup.

@@ -512,8 +512,10 @@ func TestSimulationQuietWaitFloor(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, uint64(noisy)))
 			var ts []simTenant
 			for range 9 {
-				ts = append(ts, simTenant{weight: 1, rate: 20, cost: cost, fairRate: 100, spread: 0.25,
-					phase: time.Duration(rng.Int64N(int64(50 * time.Millisecond)))})
+				ts = append(ts, simTenant{
+					weight: 1, rate: 20, cost: cost, fairRate: 100, spread: 0.25,
+					phase: time.Duration(rng.Int64N(int64(50 * time.Millisecond))),
+				})
 			}
 			for range noisy {
 				ts = append(ts, simTenant{weight: 1, rate: 400, cost: cost, fairRate: 20, spread: 0.25})
