@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/proccpu"
 )
 
 // countingHandler acknowledges every job at once.
@@ -41,6 +42,7 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	h := &countingHandler{want: int64(b.N), done: make(chan struct{})}
 	b.ResetTimer()
+	cpu := proccpu.Used()
 	startDrainer(b, Config{Backend: tb.backend, Topology: tb.topo, Handler: h})
 	select {
 	case <-h.done:
@@ -48,5 +50,6 @@ func BenchmarkDrain(b *testing.B) {
 		b.Fatalf("%d of %d delivered in 5m", h.n.Load(), b.N)
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/job")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }

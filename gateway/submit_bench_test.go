@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/proccpu"
 )
 
 // The submit benchmarks measure calls through a real gRPC server on
@@ -26,7 +25,7 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportAllocs()
 	b.SetParallelism(32) // 64 callers with -cpu 2: group commit needs company
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := proccpu.Used()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: payload}); err != nil {
@@ -35,7 +34,7 @@ func BenchmarkSubmit(b *testing.B) {
 			}
 		}
 	})
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "submits/s")
 }
 
@@ -57,7 +56,7 @@ func benchmarkSubmitBatch(b *testing.B, keys bool) {
 	b.ReportAllocs()
 	b.SetParallelism(4)
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := proccpu.Used()
 	b.RunParallel(func(pb *testing.PB) {
 		jobs := make([]*ingestv1.SubmitRequest, 0, size)
 		for {
@@ -78,15 +77,6 @@ func benchmarkSubmitBatch(b *testing.B, keys bool) {
 			}
 		}
 	})
-	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
-}
-
-// processCPU returns the CPU time the process has used, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/proccpu"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/worker"
 )
@@ -33,6 +34,7 @@ func BenchmarkPullDrain(b *testing.B) {
 	c := newCollector(func(worker.Job) error { return nil })
 	c.onCount(b.N, func() { close(done) })
 	b.ResetTimer()
+	cpu := proccpu.Used()
 	r.run(b, keyAll, c, worker.ConnectOptions{Concurrency: 64, Lanes: []string{"std"}})
 	select {
 	case <-done:
@@ -40,5 +42,6 @@ func BenchmarkPullDrain(b *testing.B) {
 		b.Fatalf("%d of %d delivered in 5m", c.count(), b.N)
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/job")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
