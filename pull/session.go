@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -268,6 +269,13 @@ func (s *session) send() {
 		case <-s.done:
 			return
 		}
+		// Let the deliveries that are ready to run place their jobs
+		// first, so that they leave in one message: under load a wake
+		// found one job, and each job cost a stream message of its own
+		// (about 30 of 117 allocations per pulled job in
+		// BenchmarkPullDrain). When nothing else is runnable this returns
+		// at once, so an idle worker gets its job with no delay.
+		runtime.Gosched()
 		for {
 			msgs := s.nextMessages()
 			if len(msgs) == 0 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
@@ -308,6 +309,9 @@ func (c *puller) sendLoop(stream workerv1.PullService_ConnectClient, results <-c
 				return stream.CloseSend()
 			}
 			batch := []*workerv1.Result{r}
+			// Let the handlers that are about to answer do so, so that
+			// their results share a message (see pull's session.send).
+			runtime.Gosched()
 		more:
 			for len(batch) < resultBatch {
 				select {
