@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -108,27 +107,21 @@ func (d *Drainer) deliver(j *job, done func()) {
 		env.FirstAttemptAt = timestamppb.New(now)
 		d.cfg.Metrics.AgeOfFirstAttempt(lane, dwell)
 	}
-	vis := j.q.inbox.visibility
 	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
 	spanCtx, span := d.startDeliver(d.handlerCtx, j, attempt)
 	outcome, failure := "ack", error(nil)
 	defer func() { endDeliver(span, outcome, failure) }()
 	ctx, cancel := context.WithTimeout(spanCtx, d.cfg.HandlerTimeout)
-	var lost atomic.Bool
-	stopHeartbeat := l.heartbeat(vis, func(err error) {
-		lost.Store(true)
-		d.jobLogger(j).WarnContext(ctx, "lease lost during delivery; cancelling it", slog.Any("error", err))
-		cancel()
-	})
+	d.inDelivery(j, cancel)
 	err := d.handle(ctx, j, &Job{
 		ID: env.GetJobId(), Tenant: env.GetTenant(), Lane: env.GetLane(), Payload: env.GetPayload(),
 		Attributes: env.GetAttributes(), Attempt: attempt, EnqueuedAt: env.GetEnqueuedAt().AsTime(),
 		TraceContext: tracing.Inject(ctx),
 	})
-	stopHeartbeat()
+	lost := d.delivered(j)
 	cancel()
 	done()
-	if lost.Load() {
+	if lost {
 		outcome, failure = "lease_lost", ErrLeaseLost
 		d.counts.leaseLost.Add(1)
 		d.cfg.Metrics.Drain(lane, metrics.ActionLeaseLost, "")

@@ -148,6 +148,9 @@ type Drainer struct {
 	roomFreed chan struct{} // closed and replaced when held jobs leave and a poller waits
 	roomWait  bool          // a poller waits on roomFreed
 
+	leaseMu    sync.Mutex
+	delivering map[*job]struct{} // jobs in delivery, whose leases keepLeases extends
+
 	wake chan struct{} // signalled when the dispatcher may have work
 	// releaseNow asks renewHeld to hand back the held jobs of lanes that
 	// lost their slots (SetCapacity).
@@ -160,6 +163,7 @@ type Drainer struct {
 	handlerCancel  context.CancelFunc
 	handlerCtx     context.Context
 	pollers        sync.WaitGroup
+	leaseKeeper    sync.WaitGroup
 	dispatcher     sync.WaitGroup
 	work           sync.WaitGroup // deliveries and moves
 	started        atomic.Bool
@@ -222,6 +226,7 @@ func New(cfg Config) (*Drainer, error) {
 	}
 	d := &Drainer{
 		cfg: cfg, tracer: tracing.Tracer(cfg.TracerProvider),
+		delivering: map[*job]struct{}{},
 		wake:       make(chan struct{}, 1),
 		releaseNow: make(chan struct{}, 1),
 		roomFreed:  make(chan struct{}),
@@ -310,6 +315,8 @@ func (d *Drainer) Start(ctx context.Context) error {
 	}
 	d.dispatcher.Go(func() { d.dispatch(dispatchCtx) })
 	d.pollers.Go(func() { d.renewHeld(pollCtx) })
+	// Deliveries still running while Stop waits keep their leases.
+	d.leaseKeeper.Go(func() { d.keepLeases(d.handlerCtx) })
 	d.pollers.Go(func() { d.housekeep(pollCtx) })
 	return nil
 }
@@ -338,6 +345,7 @@ func (d *Drainer) Stop(ctx context.Context) error {
 			d.stopErr = fmt.Errorf("drainer: stop: deliveries still running at deadline: %w", ctx.Err())
 		}
 		d.handlerCancel()
+		d.leaseKeeper.Wait()
 	})
 	return d.stopErr
 }

@@ -59,13 +59,7 @@ func byQueue(jobs []*job) map[string][]string {
 // is gone: the job is dropped from the read-ahead (another consumer has
 // it, or will).
 func (d *Drainer) renewHeld(ctx context.Context) {
-	shortest := time.Duration(0)
-	for _, in := range d.lanes {
-		if shortest == 0 || in.visibility < shortest {
-			shortest = in.visibility
-		}
-	}
-	t := time.NewTicker(max(shortest/6, 100*time.Millisecond))
+	t := time.NewTicker(d.renewInterval())
 	defer t.Stop()
 	for {
 		select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice/queue"
@@ -46,52 +45,87 @@ func (l *lease) ack(ctx context.Context) error {
 	return l.result(l.backend.Delete(ctx, &queue.DeleteParams{Queue: l.queue, ReceiptHandles: []string{l.receipt}}))
 }
 
-// heartbeat extends the lease to timeout every timeout/3 until stop is
-// called. If the lease is lost it calls lost once and ends. It runs on a
-// timer, with no goroutine of its own while it waits: most deliveries end
-// before the first beat.
-func (l *lease) heartbeat(timeout time.Duration, lost func(error)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		mu      sync.Mutex
-		stopped bool
-		running chan struct{} // closed when the beat under way ends
-		t       *time.Timer
-	)
-	mu.Lock() // t is set before the first beat reads it
-	defer mu.Unlock()
-	t = time.AfterFunc(timeout/3, func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
+// Delivery leases: one keeper extends the visibility of every job in
+// delivery, in batches per queue, instead of a timer per delivery. Most
+// deliveries end long before a third of the visibility timeout, and cost
+// the keeper nothing but an entry in a map; on SQS a round of long jobs
+// costs one ChangeMessageVisibilityBatch per ten jobs, not a call each.
+
+// inDelivery registers j, whose handler runs with ctx cancelled by cancel,
+// with the lease keeper.
+func (d *Drainer) inDelivery(j *job, cancel context.CancelFunc) {
+	d.leaseMu.Lock()
+	j.cancel = cancel
+	d.delivering[j] = struct{}{}
+	d.leaseMu.Unlock()
+}
+
+// delivered takes j off the lease keeper, waits for a renewal of it under
+// way (so that none lands after the job is acked, moved or released), and
+// reports whether its lease was lost while it ran.
+func (d *Drainer) delivered(j *job) (lost bool) {
+	d.leaseMu.Lock()
+	delete(d.delivering, j)
+	renewing := j.renewing
+	d.leaseMu.Unlock()
+	if renewing != nil {
+		<-renewing
+	}
+	return j.lost.Load()
+}
+
+// keepLeases extends, until ctx ends, the lease of each job in delivery
+// whose visibility was last set more than a third of its lane's timeout
+// ago. A lease the backend refuses is lost: the delivery is cancelled, and
+// its job is neither acked nor moved (another consumer has it).
+func (d *Drainer) keepLeases(ctx context.Context) {
+	t := time.NewTicker(d.renewInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
 		}
-		done := make(chan struct{})
-		running = done
-		mu.Unlock()
-		defer close(done)
-		opCtx, opCancel := context.WithTimeout(ctx, timeout/3)
-		err := l.extend(opCtx, timeout)
-		opCancel()
-		if errors.Is(err, ErrLeaseLost) {
-			lost(err)
-			return
+		now := d.cfg.Now()
+		var due []*job
+		var renewed chan struct{}
+		d.leaseMu.Lock()
+		for j := range d.delivering {
+			if now.Sub(j.leasedAt) > j.q.inbox.visibility/3 {
+				if renewed == nil {
+					renewed = make(chan struct{})
+				}
+				due = append(due, j)
+				j.leasedAt, j.renewing = now, renewed
+			}
 		}
-		mu.Lock()
-		if !stopped {
-			t.Reset(timeout / 3)
+		d.leaseMu.Unlock()
+		if len(due) == 0 {
+			continue
 		}
-		mu.Unlock()
-	})
-	return func() {
+		// A round must end before the leases it renews run out.
+		rctx, cancel := context.WithTimeout(ctx, 2*d.renewInterval())
+		lost := d.renew(rctx, due)
 		cancel()
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		r := running
-		mu.Unlock()
-		if r != nil {
-			<-r
+		for j := range lost {
+			j.lost.Store(true)
+			d.jobLogger(j).WarnContext(ctx, "lease lost during delivery; cancelling it")
+			j.cancel()
+		}
+		close(renewed)
+	}
+}
+
+// renewInterval is how often leases are looked at: a sixth of the shortest
+// visibility timeout, so that each is renewed between a third and a half
+// of it, and at most ten times a second.
+func (d *Drainer) renewInterval() time.Duration {
+	shortest := time.Duration(0)
+	for _, in := range d.lanes {
+		if shortest == 0 || in.visibility < shortest {
+			shortest = in.visibility
 		}
 	}
+	return max(shortest/6, 100*time.Millisecond)
 }

@@ -1,6 +1,8 @@
 package drainer
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,44 +11,59 @@ import (
 	"github.com/sluice-dev/sluice/queue"
 )
 
-// TestHeartbeatHoldsTheLease runs a lease's heartbeat in a synctest bubble
-// on a real embedded backend: while it beats, a job held three times its
-// visibility timeout stays hidden from other consumers; once it stops, the
-// job comes back after the timeout. Time is the point, so it is fake: the
-// test takes no wall-clock time and cannot flake under load.
-func TestHeartbeatHoldsTheLease(t *testing.T) {
+// blockingHandler counts deliveries, signals the first one's start, and
+// holds each until release is closed.
+type blockingHandler struct {
+	starts  atomic.Int32
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *blockingHandler) Handle(ctx context.Context, _ *Job) error {
+	if h.starts.Add(1) == 1 {
+		close(h.started)
+	}
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestLeaseKeeperHoldsLongDeliveries runs a drainer in a synctest bubble on
+// a real embedded backend: while a delivery runs three times its lane's
+// visibility timeout, the lease keeper keeps the job hidden from other
+// consumers, and the job is acked once with no lease lost. Time is the
+// point, so it is fake: the test takes no wall-clock time and cannot flake
+// under load.
+func TestLeaseKeeperHoldsLongDeliveries(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		tb := topotest.Setup(t, topotest.OneLane)
-		q := tb.Topo.ShardQueue("std", 0)
-		tb.Enqueue(t, q, topotest.Envelope("t", "long", time.Now()))
 		const vis = 3 * time.Second
-		receive := func() []queue.Message {
-			t.Helper()
-			msgs, err := tb.Backend.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: 1, VisibilityTimeout: vis})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return msgs
-		}
-		held := receive()
-		if len(held) != 1 {
-			t.Fatalf("received %d messages, want 1", len(held))
-		}
-		l := &lease{backend: tb.Backend, queue: q, receipt: held[0].ReceiptHandle}
-		stop := l.heartbeat(vis, func(err error) { t.Errorf("lease lost while beating: %v", err) })
+		tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
+		q := tb.topo.ShardQueue("std", 0)
+		tb.enqueue(t, q, testEnvelope("t", "long", time.Now()))
+		h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+		d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: h, Concurrency: 2})
+		<-h.started
 		time.Sleep(3 * vis)
 		synctest.Wait()
-		if got := receive(); len(got) != 0 {
-			t.Fatalf("another consumer received the held job after %s", 3*vis)
+		msgs, err := tb.backend.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: 1, VisibilityTimeout: vis})
+		if err != nil {
+			t.Fatal(err)
 		}
-		stop()
-		time.Sleep(vis + time.Second)
-		if got := receive(); len(got) != 1 {
-			t.Fatalf("the job did not come back %s after the heartbeat stopped", vis+time.Second)
+		if len(msgs) != 0 || h.starts.Load() != 1 {
+			t.Fatalf("after %s in delivery: another consumer received %d, the drainer started it %d times; want 0 and 1",
+				3*vis, len(msgs), h.starts.Load())
 		}
-		if err := l.ack(t.Context()); err == nil {
-			t.Fatal("the old holder acked a job another consumer now holds")
+		close(h.release)
+		topotest.WaitFor(t, func() bool { return d.Counts().Delivered == 1 })
+		if c := d.Counts(); c.LeaseLost != 0 {
+			t.Fatalf("counts %+v: a lease was lost", c)
+		}
+		if s := stats(t, tb, q); s.Visible+s.InFlight != 0 {
+			t.Fatalf("queue after the ack: %+v, want empty", s)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice/envelope"
@@ -23,6 +24,11 @@ type job struct {
 	env      *envelope.Envelope
 	bad      error     // why env is nil
 	leasedAt time.Time // when its visibility was last set
+
+	// In delivery (lease.go; guarded by Drainer.leaseMu, but lost):
+	cancel   context.CancelFunc // cancels the handler's context
+	renewing chan struct{}      // closed when the renewal that last took it ends
+	lost     atomic.Bool        // the backend refused a renewal
 }
 
 func (d *Drainer) signal() {
