@@ -20,7 +20,8 @@ import (
 )
 
 // Delivering: the dispatcher hands free slots to the scheduler's picks;
-// each delivery heartbeats its lease, then acks, retries or dead-letters.
+// the lease keeper extends each delivery's lease; it then acks, retries
+// or dead-letters.
 
 // dispatch hands every free slot the job the scheduler picks.
 func (d *Drainer) dispatch(ctx context.Context) {

@@ -12,7 +12,7 @@
 // worker can take.
 //
 // While a job is out, the drainer keeps its message invisible (the
-// delivery's heartbeat). When a stream ends, for any reason, the hub hands
+// drainer's lease keeper). When a stream ends, for any reason, the hub hands
 // every job it held back with worker.ErrReleased and the drainer makes it
 // visible at once, so another worker gets it without waiting out the
 // visibility timeout. Each job carries a lease token that is good only on
