@@ -149,11 +149,18 @@ func (p *proc) stop(sig syscall.Signal) error {
 // worker is a real gRPC worker that records the jobs it processes.
 type worker struct{ *testcluster.Worker }
 
-// startWorker serves a worker, with the server options given, until the
-// test ends.
+// startWorker serves a worker that acknowledges every job, with the
+// server options given, until the test ends.
 func startWorker(t *testing.T, opts ...grpc.ServerOption) *worker {
 	t.Helper()
-	w, err := testcluster.StartWorker(nil, opts...)
+	return startAnsweringWorker(t, nil, opts...)
+}
+
+// startAnsweringWorker is startWorker with a worker that answers each call
+// as answer says (see testcluster.Answer).
+func startAnsweringWorker(t *testing.T, answer testcluster.Answer, opts ...grpc.ServerOption) *worker {
+	t.Helper()
+	w, err := testcluster.StartWorker(answer, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
