@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
-	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
@@ -168,16 +167,16 @@ func startAnsweringWorker(t *testing.T, answer testcluster.Answer, opts ...grpc.
 	return &worker{w}
 }
 
-// startWorkerWith serves impl as a worker on a loopback port and returns
-// its address.
-func startWorkerWith(t *testing.T, impl workerv1.WorkerServiceServer) string {
+// serveGRPC serves what register registers on a loopback port until the
+// test ends, and returns its address.
+func serveGRPC(t *testing.T, register func(*grpc.Server)) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	workerv1.RegisterWorkerServiceServer(srv, impl)
+	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
