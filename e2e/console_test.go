@@ -397,13 +397,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("replay moved %q jobs, want 1", got)
 	}
 	admin.screenshot("replay")
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(strings.Join(jobs.outcome(poison), ","), "ok") {
-		if time.Now().After(deadline) {
-			t.Fatalf("replayed job %s not delivered within 60s", poison)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, 60*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(strings.Join(jobs.outcome(poison), ","), "ok") },
+		"replayed job %s not delivered within 60s", poison)
 	admin.waitFor("/", "#lane-standard .dead", "0")
 	admin.open("/replays")
 	admin.screenshot("replays")

@@ -61,11 +61,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 			LastError string `json:"lastError"`
 		} `json:"jobs"`
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(listing.Jobs) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("poison job not in the DLQ within 60s")
-		}
+	listed := func() bool {
 		out, err := cli(t, append([]string{"dlq", "list", "--json"}, common...)...)
 		if err != nil {
 			t.Fatalf("dlq list: %v: %s", err, out)
@@ -73,8 +69,9 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &listing); err != nil {
 			t.Fatalf("dlq list --json: %v: %s", err, out)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return len(listing.Jobs) > 0
 	}
+	eventually(t, 60*time.Second, 200*time.Millisecond, listed, "poison job not in the DLQ within 60s")
 	if j := listing.Jobs[0]; j.JobID != poison.GetJobId() || j.Tenant != "alpha" || j.Reason != "attempts_exhausted" ||
 		!strings.Contains(j.LastError, "downstream is down") {
 		t.Fatalf("DLQ listing: %+v", listing.Jobs)

@@ -190,6 +190,19 @@ func (w *worker) waitFor(t *testing.T, ids []string) {
 	}
 }
 
+// eventually checks done every interval until it holds, and fails the
+// test with the message if it does not within timeout.
+func eventually(t *testing.T, timeout, interval time.Duration, done func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(interval)
+	}
+}
+
 // dial connects to addr with the client TLS setting c.
 func dial(t *testing.T, addr string, c tlsflags.Client) *grpc.ClientConn {
 	t.Helper()

@@ -64,13 +64,8 @@ func TestHighWaterMarkCountsHeldJobs(t *testing.T) {
 			checkRefusal(t, err)
 			// Wait until the drainers hold the jobs (the worker has some),
 			// then past two depth reads: the held jobs still count.
-			deadline := time.Now().Add(30 * time.Second)
-			for w.Calls() == 0 && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if w.Calls() == 0 {
-				t.Fatal("the drainers never delivered a job to the worker")
-			}
+			eventually(t, 30*time.Second, 50*time.Millisecond, func() bool { return w.Calls() > 0 },
+				"the drainers never delivered a job to the worker")
 			time.Sleep(2500 * time.Millisecond)
 			for i := range 5 {
 				err := submit()
