@@ -334,28 +334,12 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+dur)
 	type sent struct{ f *client.Future }
-	var (
-		mu  sync.Mutex
-		res LoadResult
-		wg  sync.WaitGroup
-	)
-	count := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if err == nil {
-			res.OK++
-			res.Units++
-			return
-		}
-		res.Errors++
-		if res.FirstErr == nil {
-			res.FirstErr = err
-		}
-	}
+	rec := recorder{noLatency: true}
+	var wg sync.WaitGroup
 	settle := func(s sent) {
 		_, err := s.f.Wait(ctx)
 		if now := time.Now(); !now.Before(from) && !now.After(until) {
-			count(err)
+			rec.add(0, 1, err)
 		}
 	}
 	for range senders {
@@ -364,7 +348,7 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 			for time.Now().Before(until) && ctx.Err() == nil {
 				f, err := p.Send(ctx, client.Job{Payload: payload})
 				if err != nil {
-					count(err)
+					rec.add(0, 1, err)
 					break
 				}
 				out = append(out, sent{f})
@@ -379,14 +363,14 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 		})
 	}
 	wg.Wait()
-	res.Elapsed = dur
+	rec.res.Elapsed = dur
 	if err := p.Close(ctx); err != nil {
-		return res, err
+		return rec.res, err
 	}
-	if res.OK == 0 {
-		return res, fmt.Errorf("client.Producer, pipelined: no job accepted: %w", res.FirstErr)
+	if rec.res.OK == 0 {
+		return rec.res, fmt.Errorf("client.Producer, pipelined: no job accepted: %w", rec.res.FirstErr)
 	}
-	return res, nil
+	return rec.res, nil
 }
 
 // newProducer returns a client.Producer with its defaults for tenant t
