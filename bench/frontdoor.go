@@ -118,10 +118,11 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 		return err
 	}
 	defer bc.Close()
-	targets := []struct {
+	type target struct {
 		name string
 		c    *Client
-	}{{"gateway", gw}, {"bare grpc-go", bc}}
+	}
+	targets := []target{{"gateway", gw}, {"bare grpc-go", bc}}
 
 	unary := func(c *Client) Call {
 		return func(ctx context.Context, w, i int) (int, error) {
@@ -163,10 +164,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 			return err
 		}
 		defer icl.Close()
-		targets = append(targets, struct {
-			name string
-			c    *Client
-		}{interval, icl.Client})
+		targets = append(targets, target{interval, icl.Client})
 	}
 	for _, t := range targets {
 		var next atomic.Int64
