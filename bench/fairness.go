@@ -477,7 +477,7 @@ func Fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, c
 			Name: fmt.Sprintf("Fairness: delivered jobs/s ÷ min(capacity, offered) with %d noisy tenants%s", n, sname), Goal: "≥ 0.95",
 		})
 	}
-	return rec.Measure(figs, func() error { return fairness(ctx, env, rec, o, figs, counts) })
+	return o.measure(rec, figs, func(w *Worker) error { return fairness(ctx, env, rec, o, w, figs, counts) })
 }
 
 // quietFigure fills a quiet-p99 figure from case i of fr.
@@ -504,12 +504,7 @@ func utilFigure(fig Figure, fr fairResults, o FairnessOptions, i int, goal float
 	return fig
 }
 
-func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, figs []Figure, counts []int) error {
-	w, err := o.startWorker()
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
+func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, w *Worker, figs []Figure, counts []int) error {
 	sid, sname := suffix(o.Backend)
 
 	// The main set: Quiet quiet tenants, and up to max(Noisy) noisy ones;
@@ -598,7 +593,7 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 		ID: "fair.quiet-p99-3noisy-starved" + sid, Item: 2, Order: 20, Command: command, Goal: "≤ 3× and ≤ FIFO's",
 		Name: fmt.Sprintf("Fairness on a CPU-starved machine (%d busy loops beside): quiet p99 with 3 noisy tenants ÷ without noise%s", hogs, sname),
 	}
-	return o.measure(rec, fig, func(w *Worker) error {
+	return o.measure(rec, []Figure{fig}, func(w *Worker) error {
 		stop, err := StartHogs(hogs)
 		if err != nil {
 			return err
@@ -638,24 +633,16 @@ func (o FairnessOptions) serviceText() string {
 		"slots that start together finish together, and a quiet job waits for the next such group)", o.Service, 100*o.Spread)
 }
 
-// startWorker starts the recording worker with o's service times.
-func (o FairnessOptions) startWorker() (*Worker, error) {
-	w, err := StartWorker(o.Service)
-	if err == nil {
-		w.SetServiceSpread(max(o.Spread, 0))
-	}
-	return w, err
-}
-
-// measure runs a variant's measurement on a worker of o's service time;
-// if it fails, fig is recorded as not measured, with why.
-func (o FairnessOptions) measure(rec *Recorder, fig Figure, run func(w *Worker) error) error {
-	return rec.Measure([]Figure{fig}, func() error {
-		w, err := o.startWorker()
+// measure runs a variant's measurement on a recording worker with o's
+// service times; if it fails, figs are recorded as not measured, with why.
+func (o FairnessOptions) measure(rec *Recorder, figs []Figure, run func(w *Worker) error) error {
+	return rec.Measure(figs, func() error {
+		w, err := StartWorker(o.Service)
 		if err != nil {
 			return err
 		}
 		defer w.Stop()
+		w.SetServiceSpread(max(o.Spread, 0))
 		return run(w)
 	})
 }
@@ -685,12 +672,7 @@ func FairnessPull(ctx context.Context, env *Env, rec *Recorder, o FairnessOption
 		ID: "fair.utilization-3noisy-pull" + sid, Item: 2, Order: 26, Command: command, Goal: "≥ 0.95",
 		Name: "Fairness with pull workers: delivered jobs/s during the load ÷ capacity, 3 noisy tenants" + sname,
 	}
-	return rec.Measure([]Figure{quiet, util}, func() error {
-		w, err := o.startWorker()
-		if err != nil {
-			return err
-		}
-		defer w.Stop()
+	return o.measure(rec, []Figure{quiet, util}, func(w *Worker) error {
 		set := threeNoisy("fairness-pull", o)
 		set.pull = true
 		fr, err := set.run(ctx, env, w, o)
@@ -722,7 +704,7 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 		ID: "fair.sqs-2drainers", Item: 2, Order: 30, Command: command, Goal: "≤ 2× and utilization ≥ 0.9",
 		Name: "Fairness on SQS with two drainer processes: quiet p99 with 3 noisy tenants ÷ without noise, and utilization",
 	}
-	return o.measure(rec, fig, func(w *Worker) error {
+	return o.measure(rec, []Figure{fig}, func(w *Worker) error {
 		set := threeNoisy("fairness-sqs", o)
 		set.drainers, set.conc = 2, o.Concurrency/2
 		fr, err := set.run(ctx, env, w, o)
@@ -759,7 +741,7 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 		ID: "fair.slow-tenant" + sid, Item: 2, Order: 40, Command: command, Goal: "≤ 1.5×, and slow share 0.5 ± 10 %",
 		Name: "Slow tenant: quiet p99 ÷ without noise beside two saturating tenants, one with 10× longer jobs; the slow one's share of their worker time" + sname,
 	}
-	return o.measure(rec, fig, func(w *Worker) error {
+	return o.measure(rec, []Figure{fig}, func(w *Worker) error {
 		quiet := quietTenants("quiet", o.Quiet, o.QuietRate)
 		fast := noisyTenants("fast", 1, o.NoisyRate, o.Burst)
 		slow := noisyTenants("slow", 1, o.NoisyRate/10, o.Burst)
@@ -812,7 +794,7 @@ func Weights(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, co
 		ID: "fair.weights" + sid, Item: 2, Order: 50, Command: command, Goal: "3 ± 10 % (2.7–3.3)",
 		Name: "Weights: worker time of a weight-3 tenant ÷ a weight-1 tenant's, both saturating" + sname,
 	}
-	return o.measure(rec, fig, func(w *Worker) error {
+	return o.measure(rec, []Figure{fig}, func(w *Worker) error {
 		light := NewTenants("light", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 1})
 		heavy := NewTenants("heavy", 1, Tenant{SubmitRate: 1e5, SubmitBurst: 1e5, DrainRate: o.NoisyRate, DrainBurst: int(o.NoisyRate), Weight: 3})
 		rate := o.capacity()

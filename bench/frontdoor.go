@@ -118,10 +118,11 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 		return err
 	}
 	defer bc.Close()
-	targets := []struct {
+	type target struct {
 		name string
 		c    *Client
-	}{{"gateway", gw}, {"bare grpc-go", bc}}
+	}
+	targets := []target{{"gateway", gw}, {"bare grpc-go", bc}}
 
 	unary := func(c *Client) Call {
 		return func(ctx context.Context, w, i int) (int, error) {
@@ -163,10 +164,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 			return err
 		}
 		defer icl.Close()
-		targets = append(targets, struct {
-			name string
-			c    *Client
-		}{interval, icl.Client})
+		targets = append(targets, target{interval, icl.Client})
 	}
 	for _, t := range targets {
 		var next atomic.Int64
@@ -288,29 +286,18 @@ func joinInts(xs []int) string {
 // producerLoad runs senders goroutines, each sending one job at a time
 // through one client.Producer as tenant t and waiting for its answer.
 func producerLoad(ctx context.Context, addr string, t Tenant, senders int, warm, dur time.Duration) (LoadResult, error) {
-	p, closeClient, err := newProducer(addr, t)
-	if err != nil {
-		return LoadResult{}, err
-	}
-	defer closeClient()
-	payload := benchPayload()
-	r := ClosedLoop(ctx, senders, warm, dur, func(ctx context.Context, _, _ int) (int, error) {
-		f, err := p.Send(ctx, client.Job{Payload: payload})
-		if err != nil {
-			return 0, err
-		}
-		if _, err := f.Wait(ctx); err != nil {
-			return 0, err
-		}
-		return 1, nil
+	return onProducer(ctx, addr, t, "client.Producer", func(p *client.Producer, payload []byte) LoadResult {
+		return ClosedLoop(ctx, senders, warm, dur, func(ctx context.Context, _, _ int) (int, error) {
+			f, err := p.Send(ctx, client.Job{Payload: payload})
+			if err != nil {
+				return 0, err
+			}
+			if _, err := f.Wait(ctx); err != nil {
+				return 0, err
+			}
+			return 1, nil
+		})
 	})
-	if err := p.Close(ctx); err != nil {
-		return r, err
-	}
-	if r.OK == 0 {
-		return r, fmt.Errorf("client.Producer: no job accepted: %w", r.FirstErr)
-	}
-	return r, nil
 }
 
 // pipelineDepth is how many unanswered jobs each sender of the pipelined
@@ -325,37 +312,22 @@ const pipelineDepth = 32
 // count. No latency is kept: an answer is seen only when its sender gets
 // to it.
 func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, depth int, warm, dur time.Duration) (LoadResult, error) {
-	p, closeClient, err := newProducer(addr, t)
-	if err != nil {
-		return LoadResult{}, err
-	}
-	defer closeClient()
-	payload := benchPayload()
+	return onProducer(ctx, addr, t, "client.Producer, pipelined", func(p *client.Producer, payload []byte) LoadResult {
+		return pipelined(ctx, p, payload, senders, depth, warm, dur)
+	})
+}
+
+// pipelined is producerPipelinedLoad's load on p.
+func pipelined(ctx context.Context, p *client.Producer, payload []byte, senders, depth int, warm, dur time.Duration) LoadResult {
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+dur)
 	type sent struct{ f *client.Future }
-	var (
-		mu  sync.Mutex
-		res LoadResult
-		wg  sync.WaitGroup
-	)
-	count := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if err == nil {
-			res.OK++
-			res.Units++
-			return
-		}
-		res.Errors++
-		if res.FirstErr == nil {
-			res.FirstErr = err
-		}
-	}
+	rec := recorder{noLatency: true}
+	var wg sync.WaitGroup
 	settle := func(s sent) {
 		_, err := s.f.Wait(ctx)
 		if now := time.Now(); !now.Before(from) && !now.After(until) {
-			count(err)
+			rec.add(0, 1, err)
 		}
 	}
 	for range senders {
@@ -364,7 +336,7 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 			for time.Now().Before(until) && ctx.Err() == nil {
 				f, err := p.Send(ctx, client.Job{Payload: payload})
 				if err != nil {
-					count(err)
+					rec.add(0, 1, err)
 					break
 				}
 				out = append(out, sent{f})
@@ -379,29 +351,31 @@ func producerPipelinedLoad(ctx context.Context, addr string, t Tenant, senders, 
 		})
 	}
 	wg.Wait()
-	res.Elapsed = dur
-	if err := p.Close(ctx); err != nil {
-		return res, err
-	}
-	if res.OK == 0 {
-		return res, fmt.Errorf("client.Producer, pipelined: no job accepted: %w", res.FirstErr)
-	}
-	return res, nil
+	rec.res.Elapsed = dur
+	return rec.res
 }
 
-// newProducer returns a client.Producer with its defaults for tenant t
-// on a new client of addr, and a func that closes the client.
-func newProducer(addr string, t Tenant) (*client.Producer, func(), error) {
+// onProducer runs load on a client.Producer with its defaults for tenant
+// t, on a new client of addr, then closes them; what names the run in the
+// error if no job was accepted.
+func onProducer(ctx context.Context, addr string, t Tenant, what string, load func(p *client.Producer, payload []byte) LoadResult) (LoadResult, error) {
 	c, err := client.New(addr, client.Config{APIKey: t.Key, Insecure: true})
 	if err != nil {
-		return nil, nil, err
+		return LoadResult{}, err
 	}
+	defer c.Close()
 	p, err := c.NewProducer(client.ProducerConfig{})
 	if err != nil {
-		_ = c.Close()
-		return nil, nil, err
+		return LoadResult{}, err
 	}
-	return p, func() { _ = c.Close() }, nil
+	r := load(p, benchPayload())
+	if err := p.Close(ctx); err != nil {
+		return r, err
+	}
+	if r.OK == 0 {
+		return r, fmt.Errorf("%s: no job accepted: %w", what, r.FirstErr)
+	}
+	return r, nil
 }
 
 // politeResult counts what the polite clients saw after the warmup.

@@ -107,9 +107,13 @@ type Call func(ctx context.Context, worker, i int) (int, error)
 // errDone tells ClosedLoop that a goroutine has no more calls to make.
 var errDone = errors.New("no more calls")
 
+// recorder collects a load run's calls into a LoadResult.
 type recorder struct {
 	mu  sync.Mutex
 	res LoadResult
+	// noLatency keeps no latencies: a run that sees its answers only
+	// some time after they came.
+	noLatency bool
 }
 
 func (r *recorder) add(lat time.Duration, units int, err error) {
@@ -124,7 +128,9 @@ func (r *recorder) add(lat time.Duration, units int, err error) {
 	}
 	r.res.OK++
 	r.res.Units += units
-	r.res.Latencies = append(r.res.Latencies, lat)
+	if !r.noLatency {
+		r.res.Latencies = append(r.res.Latencies, lat)
+	}
 }
 
 // ClosedLoop runs conc goroutines calling call back to back for warmup +

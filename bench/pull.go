@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -23,12 +24,8 @@ type StuckReaderOptions struct {
 // granted as many credits and never reads: the second run's rate ÷ the
 // first's. Both runs in one cluster, one after the other.
 func StuckReader(ctx context.Context, env *Env, rec *Recorder, o StuckReaderOptions, command string) error {
-	if o.Jobs == 0 {
-		o.Jobs = 40000
-	}
-	if o.Credits == 0 {
-		o.Credits = 32
-	}
+	o.Jobs = cmp.Or(o.Jobs, 40000)
+	o.Credits = cmp.Or(o.Credits, 32)
 	fig := Figure{
 		ID: "pull.stuck-reader", Item: 6, Order: 3, Command: command, Goal: "≥ 0.9",
 		Name: "Pull workers: a worker's jobs/s with a stuck worker beside it (stream open, never read) ÷ alone",

@@ -22,7 +22,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
-	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
@@ -398,13 +397,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("replay moved %q jobs, want 1", got)
 	}
 	admin.screenshot("replay")
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(strings.Join(jobs.outcome(poison), ","), "ok") {
-		if time.Now().After(deadline) {
-			t.Fatalf("replayed job %s not delivered within 60s", poison)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, 60*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(strings.Join(jobs.outcome(poison), ","), "ok") },
+		"replayed job %s not delivered within 60s", poison)
 	admin.waitFor("/", "#lane-standard .dead", "0")
 	admin.open("/replays")
 	admin.screenshot("replays")
@@ -437,21 +431,6 @@ tenants:
     min_share: 0.25
 `
 
-// slowWorker takes a while over each job, so the drainers' slots stay
-// busy while a flood waits.
-type slowWorker struct {
-	workerv1.UnimplementedWorkerServiceServer
-	took time.Duration
-}
-
-func (w slowWorker) Process(ctx context.Context, _ *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
-	select {
-	case <-time.After(w.took):
-	case <-ctx.Done():
-	}
-	return &workerv1.ProcessResponse{}, nil
-}
-
 // consoleFlood floods a gateway with four delivery slots and a slow
 // worker from one tenant, with a quieter one beside it: the Tenants page
 // shows the flooding tenant with the larger share, past its fair rate,
@@ -460,9 +439,12 @@ func (w slowWorker) Process(ctx context.Context, _ *workerv1.ProcessRequest) (*w
 func consoleFlood(t *testing.T, ctx context.Context, shots string) {
 	dir := t.TempDir()
 	const adminKey = "e2e-console-admin-key-2"
+	// A slow worker, so the drainers' slots stay busy while a flood waits.
+	slow := startWorker(t)
+	slow.SetService(40 * time.Millisecond)
 	gw := start(t, "gateway", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "", "--data-dir", dir,
 		"--admin-key", adminKey, "--console-sample-interval", "1s", "--tenants", writeFile(t, dir, "tenants.yaml", floodTenantsYAML),
-		"--worker-addr", startWorkerWith(t, slowWorker{took: 40 * time.Millisecond}), "--concurrency", "4", "--shutdown-grace", "2s")
+		"--worker-addr", slow.Addr, "--concurrency", "4", "--shutdown-grace", "2s")
 	addr := gw.addr("gateway listening")
 	consoleURL := strings.TrimSuffix(gw.waitLog("web console listening")["url"].(string), "/")
 	admin := &tab{t: t, ctx: ctx, base: consoleURL, shot: shots}

@@ -18,19 +18,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
-// flakyWorker fails jobs whose payload is "poison" until fixed.
-type flakyWorker struct {
-	*worker
-	fixed atomic.Bool
-}
-
-func (w *flakyWorker) Process(ctx context.Context, req *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
-	if string(req.GetPayload()) == "poison" && !w.fixed.Load() {
-		return nil, status.Error(codes.Unavailable, "downstream is down")
-	}
-	return w.worker.Process(ctx, req)
-}
-
 // cli runs sluicectl and returns its output (stdout and stderr).
 func cli(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -40,12 +27,16 @@ func cli(t *testing.T, args ...string) (string, error) {
 
 func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 	t.Parallel()
-	base := startWorker(t)
-	fw := &flakyWorker{worker: base}
-	// Serve the flaky wrapper instead of the plain worker.
-	w := startWorkerWith(t, fw)
+	// The worker fails jobs whose payload is "poison" until fixed.
+	var fixed atomic.Bool
+	base := startAnsweringWorker(t, func(_ context.Context, req *workerv1.ProcessRequest, _ int) error {
+		if string(req.GetPayload()) == "poison" && !fixed.Load() {
+			return status.Error(codes.Unavailable, "downstream is down")
+		}
+		return nil
+	})
 	cl := startCluster(t, testcluster.ClusterConfig{
-		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, WorkerAddr: w,
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, WorkerAddr: base.Addr,
 		Args: []string{"--max-attempts", "2", "--retry-base", "1s", "--retry-cap", "1s"},
 	})
 	admin, adminKey := cl.AdminAddr, cl.AdminKey
@@ -70,11 +61,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 			LastError string `json:"lastError"`
 		} `json:"jobs"`
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(listing.Jobs) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("poison job not in the DLQ within 60s")
-		}
+	listed := func() bool {
 		out, err := cli(t, append([]string{"dlq", "list", "--json"}, common...)...)
 		if err != nil {
 			t.Fatalf("dlq list: %v: %s", err, out)
@@ -82,8 +69,9 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &listing); err != nil {
 			t.Fatalf("dlq list --json: %v: %s", err, out)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return len(listing.Jobs) > 0
 	}
+	eventually(t, 60*time.Second, 200*time.Millisecond, listed, "poison job not in the DLQ within 60s")
 	if j := listing.Jobs[0]; j.JobID != poison.GetJobId() || j.Tenant != "alpha" || j.Reason != "attempts_exhausted" ||
 		!strings.Contains(j.LastError, "downstream is down") {
 		t.Fatalf("DLQ listing: %+v", listing.Jobs)
@@ -122,7 +110,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 	if err != nil || !strings.Contains(dry, "1 of 1 dead-lettered jobs would be replayed") {
 		t.Fatalf("dry run: %v: %s", err, dry)
 	}
-	fw.fixed.Store(true)
+	fixed.Store(true)
 	out, err := cli(t, append([]string{"dlq", "replay", "--tenant", "alpha"}, common...)...)
 	if err != nil || !strings.Contains(out, "1/1 moved") || !strings.Contains(out, "done") {
 		t.Fatalf("replay: %v: %s", err, out)

@@ -185,18 +185,7 @@ func TestHighWaterMark(t *testing.T) {
 	// No drainers: the standard lane's backlog only grows.
 	_, addr := startGateway(t, "")
 	c := client(t, addr)
-	var accepted int
-	var err error
-	for range 10 {
-		if _, err = c.Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")}); err != nil {
-			break
-		}
-		accepted++
-	}
-	// HWM 5 × standard's 80 % = refused from a backlog of 4.
-	if accepted != 4 {
-		t.Fatalf("accepted %d jobs before refusal (%v), want 4", accepted, err)
-	}
+	err := fillStandardLane(t, c)
 	st := status.Convert(err)
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("err = %v, want RESOURCE_EXHAUSTED", err)
@@ -209,6 +198,25 @@ func TestHighWaterMark(t *testing.T) {
 	if _, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: []byte("x")}); err != nil {
 		t.Fatalf("premium submit: %v", err)
 	}
+}
+
+// fillStandardLane submits as beta (standard tier) until refused, checks
+// that 4 jobs were accepted first (queuesYAML's high-water mark 5 ×
+// standard's 80 %), and returns the refusal.
+func fillStandardLane(t *testing.T, c ingestv1.IngestServiceClient) error {
+	t.Helper()
+	accepted := 0
+	var err error
+	for range 10 {
+		if _, err = c.Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")}); err != nil {
+			break
+		}
+		accepted++
+	}
+	if accepted != 4 {
+		t.Fatalf("accepted %d jobs before the refusal (%v), want 4", accepted, err)
+	}
+	return err
 }
 
 // TestNothingLostOnSIGKILL kills the gateway after its OKs and before any

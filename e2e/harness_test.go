@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
-	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
@@ -149,11 +148,18 @@ func (p *proc) stop(sig syscall.Signal) error {
 // worker is a real gRPC worker that records the jobs it processes.
 type worker struct{ *testcluster.Worker }
 
-// startWorker serves a worker, with the server options given, until the
-// test ends.
+// startWorker serves a worker that acknowledges every job, with the
+// server options given, until the test ends.
 func startWorker(t *testing.T, opts ...grpc.ServerOption) *worker {
 	t.Helper()
-	w, err := testcluster.StartWorker(nil, opts...)
+	return startAnsweringWorker(t, nil, opts...)
+}
+
+// startAnsweringWorker is startWorker with a worker that answers each call
+// as answer says (see testcluster.Answer).
+func startAnsweringWorker(t *testing.T, answer testcluster.Answer, opts ...grpc.ServerOption) *worker {
+	t.Helper()
+	w, err := testcluster.StartWorker(answer, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,16 +167,16 @@ func startWorker(t *testing.T, opts ...grpc.ServerOption) *worker {
 	return &worker{w}
 }
 
-// startWorkerWith serves impl as a worker on a loopback port and returns
-// its address.
-func startWorkerWith(t *testing.T, impl workerv1.WorkerServiceServer) string {
+// serveGRPC serves what register registers on a loopback port until the
+// test ends, and returns its address.
+func serveGRPC(t *testing.T, register func(*grpc.Server)) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	workerv1.RegisterWorkerServiceServer(srv, impl)
+	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
@@ -181,6 +187,19 @@ func (w *worker) waitFor(t *testing.T, ids []string) {
 	t.Helper()
 	if err := w.WaitDelivered(t.Context(), ids, time.Minute); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// eventually checks done every interval until it holds, and fails the
+// test with the message if it does not within timeout.
+func eventually(t *testing.T, timeout, interval time.Duration, done func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(interval)
 	}
 }
 

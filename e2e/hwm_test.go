@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,17 +16,11 @@ import (
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
-// stuckWorker takes every job and never finishes it, so the drainers hold
+// stuck takes every job and never finishes it, so the drainers hold
 // every job they read: delivering, or read ahead and waiting for a slot.
-type stuckWorker struct {
-	workerv1.UnimplementedWorkerServiceServer
-	calls atomic.Int64
-}
-
-func (w *stuckWorker) Process(ctx context.Context, _ *workerv1.ProcessRequest) (*workerv1.ProcessResponse, error) {
-	w.calls.Add(1)
+func stuck(ctx context.Context, _ *workerv1.ProcessRequest, _ int) error {
 	<-ctx.Done()
-	return nil, ctx.Err()
+	return ctx.Err()
 }
 
 // TestHighWaterMarkCountsHeldJobs floods the standard lane (mark 5, so the
@@ -40,8 +33,7 @@ func TestHighWaterMarkCountsHeldJobs(t *testing.T) {
 	for _, backend := range []string{testcluster.Embedded, testcluster.SQS} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			w := &stuckWorker{}
-			workerAddr := startWorkerWith(t, w)
+			w := startAnsweringWorker(t, stuck)
 			// On SQS, a gateway and a drainer process; depths are read every
 			// second on both backends.
 			drainers := 0
@@ -50,7 +42,7 @@ func TestHighWaterMarkCountsHeldJobs(t *testing.T) {
 			}
 			cl := startCluster(t, testcluster.ClusterConfig{
 				Backend: backend, Queues: fmt.Sprintf("prefix: hwm%d\n%s", os.Getpid(), queuesYAML), Tenants: tenantsYAML,
-				Drainers: drainers, WorkerAddr: workerAddr, Concurrency: 2,
+				Drainers: drainers, WorkerAddr: w.Addr, Concurrency: 2,
 				Args: []string{"--shutdown-grace", "1s"}, GatewayArgs: []string{"--depth-interval", "1s"},
 			})
 			c := client(t, cl.Addr)
@@ -58,27 +50,11 @@ func TestHighWaterMarkCountsHeldJobs(t *testing.T) {
 				_, err := c.Submit(withKey(t.Context(), "beta-key-1234"), &ingestv1.SubmitRequest{Payload: []byte("x")})
 				return err
 			}
-			accepted := 0
-			var err error
-			for range 10 {
-				if err = submit(); err != nil {
-					break
-				}
-				accepted++
-			}
-			if accepted != 4 {
-				t.Fatalf("accepted %d jobs before the refusal (%v), want 4", accepted, err)
-			}
-			checkRefusal(t, err)
+			checkRefusal(t, fillStandardLane(t, c))
 			// Wait until the drainers hold the jobs (the worker has some),
 			// then past two depth reads: the held jobs still count.
-			deadline := time.Now().Add(30 * time.Second)
-			for w.calls.Load() == 0 && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if w.calls.Load() == 0 {
-				t.Fatal("the drainers never delivered a job to the worker")
-			}
+			eventually(t, 30*time.Second, 50*time.Millisecond, func() bool { return w.Calls() > 0 },
+				"the drainers never delivered a job to the worker")
 			time.Sleep(2500 * time.Millisecond)
 			for i := range 5 {
 				err := submit()

@@ -128,13 +128,8 @@ func TestPullWorkerKilled(t *testing.T) {
 	_, other := startPullWorker(t, g, "--concurrency", "100")
 	killed := time.Now()
 	_ = holder.stop(syscall.SIGKILL)
-	deadline := time.Now().Add(30 * time.Second)
-	for !other.has(ids) {
-		if time.Now().After(deadline) {
-			t.Fatal("the killed worker's jobs did not reach the other worker within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, 10*time.Millisecond, func() bool { return other.has(ids) },
+		"the killed worker's jobs did not reach the other worker within 30s")
 	took := time.Since(killed)
 	t.Logf("all 100 jobs redelivered %v after the SIGKILL", took)
 	if took > 2*time.Second {
@@ -191,13 +186,8 @@ func TestPullStuckReader(t *testing.T) {
 	stuck.hello(t, 20) // and never reads again
 	_, other := startPullWorker(t, g, "--concurrency", "8")
 	ids := g.submit(t, "job", 400)
-	deadline := time.Now().Add(time.Minute)
-	for !other.has(ids) {
-		if time.Now().After(deadline) {
-			t.Fatal("jobs were not all delivered to the reading worker within a minute")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, time.Minute, 20*time.Millisecond, func() bool { return other.has(ids) },
+		"jobs were not all delivered to the reading worker within a minute")
 	scrape(t, g.proc, `sluice_drain_actions_total{action="delivered",lane="standard",reason=""} 400`)
 }
 
@@ -385,13 +375,8 @@ func TestPullMalformedFlood(t *testing.T) {
 	// stream is still served too.
 	_, w := startPullWorker(t, g)
 	ids := g.submit(t, "after", 2)
-	deadline := time.Now().Add(30 * time.Second)
-	for !w.has(ids[:1]) && !w.has(ids[1:]) {
-		if time.Now().After(deadline) {
-			t.Fatal("no job delivered after the flood")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, 20*time.Millisecond, func() bool { return w.has(ids[:1]) || w.has(ids[1:]) },
+		"no job delivered after the flood")
 	select {
 	case <-g.Done():
 		t.Fatalf("gateway exited: %v", g.Err())
@@ -417,13 +402,8 @@ func TestPullOverMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := g.submitWith(t, sluiceclient.Config{TLS: tlsCfg}, "secure", 3)
-	deadline := time.Now().Add(30 * time.Second)
-	for !w.has(ids) {
-		if time.Now().After(deadline) {
-			t.Fatal("jobs did not reach the worker over mutual TLS")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 30*time.Second, 20*time.Millisecond, func() bool { return w.has(ids) },
+		"jobs did not reach the worker over mutual TLS")
 }
 
 // Worker keys come from the tenant file's workers list, reloaded live:

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/hex"
-	"net"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,15 +33,7 @@ type collected struct {
 func startCollector(t *testing.T) *collector {
 	t.Helper()
 	c := &collector{}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(srv, c)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	c.addr = lis.Addr().String()
+	c.addr = serveGRPC(t, func(s *grpc.Server) { coltracepb.RegisterTraceServiceServer(s, c) })
 	return c
 }
 
@@ -97,7 +88,7 @@ func TestOTLPEndpointExportsTheJobsSpans(t *testing.T) {
 	const traceID, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	col := startCollector(t)
 	w := &traceparentWorker{got: make(chan string, 1)}
-	workerAddr := startWorkerWith(t, w)
+	workerAddr := serveGRPC(t, func(s *grpc.Server) { workerv1.RegisterWorkerServiceServer(s, w) })
 	dir := t.TempDir()
 	gw := start(t, "gateway",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", "",

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -106,11 +105,10 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 		return nil, err
 	}
 	defer load.Close()
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
-	defer stopLoad()
-	var wg sync.WaitGroup
+	loadCtx, endLoad := context.WithTimeout(ctx, cfg.Duration)
+	defer endLoad()
 	start := time.Now()
-	wg.Go(func() { load.Run(loadCtx) })
+	stopLoad := load.Start(loadCtx)
 	tick := time.NewTicker(100 * time.Millisecond)
 	for loadCtx.Err() == nil {
 		select {
@@ -122,7 +120,7 @@ func RunOverload(ctx context.Context, env *Env, cfg OverloadConfig) (*OverloadRe
 		}
 	}
 	tick.Stop()
-	wg.Wait()
+	stopLoad()
 	res.Duration = time.Since(start)
 	res.Load = load.Stats()
 	secs := cfg.Duration.Seconds()

@@ -40,25 +40,22 @@ type Report struct {
 func (r *Report) Problems() []string {
 	var p []string
 	p = append(p, r.Errors...)
-	for _, c := range r.Crash {
-		for _, x := range c.Problems {
-			p = append(p, "crash "+c.Backend+": "+x)
+	add := func(run string, problems []string) {
+		for _, x := range problems {
+			p = append(p, run+": "+x)
 		}
+	}
+	for _, c := range r.Crash {
+		add("crash "+c.Backend, c.Problems)
 	}
 	if r.Faults != nil {
-		for _, x := range r.Faults.Problems {
-			p = append(p, "backend faults: "+x)
-		}
+		add("backend faults", r.Faults.Problems)
 	}
 	if r.Disk != nil {
-		for _, x := range r.Disk.Problems {
-			p = append(p, "disk: "+x)
-		}
+		add("disk", r.Disk.Problems)
 	}
 	if r.Overload != nil {
-		for _, x := range r.Overload.Problems {
-			p = append(p, "overload: "+x)
-		}
+		add("overload", r.Overload.Problems)
 	}
 	for _, f := range r.Fuzz {
 		if f.Failed {
@@ -105,15 +102,15 @@ func (r *Report) Markdown() string {
 	w("Command: `%s`\n\n", r.Command)
 
 	w("| figure | value |\n|---|---|\n")
-	var crashes, acked, lost, dups, maxDup int
+	var acked, lost, dups, maxDup int
 	for _, c := range r.Crash {
-		crashes += c.Crashes
 		acked += c.Acked
 		lost += c.Lost
 		dups += c.Duplicates
 		maxDup = max(maxDup, c.MaxDeliveries)
 		w("| crashes survived, %s | %d SIGKILLs (%d during start-up): %s; graceful restarts (SIGTERM) between them: %d |\n", c.Backend, c.Crashes, c.Startups, countList(c.Kills), c.Terms)
 	}
+	crashDups := dups
 	if r.Faults != nil {
 		acked += r.Faults.Acked
 		lost += r.Faults.Lost
@@ -129,7 +126,7 @@ func (r *Report) Markdown() string {
 	}
 	w("| acknowledged jobs (all runs) | %d |\n", acked)
 	w("| lost | **%d** |\n", lost)
-	w("| duplicates (deliveries beyond the first) | %d (crash runs: %d, most deliveries of one job %d) |\n", dups, sumDup(r.Crash), maxDup)
+	w("| duplicates (deliveries beyond the first) | %d (crash runs: %d, most deliveries of one job %d) |\n", dups, crashDups, maxDup)
 	if r.Faults != nil {
 		w("| backend faults injected | %d (%s) over %d SQS requests |\n", sumFaults(r.Faults.Injected), faultList(r.Faults.Injected), r.Faults.Requests)
 	}
@@ -295,14 +292,6 @@ func countList[N int | int64](m map[string]N) string {
 		parts = append(parts, fmt.Sprintf("%s %d", strings.ReplaceAll(k, "_", " "), m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sumDup(cs []*CrashResult) int {
-	n := 0
-	for _, c := range cs {
-		n += c.Duplicates
-	}
-	return n
 }
 
 func sumFaults(m map[Fault]int64) int64 {

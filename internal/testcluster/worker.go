@@ -241,9 +241,6 @@ func (w *Worker) Delivered(id string) bool {
 	return j != nil && j.acked > 0
 }
 
-// Changed is signalled (without blocking) after each acknowledgement.
-func (w *Worker) Changed() <-chan struct{} { return w.changed }
-
 // WaitCount waits until at least n distinct jobs have been delivered, or
 // timeout; it reports whether they were.
 func (w *Worker) WaitCount(ctx context.Context, n int, timeout time.Duration) bool {

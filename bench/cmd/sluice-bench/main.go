@@ -146,12 +146,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer env.StopSQS()
 	// Relative paths are the repository's; absolute ones stay as given.
 	c.out, c.results, c.plots = underRoot(env.Root, c.out), underRoot(env.Root, c.results), underRoot(env.Root, c.plots)
-	resultsPath := c.results
 	plots := c.plots
 	if err := os.MkdirAll(plots, 0o755); err != nil {
 		return err
 	}
-	results, err := bench.LoadResults(resultsPath)
+	results, err := bench.LoadResults(c.results)
 	if err != nil {
 		return err
 	}
@@ -167,6 +166,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	relPlots, err := filepath.Rel(filepath.Dir(c.out), plots)
 	if err != nil {
 		return err
+	}
+	// The fairness scenarios' options on a backend.
+	fair := func(backend string) bench.FairnessOptions {
+		o := c.fair
+		o.Backend, o.Plots, o.RelPlots = backend, plots, relPlots
+		return o
 	}
 	backends := []string{bench.Embedded}
 	if c.sqs {
@@ -191,31 +196,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		case "fairness":
 			for _, b := range backends {
-				o := c.fair
-				o.Backend, o.Plots, o.RelPlots = b, plots, relPlots
-				err = errors.Join(err, bench.Fairness(ctx, env, rec, o, command(s)))
+				err = errors.Join(err, bench.Fairness(ctx, env, rec, fair(b), command(s)))
 			}
-		case "slow", "weights", "fairness-starved":
-			o := c.fair
-			o.Backend, o.Plots, o.RelPlots = bench.Embedded, plots, relPlots
-			switch s {
-			case "slow":
-				err = bench.SlowTenant(ctx, env, rec, o, command(s))
-			case "weights":
-				err = bench.Weights(ctx, env, rec, o, command(s))
-			default:
-				err = bench.FairnessStarved(ctx, env, rec, o, hogs, command(s))
-			}
+		case "slow":
+			err = bench.SlowTenant(ctx, env, rec, fair(bench.Embedded), command(s))
+		case "weights":
+			err = bench.Weights(ctx, env, rec, fair(bench.Embedded), command(s))
+		case "fairness-starved":
+			err = bench.FairnessStarved(ctx, env, rec, fair(bench.Embedded), hogs, command(s))
 		case "fairness-pull":
-			o := c.fair
-			o.Backend, o.Plots, o.RelPlots = bench.Embedded, plots, relPlots
-			err = bench.FairnessPull(ctx, env, rec, o, command(s))
+			err = bench.FairnessPull(ctx, env, rec, fair(bench.Embedded), command(s))
 		case "pull-stuck":
 			err = bench.StuckReader(ctx, env, rec, bench.StuckReaderOptions{}, command(s))
 		case "fairness-sqs":
-			o := c.fair
-			o.Plots, o.RelPlots = plots, relPlots
-			err = bench.FairnessSQS(ctx, env, rec, o, command(s))
+			err = bench.FairnessSQS(ctx, env, rec, fair(bench.SQS), command(s))
 		case "recovery", "recovery-starved":
 			for _, b := range backends {
 				o := c.recovery
