@@ -106,6 +106,8 @@ func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 		`sluice_age_of_first_attempt_seconds_count{lane="standard"} 8`,
 		`sluice_queue_visible_messages{kind="shard",lane="premium",queue="sluice-premium-shard-00"}`,
 		`sluice_enqueue_latency_seconds_bucket`,
+		`sluice_store_write_seconds_bucket`,
+		`sluice_store_write_operations_total`,
 	)
 }
 

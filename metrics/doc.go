@@ -30,6 +30,8 @@
 //	sluice_pull_credits_granted              gauge      lane                          PullCreditsGranted (Count; Lane)
 //	sluice_pull_credits_used                 gauge      lane                          PullCreditsUsed (Count; Lane)
 //	sluice_pull_leases_released_total        counter    lane                          PullLeasesReleased (Count; Lane)
+//	sluice_store_write_seconds               histogram                                StoreWrite (Seconds)
+//	sluice_store_write_operations_total      counter                                  StoreWriteOperations (Count)
 //
 // What each one means:
 //
@@ -62,6 +64,13 @@
 //     so retries of a failing worker do not mask a growing backlog (the
 //     AgeOfFirstAttempt metric of "Avoiding insurmountable queue
 //     backlogs").
+//   - sluice_store_write_seconds, sluice_store_write_operations_total:
+//     the embedded store's single writer, per group of operations it
+//     applied in one transaction (with --fsync=always, its commit and
+//     fsync; with interval, its redo-log write). Every send, receive,
+//     delete and move of the process waits for one such write, so a slow
+//     disk or an overloaded writer shows here first. Operations ÷ writes
+//     is the group-commit factor. Embedded backend only.
 //   - sluice_backend_calls_total: queue backend API requests by operation,
 //     retries included (SQS bills each request). Divide by
 //     sluice_drain_actions_total{action="delivered"} for calls per delivered

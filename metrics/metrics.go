@@ -37,6 +37,8 @@ const (
 	NamePullCreditsGranted = "sluice_pull_credits_granted"
 	NamePullCreditsUsed    = "sluice_pull_credits_used"
 	NamePullReleased       = "sluice_pull_leases_released_total"
+	NameStoreWrite         = "sluice_store_write_seconds"
+	NameStoreWriteOps      = "sluice_store_write_operations_total"
 )
 
 // OtherValue replaces a label value that is not kept: a tenant outside the
@@ -143,7 +145,11 @@ type Metrics struct {
 	pullGranted       *prometheus.GaugeVec
 	pullUsed          *prometheus.GaugeVec
 	pullReleased      *prometheus.CounterVec
-	fairnessMu        sync.Mutex // one lane's tenant shares are replaced as a whole
+	// The store's series have no labels; as vectors they appear only
+	// once a write is recorded (embedded backend), like the others.
+	storeWrite    *prometheus.HistogramVec
+	storeWriteOps *prometheus.CounterVec
+	fairnessMu    sync.Mutex // one lane's tenant shares are replaced as a whole
 
 	tenants *topK
 
@@ -251,6 +257,15 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: NamePullReleased,
 			Help: "Jobs handed back at once, unanswered, because their pull worker's stream ended.",
 		}, []string{"lane"}),
+		storeWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    NameStoreWrite,
+			Help:    "Time the embedded store's single writer took per group of operations (one transaction: with --fsync=always its commit and fsync, with interval its redo-log write), which every caller in the group waited for.",
+			Buckets: enqueueBuckets,
+		}, nil),
+		storeWriteOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameStoreWriteOps,
+			Help: "Operations (sends, receives, deletes, visibility changes) the embedded store's writer applied; ÷ the write count is the group-commit factor.",
+		}, nil),
 
 		lanes:      newBounded(maxLanes),
 		tiers:      newBounded(maxTiers),
@@ -266,7 +281,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
 			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
 			m.tenantReloads, m.drainUtilization, m.drainFairness, m.drainHeld, m.drainTopShare, m.drainTenantShare,
-			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased)
+			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased, m.storeWrite, m.storeWriteOps)
 	}
 	return m
 }
@@ -404,6 +419,16 @@ func (m *Metrics) AgeOfFirstAttempt(lane string, d time.Duration) {
 		return
 	}
 	m.ageOfFirstAttempt.WithLabelValues(m.lanes.value(lane)).Observe(d.Seconds())
+}
+
+// StoreWrite records one group the embedded store's writer applied: its
+// operations and the time it took.
+func (m *Metrics) StoreWrite(ops int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.storeWrite.WithLabelValues().Observe(took.Seconds())
+	m.storeWriteOps.WithLabelValues().Add(float64(ops))
 }
 
 // BackendCall counts n queue backend API requests of one operation.

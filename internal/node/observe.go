@@ -120,6 +120,11 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 	if counter, ok := backend.(interface{ APICalls() map[string]int64 }); ok {
 		o.wg.Go(func() { o.pollAPICalls(ctx, counter.APICalls) })
 	}
+	if store, ok := backend.(interface {
+		ObserveWrites(func(ops int, took time.Duration))
+	}); ok {
+		store.ObserveWrites(o.Metrics.StoreWrite)
+	}
 	return o, nil
 }
 

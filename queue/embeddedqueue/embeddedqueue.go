@@ -113,6 +113,7 @@ type Backend struct {
 
 	commits  atomic.Int64
 	grouped  atomic.Int64
+	observe  atomic.Pointer[func(ops int, took time.Duration)]
 	groupBuf []*op // the writer's
 
 	// Interval mode (Options.SyncInterval > 0); the writer's. tx is the
@@ -392,7 +393,11 @@ func (b *Backend) gather(first *op) []*op {
 }
 
 func (b *Backend) commit(group []*op) {
+	start := time.Now()
 	err := b.applyGroup(group)
+	if observe := b.observe.Load(); observe != nil && err == nil {
+		(*observe)(len(group), time.Since(start))
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: %w", queue.ErrUnavailable, err)
 	}
@@ -451,6 +456,18 @@ type CommitStats struct {
 	// Ops is the number of operations those commits carried; Ops/Commits
 	// is the group-commit factor.
 	Ops int64
+}
+
+// ObserveWrites makes the writer call observe after each group of
+// operations it applies (one transaction), with the group's size and the
+// time it took: the wait that every caller in the group shared. nil stops
+// it. observe runs on the writer and must be quick.
+func (b *Backend) ObserveWrites(observe func(ops int, took time.Duration)) {
+	if observe == nil {
+		b.observe.Store(nil)
+		return
+	}
+	b.observe.Store(&observe)
 }
 
 // CommitStats reports the commits made since Open.

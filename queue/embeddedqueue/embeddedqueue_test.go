@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,6 +69,14 @@ func TestGroupCommit(t *testing.T) {
 	b, _ := setup(t)
 	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
 	before := b.CommitStats()
+	var observedGroups, observedOps atomic.Int64
+	b.ObserveWrites(func(ops int, took time.Duration) {
+		if took <= 0 {
+			t.Errorf("a write of %d operations took %s", ops, took)
+		}
+		observedGroups.Add(1)
+		observedOps.Add(int64(ops))
+	})
 	const senders, each = 64, 10
 	var wg sync.WaitGroup
 	for g := range senders {
@@ -87,6 +96,10 @@ func TestGroupCommit(t *testing.T) {
 	t.Logf("%d sends in %d commits (%.1f per fsync)", ops, commits, float64(ops)/float64(commits))
 	if ops != senders*each {
 		t.Fatalf("%d operations committed, want %d", ops, senders*each)
+	}
+	if observedGroups.Load() != commits || observedOps.Load() != ops {
+		t.Fatalf("ObserveWrites saw %d groups of %d operations in all, want %d and %d",
+			observedGroups.Load(), observedOps.Load(), commits, ops)
 	}
 	if commits >= senders*each/2 {
 		t.Fatalf("%d sends took %d commits; concurrent sends should share them", senders*each, commits)
