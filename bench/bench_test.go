@@ -68,6 +68,25 @@ broken{line 1
 	}
 }
 
+func TestStoreWrites(t *testing.T) {
+	t.Parallel()
+	page := `sluice_store_write_seconds_bucket{le="0.005"} 90
+sluice_store_write_seconds_bucket{le="0.01"} 99
+sluice_store_write_seconds_bucket{le="0.05"} 99
+sluice_store_write_seconds_bucket{le="0.1"} 100
+sluice_store_write_seconds_bucket{le="+Inf"} 100
+sluice_store_write_seconds_count 100
+sluice_store_write_operations_total 1250
+`
+	want := "store writes 100 (12.5 operations each), p99 ≤ 10ms, 1 over 50 ms"
+	if got := storeWrites(ParseMetrics(page)); got != want {
+		t.Errorf("storeWrites = %q, want %q", got, want)
+	}
+	if got := storeWrites(ParseMetrics("go_goroutines 42\n")); got != "" {
+		t.Errorf("storeWrites without a store = %q, want empty", got)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	t.Parallel()
 	ms := func(xs ...int) []time.Duration {

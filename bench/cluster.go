@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,6 +111,7 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 // (delivered, spilled, backlogged, …), as a short text.
 func DrainActions(ctx context.Context, c *Cluster) string {
 	total := map[string]float64{}
+	var writes []Sample
 	for _, p := range c.Procs() {
 		addr, err := p.Addr(ctx, "metrics listening")
 		if err != nil {
@@ -122,6 +124,7 @@ func DrainActions(ctx context.Context, c *Cluster) string {
 		for action, v := range ByLabel(s, metrics.NameDrainActions, "action") {
 			total[action] += v
 		}
+		writes = append(writes, s...)
 	}
 	if len(total) == 0 {
 		return "none"
@@ -130,5 +133,46 @@ func DrainActions(ctx context.Context, c *Cluster) string {
 	for _, a := range slices.Sorted(maps.Keys(total)) {
 		parts = append(parts, fmt.Sprintf("%s %s", a, Num(total[a])))
 	}
-	return strings.Join(parts, ", ")
+	text := strings.Join(parts, ", ")
+	if w := storeWrites(writes); w != "" {
+		text += "; " + w
+	}
+	return text
+}
+
+// storeWrites sums up the embedded store's writer from samples of one or
+// more processes: its writes (group commits), operations per write, the
+// bucket bound under which 99 % of the writes took, and how many took over
+// 50 ms. "" when no process has an embedded store.
+func storeWrites(samples []Sample) string {
+	buckets := map[float64]float64{} // le → cumulative count
+	var count, ops float64
+	for _, s := range samples {
+		switch s.Name {
+		case metrics.NameStoreWrite + "_bucket":
+			le, err := strconv.ParseFloat(s.Labels["le"], 64)
+			if err == nil {
+				buckets[le] += s.Value
+			}
+		case metrics.NameStoreWrite + "_count":
+			count += s.Value
+		case metrics.NameStoreWriteOps:
+			ops += s.Value
+		}
+	}
+	if count == 0 {
+		return ""
+	}
+	bounds := slices.Sorted(maps.Keys(buckets))
+	p99, over50 := math.Inf(1), 0.0
+	for _, le := range bounds {
+		if buckets[le] >= 0.99*count && math.IsInf(p99, 1) {
+			p99 = le
+		}
+		if le == 0.05 {
+			over50 = count - buckets[le]
+		}
+	}
+	return fmt.Sprintf("store writes %s (%.1f operations each), p99 ≤ %s, %s over 50 ms",
+		Num(count), ops/count, time.Duration(p99*float64(time.Second)), Num(over50))
 }
