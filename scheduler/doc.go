@@ -33,10 +33,15 @@
 //	| # | level     | who qualifies                                                       |
 //	|---|-----------|---------------------------------------------------------------------|
 //	| 1 | minimum   | a tenant below its guaranteed MinShare of the slots                 |
-//	| 2 | sideline  | spillover/backlog work, while it had under SidelineShare of recent grants |
+//	| 2 | sideline  | spillover/backlog work, one grant in 1/SidelineShare (a steady share) |
 //	| 3 | in share  | fresh work of a tenant within its fair rate (FairRate, FairBurst)   |
 //	| 4 | spare     | fresh work of a tenant over its fair rate, and spillover work       |
 //	| 5 | backlog   | backlog work (stale jobs), after live work is caught up             |
+//
+// The sideline share is kept as a credit of grants, capped at the share
+// of the slots: sideline work owed its share after a stretch of fresh
+// work alone gets one or two grants at once, then one in ten, never a run
+// that makes in-share fresh work wait.
 //
 // The fair rate is a mark, not a throttle: a tenant over it is served at
 // level 4, after everyone within theirs, and gets every slot they leave.

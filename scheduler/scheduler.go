@@ -137,9 +137,14 @@ type Scheduler[T any] struct {
 	held      int
 	heldClass [numClasses]int
 	vclock    float64 // virtual start time of the job last granted
-	// Recent grants, all and of spillover or backlog work: the sideline
-	// share is guaranteed while sideline grants are below it.
-	allGrants, sideGrants decayed
+	// sideCredit is the sideline work's guaranteed share, counted in
+	// grants: each grant adds SidelineShare to it and each grant of
+	// spillover or backlog work takes one away, within ±sideCreditCap.
+	// The guaranteed level opens at one. The cap keeps it a steady share:
+	// measured as a ratio over the last tens of seconds, the share owed
+	// after a stretch of fresh work alone came as a run of every grant
+	// for about 100 ms, while in-share fresh work waited (issue 13).
+	sideCredit float64
 
 	groups        map[string]*groupStats
 	limitedGroups int       // groups with a slot limit of their own
@@ -202,7 +207,9 @@ func New[T any](cfg Config) (*Scheduler[T], error) {
 	cfg.ReadAhead = cmp.Or(cfg.ReadAhead, max(cfg.Slots, 20))
 	cfg.InitialCost = cmp.Or(cfg.InitialCost, InitialCostDefault)
 	cfg.IdleTTL = cmp.Or(cfg.IdleTTL, IdleTTLDefault)
-	return &Scheduler[T]{cfg: cfg, tenants: map[string]*tenant[T]{}, recent: map[string]*tenant[T]{}, groups: map[string]*groupStats{}}, nil
+	s := &Scheduler[T]{cfg: cfg, tenants: map[string]*tenant[T]{}, recent: map[string]*tenant[T]{}, groups: map[string]*groupStats{}}
+	s.sideCredit = s.sideCreditCap() // sideline work that comes first goes at once
+	return s, nil
 }
 
 // SetSlots changes the number of slots; running jobs keep theirs. Zero
@@ -308,6 +315,12 @@ func setBucket(b *bucket, r float64, burst int, now time.Time) *bucket {
 	return b
 }
 
+// sideCreditCap bounds the sideline credit: the guaranteed share of the
+// slots, and at least one grant.
+func (s *Scheduler[T]) sideCreditCap() float64 {
+	return max(1, s.cfg.SidelineShare*float64(s.cfg.Slots))
+}
+
 // Next grants the next job to a free slot. It returns nil when every slot
 // is taken or no held job is deliverable; wait is then, if positive, the
 // time after which a job held back by a hard rate ceiling becomes
@@ -317,7 +330,7 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 	if s.running >= s.cfg.Slots || s.held == 0 {
 		return nil, 0
 	}
-	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideGrants.v <= s.cfg.SidelineShare*s.allGrants.v
+	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideCredit >= 1
 	var best *tenant[T]
 	var bestVT float64
 	bestLevel, bestClass := levelNone, Fresh
@@ -436,9 +449,10 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	s.recent[t.id] = t
 	s.running++
 	s.group(t.group).running++
-	s.allGrants.add(1)
+	credit := s.sideCreditCap()
+	s.sideCredit = min(s.sideCredit+s.cfg.SidelineShare, credit)
 	if c != Fresh {
-		s.sideGrants.add(1)
+		s.sideCredit = max(s.sideCredit-1, -credit)
 	}
 	tk := &Ticket[T]{Item: item, Tenant: t.id, Group: t.group, Class: c, Level: level, charge: charge, t: t, start: now}
 	t.running = append(t.running, tk)

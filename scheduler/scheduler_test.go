@@ -226,6 +226,63 @@ func TestSidelineShareIsGuaranteed(t *testing.T) {
 	}
 }
 
+// TestSidelineShareComesWithoutBursts runs fresh work alone for a long
+// stretch, then spilled work arrives beside it: the guaranteed sideline
+// share must come as a steady tenth of the grants, never as a run that
+// makes in-share fresh work wait. Owed its share over a long window, the
+// sideline once took every grant for about 100 ms when spilled jobs
+// first came back (issue 13), and that set the quiet tenants' p99.
+func TestSidelineShareComesWithoutBursts(t *testing.T) {
+	t.Parallel()
+	const slots = 16
+	s, err := New[string](Config{Slots: slots, Limits: func(string) Limits { return Limits{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	grant := func() *Ticket[string] {
+		t.Helper()
+		for _, id := range []string{"a", "b"} {
+			if s.HeldFresh(id) < 2 {
+				s.Push(now, id, "lane", Fresh, id)
+			}
+		}
+		tk, _ := s.Next(now)
+		if tk == nil {
+			t.Fatal("no grant with fresh work held and slots free")
+		}
+		now = now.Add(2500 * time.Microsecond) // 400 grants/s
+		s.Done(now, tk, 40*time.Millisecond)
+		return tk
+	}
+	for range 4000 { // 10 s of fresh work alone
+		if tk := grant(); tk.Class != Fresh {
+			t.Fatalf("granted %v with no sideline work held", tk.Class)
+		}
+	}
+	for range 500 {
+		s.Push(now, "noisy", "lane", Spillover, "spilled")
+	}
+	side, run, longest := 0, 0, 0
+	const n = 200
+	for range n {
+		if tk := grant(); tk.Class == Fresh {
+			run = 0
+		} else {
+			side++
+			run++
+			longest = max(longest, run)
+		}
+	}
+	if want := int(SidelineShareDefault*n) + 2; side > want || side < int(SidelineShareDefault*n)-1 {
+		t.Errorf("sideline work got %d of %d grants beside in-share fresh work; want its %.0f %% share, about %d",
+			side, n, 100*SidelineShareDefault, int(SidelineShareDefault*n))
+	}
+	if longest > 2 {
+		t.Errorf("sideline work took %d grants in a row while in-share fresh work waited; want at most 2", longest)
+	}
+}
+
 func TestRemoveIfAndEach(t *testing.T) {
 	t.Parallel()
 	s := newSched(t, 1, nil)

@@ -66,8 +66,6 @@ func (s *Scheduler[T]) advance(now time.Time) {
 	s.last = now
 	factor := math.Exp2(-dt / statsHalfLife.Seconds())
 	saturated := s.running >= s.cfg.Slots
-	s.allGrants.decay(factor)
-	s.sideGrants.decay(factor)
 	for _, g := range s.groups {
 		g.busy.decay(factor)
 		g.demand.decay(factor)
