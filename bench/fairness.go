@@ -625,12 +625,16 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 }
 
 // serviceText says how long the worker takes per job.
-func (o FairnessOptions) serviceText() string {
-	if o.Spread <= 0 {
-		return fmt.Sprintf("%s per job", o.Service)
+func (o FairnessOptions) serviceText() string { return serviceText(o.Service, o.Spread) }
+
+// serviceText says how long a worker of mean service time and spread
+// (negative: none) takes per job.
+func serviceText(service time.Duration, spread float64) string {
+	if spread <= 0 {
+		return fmt.Sprintf("%s per job", service)
 	}
 	return fmt.Sprintf("%s per job on average, each job's time drawn uniformly within ±%.0f %% of it (real jobs vary; with equal times, "+
-		"slots that start together finish together, and a quiet job waits for the next such group)", o.Service, 100*o.Spread)
+		"slots that start together finish together, and a fresh job waits for the next such group)", service, 100*spread)
 }
 
 // measure runs a variant's measurement on a recording worker with o's

@@ -23,6 +23,10 @@ type RecoveryOptions struct {
 	// (Concurrency/Service). Defaults: 20ms and 16 (800 jobs/s).
 	Service     time.Duration
 	Concurrency int
+	// Spread is how far each job's service time varies around Service,
+	// as in FairnessOptions. Defaults to 0.25 (±25 %); negative makes
+	// every job take exactly Service.
+	Spread float64
 	// Baseline is the time before the drainers stop; Outage how long they
 	// stay stopped. Defaults: 8s and 15s.
 	Baseline, Outage time.Duration
@@ -43,6 +47,7 @@ func (o *RecoveryOptions) defaults() {
 	o.Rate = cmp.Or(o.Rate, 300)
 	o.Service = cmp.Or(o.Service, 20*time.Millisecond)
 	o.Concurrency = cmp.Or(o.Concurrency, 16)
+	o.Spread = cmp.Or(o.Spread, 0.25)
 	o.Baseline = cmp.Or(o.Baseline, 8*time.Second)
 	o.Outage = cmp.Or(o.Outage, 15*time.Second)
 	o.MaxRecovery = cmp.Or(o.MaxRecovery, 60*time.Second)
@@ -112,6 +117,7 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 		return err
 	}
 	defer w.Stop()
+	w.SetServiceSpread(max(o.Spread, 0))
 	if o.Hogs > 0 {
 		stop, err := StartHogs(o.Hogs)
 		if err != nil {
@@ -188,12 +194,12 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 	if err := c.WriteFile(filepath.Join(o.Plots, name)); err != nil {
 		return err
 	}
-	body := fmt.Sprintf("%d tenants submit %g jobs/s in all, throughout; the worker takes %s per job and the drainers deliver %d at once "+
+	body := fmt.Sprintf("%d tenants submit %g jobs/s in all, throughout; the worker takes %s and the drainers deliver %d at once "+
 		"(capacity %g jobs/s). After %s the drainers stop for %s (%s), then restart. A job is fresh if submitted after the restart "+
 		"began; fresh jobs are judged in %s windows by submit time, and the system has recovered from the first of %d windows in a "+
 		"row whose p99 dwell is within 2× the baseline p99 (the %s before the stop; at least +20 ms). "+
 		"Sluice's lane has a staleness bound of %s: older jobs go to the backlog queue, fresh ones first.\n\n%s\n![recovery](%s)\n",
-		o.Tenants, o.Rate, o.Service, o.Concurrency, float64(o.Concurrency)/o.Service.Seconds(), o.Baseline, o.Outage,
+		o.Tenants, o.Rate, serviceText(o.Service, o.Spread), o.Concurrency, float64(o.Concurrency)/o.Service.Seconds(), o.Baseline, o.Outage,
 		outageHow(o.Backend), o.Window, sustainWindows, o.Baseline, Staleness,
 		Table([]string{"mode", "backlog at restart", "baseline p99", "threshold", "recovered after", "backlog delivered after ready", "restart took", "undelivered at end", "drainer actions", "submit errors"}, rows),
 		filepath.ToSlash(filepath.Join(o.RelPlots, name)))

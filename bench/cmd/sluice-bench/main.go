@@ -80,6 +80,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.fair.NoisyRate, "fairness-noisy-rate", 0, "fairness: a noisy tenant's drain rate, jobs/s (default 20); it sends 20× that")
 	fs.DurationVar(&c.recovery.Outage, "recovery-outage", 0, "recovery: how long the drainers are stopped (default 15s, -long 120s)")
 	fs.Float64Var(&c.recovery.Rate, "recovery-rate", 0, "recovery: total jobs/s submitted throughout (default 300)")
+	fs.Float64Var(&c.recovery.Spread, "recovery-spread", 0, "recovery: how far each job's service time varies around its mean, as a fraction (default 0.25; negative: none)")
 	fs.DurationVar(&c.recovery.MaxRecovery, "recovery-max", 0, "recovery: longest wait for recovery after the restart (default 60s, -long 300s)")
 	fs.DurationVar(&c.cost.Window, "cost-window", 0, "cost: measured steady-state window (default 30s, -long 120s)")
 	fs.Float64Var(&c.cost.Rate, "cost-rate", 0, "cost: total jobs/s submitted (default 500)")
