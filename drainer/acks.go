@@ -3,7 +3,6 @@ package drainer
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -13,22 +12,10 @@ import (
 // has gathered, up to a batch per call, until none is left; the others
 // wait for their answers. On the embedded backend this is one store
 // operation per batch instead of per job; on SQS the backend batches too.
-//
-// With a linger, that first caller first waits up to it for a full batch
-// to gather. Acks run after their delivery slot is freed, so the wait
-// costs no worker time and adds nothing to any job's dwell; on SQS, where
-// each DeleteMessageBatch is billed, it makes fuller batches.
 type acker struct {
-	linger time.Duration
-
 	mu      sync.Mutex
 	pending []ackReq
-	busy    bool          // a caller is deleting
-	full    chan struct{} // signalled when a lingering caller has a batch
-}
-
-func newAcker(linger time.Duration) *acker {
-	return &acker{linger: linger, full: make(chan struct{}, 1)}
+	busy    bool // a caller is deleting
 }
 
 type ackReq struct {
@@ -43,18 +30,11 @@ func (a *acker) ack(ctx context.Context, l *lease) error {
 	a.mu.Lock()
 	a.pending = append(a.pending, req)
 	if a.busy {
-		if len(a.pending) == queue.MaxBatch {
-			select {
-			case a.full <- struct{}{}:
-			default:
-			}
-		}
 		a.mu.Unlock()
 		return <-req.done
 	}
 	a.busy = true
 	a.mu.Unlock()
-	a.gather(ctx)
 	for {
 		a.mu.Lock()
 		n := min(len(a.pending), queue.MaxBatch)
@@ -69,30 +49,6 @@ func (a *acker) ack(ctx context.Context, l *lease) error {
 		flush(ctx, batch)
 	}
 	return <-req.done
-}
-
-// gather waits up to the linger for a full batch of acks.
-func (a *acker) gather(ctx context.Context) {
-	if a.linger <= 0 {
-		return
-	}
-	select {
-	case <-a.full: // left over from a batch already sent
-	default:
-	}
-	a.mu.Lock()
-	n := len(a.pending)
-	a.mu.Unlock()
-	if n >= queue.MaxBatch {
-		return
-	}
-	t := time.NewTimer(a.linger)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-a.full:
-	case <-ctx.Done():
-	}
 }
 
 // flush deletes a batch of one queue's messages and answers each request.

@@ -102,12 +102,6 @@ type Config struct {
 	// billed receive carries more jobs. It adds up to that much to the
 	// dwell of jobs arriving at an idle queue. Defaults to 0 (no wait).
 	ReceiveLinger time.Duration
-	// AckLinger is how long an ack waits for others of the same queue
-	// before their delete goes out, when fewer than a batch are waiting.
-	// Acks run after their delivery slot is freed, so it costs no worker
-	// time and no dwell; on SQS each DeleteMessageBatch is billed, and a
-	// linger fills them. Defaults to 0 (no wait).
-	AckLinger time.Duration
 	// HandlerTimeout bounds one delivery. Defaults to 15 minutes.
 	HandlerTimeout time.Duration
 	// Metrics records outcomes, dwell, age of first attempt and the
@@ -202,7 +196,7 @@ type queueBuf struct {
 	inbox  *laneInbox
 	name   string
 	source sideliner.Source
-	acks   *acker // deletes of the jobs delivered from it
+	acks   acker // deletes of the jobs delivered from it
 }
 
 // New validates cfg and returns a drainer.
@@ -253,11 +247,11 @@ func New(cfg Config) (*Drainer, error) {
 			dlq:       cfg.Topology.DLQ(l.Name),
 		}
 		for s := range l.Shards {
-			in.shards = append(in.shards, &queueBuf{inbox: in, name: cfg.Topology.ShardQueue(l.Name, s), source: sideliner.SourceShard, acks: newAcker(cfg.AckLinger)})
+			in.shards = append(in.shards, &queueBuf{inbox: in, name: cfg.Topology.ShardQueue(l.Name, s), source: sideliner.SourceShard})
 		}
 		in.side = []*queueBuf{
-			{inbox: in, name: in.spillover, source: sideliner.SourceSpillover, acks: newAcker(cfg.AckLinger)},
-			{inbox: in, name: in.backlog, source: sideliner.SourceBacklog, acks: newAcker(cfg.AckLinger)},
+			{inbox: in, name: in.spillover, source: sideliner.SourceSpillover},
+			{inbox: in, name: in.backlog, source: sideliner.SourceBacklog},
 		}
 		d.lanes = append(d.lanes, in)
 	}

@@ -2,13 +2,11 @@ package drainer
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/faultqueue"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -68,34 +66,4 @@ func TestLeaseKeeperHoldsLongDeliveries(t *testing.T) {
 			t.Fatalf("queue after the ack: %+v, want empty", s)
 		}
 	})
-}
-
-// TestAckLingerFillsDeletes delivers a batch's worth of jobs that finish
-// together: with an ack linger their acks share one delete (SQS bills
-// each). Without one, the first ack goes out alone and the rest follow in
-// a second delete (30 runs of 30 under -race while this was written).
-func TestAckLingerFillsDeletes(t *testing.T) {
-	t.Parallel()
-	tb := setup(t, "lanes:\n  - {name: std, shards: 1}\n")
-	q := tb.topo.ShardQueue("std", 0)
-	for i := range queue.MaxBatch {
-		tb.enqueue(t, q, testEnvelope("t", fmt.Sprint("job-", i), time.Now()))
-	}
-	fq := faultqueue.New(tb.backend)
-	var deletes atomic.Int64
-	fq.Inject(func(c faultqueue.Call) error {
-		if c.Op == faultqueue.OpDelete {
-			deletes.Add(1)
-		}
-		return nil
-	})
-	rec := newRecorder()
-	rec.hold = make(chan struct{})
-	d := startDrainer(t, Config{Backend: fq, Topology: tb.topo, Handler: rec, Concurrency: queue.MaxBatch, AckLinger: time.Second})
-	topotest.WaitFor(t, func() bool { _, busy := d.Slots(); return busy == queue.MaxBatch })
-	close(rec.hold)
-	topotest.WaitFor(t, func() bool { return d.Counts().Delivered == queue.MaxBatch })
-	if n := deletes.Load(); n != 1 {
-		t.Fatalf("%d jobs acked in %d deletes, want 1", queue.MaxBatch, n)
-	}
 }

@@ -165,7 +165,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	return node.RunDrain(ctx, node.DrainConfig{
 		Pull: pullFlags, WorkerKeys: node.WorkerKeys(tenants, workerKey), WorkerTLS: tlsCfg.Ingest, WorkerTLSMode: tlsCfg.IngestMode,
 		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
-		Tenants: tenants, Policy: policy, SidelineShare: share, ReadAhead: readAhead, ReceiveLinger: bf.DrainReceiveLinger(), AckLinger: bf.DrainAckLinger(), Metrics: obs.Metrics,
+		Tenants: tenants, Policy: policy, SidelineShare: share, ReadAhead: readAhead, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
 		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
 	})

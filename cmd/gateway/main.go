@@ -222,7 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
 				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,
-				Policy: c.policy, SidelineShare: c.sidelineShare, ReadAhead: c.readAhead, ReceiveLinger: c.backend.DrainReceiveLinger(), AckLinger: c.backend.DrainAckLinger(), Metrics: obs.Metrics,
+				Policy: c.policy, SidelineShare: c.sidelineShare, ReadAhead: c.readAhead, ReceiveLinger: c.backend.DrainReceiveLinger(), Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
 				AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,
 				Pull: c.pull, WorkerKeys: node.WorkerKeys(tenants, workerKey), WorkerTLS: tlsCfg.Ingest, WorkerTLSMode: tlsCfg.IngestMode,

@@ -132,20 +132,6 @@ func (f BackendFlags) DrainReceiveLinger() time.Duration {
 	return 0
 }
 
-// SQSAckLingerDefault is how long the drainers' acks wait on SQS to share
-// a DeleteMessageBatch (each is billed). Acks run after their delivery
-// slot is freed, so the wait costs no worker time and no dwell.
-const SQSAckLingerDefault = 50 * time.Millisecond
-
-// DrainAckLinger is the drainers' ack linger: SQSAckLingerDefault on SQS,
-// none on the embedded backend (its deletes share commits anyway).
-func (f BackendFlags) DrainAckLinger() time.Duration {
-	if f.Kind == "sqs" {
-		return SQSAckLingerDefault
-	}
-	return 0
-}
-
 // autoDuration is a duration flag whose unset value (negative) reads as
 // "auto".
 type autoDuration struct{ d *time.Duration }
@@ -324,12 +310,10 @@ type DrainConfig struct {
 	// ReceiveLinger is drainer.Config.ReceiveLinger
 	// (BackendFlags.DrainReceiveLinger).
 	ReceiveLinger time.Duration
-	// AckLinger is drainer.Config.AckLinger (BackendFlags.DrainAckLinger).
-	AckLinger   time.Duration
-	Metrics     *metrics.Metrics
-	Concurrency int
-	AdminListen string
-	AdminKey    string
+	Metrics       *metrics.Metrics
+	Concurrency   int
+	AdminListen   string
+	AdminKey      string
 	// AdminTLS is the admin listener's TLS: its server options (from
 	// TLS.Admin; none is plaintext) and its mode for the log line.
 	AdminTLS      []grpc.ServerOption
@@ -377,7 +361,6 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		SidelineShare:  cfg.SidelineShare,
 		ReadAhead:      cfg.ReadAhead,
 		ReceiveLinger:  cfg.ReceiveLinger,
-		AckLinger:      cfg.AckLinger,
 		Concurrency:    cfg.Concurrency,
 		Logger:         cfg.Logger,
 	})
