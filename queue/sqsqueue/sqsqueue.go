@@ -31,8 +31,12 @@ const (
 	// queue to fill a SendMessageBatch.
 	LingerDefault = 3 * time.Millisecond
 	// DeleteLingerDefault is how long Delete waits for concurrent Deletes
-	// from the same queue to fill a DeleteMessageBatch.
-	DeleteLingerDefault = 20 * time.Millisecond
+	// from the same queue to fill a DeleteMessageBatch. The drainer acks
+	// after the worker's slot is freed, so this costs no worker time and
+	// no dwell; a drainer killed meanwhile leaves those jobs to be
+	// delivered again. In the bench's cost scenario (500 jobs/s over 10
+	// tenants) 20 ms gave 0.348 DeleteMessageBatch calls per job.
+	DeleteLingerDefault = 50 * time.Millisecond
 	// MaxAttemptsDefault is the SDK's attempts per API call, the first
 	// included.
 	MaxAttemptsDefault = 3
@@ -114,7 +118,7 @@ type Config struct {
 	// DeleteLinger is Linger for Delete: how long the first handle to
 	// delete from a queue waits for others to share its DeleteMessageBatch.
 	// An ack's latency delays nothing but the message's removal, so it can
-	// wait longer than a Send. Defaults to DeleteLingerDefault (20 ms);
+	// wait longer than a Send. Defaults to DeleteLingerDefault (50 ms);
 	// negative sends each Delete call at once.
 	DeleteLinger time.Duration
 
