@@ -18,9 +18,10 @@
 // While a worker runs a job, one lease keeper extends the visibility of
 // every job in delivery, in batches (heartbeat); the delivery then acks
 // (delete), retries with exponential backoff through a delayed copy, or
-// dead-letters. Held jobs have their visibility renewed while they wait. A handler that panics fails its attempt, with
-// the stack in the log. A drainer that loses a lease cannot ack or extend
-// the message any more (the backend refuses its receipt).
+// dead-letters. Held jobs have their visibility renewed while they wait.
+// A handler that panics fails its attempt, with the stack in the log. A
+// drainer that loses a lease cannot ack or extend the message any more
+// (the backend refuses its receipt).
 package drainer
 
 import (
