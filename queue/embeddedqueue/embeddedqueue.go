@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -91,6 +90,9 @@ func (o Options) validate() error {
 type knobs struct {
 	maxSize     int    // bbolt MaxSize: a full disk at this file size
 	beforeGroup func() // run by the writer after taking a group's first operation
+	// beforeCheckpoint runs before a checkpoint's commit, beside the
+	// writer.
+	beforeCheckpoint func()
 }
 
 // Backend is the embedded queue.Backend. Create it with Open; it is safe
@@ -111,24 +113,35 @@ type Backend struct {
 	writerDone chan struct{}
 	sweepDone  chan struct{}
 
-	commits  atomic.Int64
-	grouped  atomic.Int64
-	observe  atomic.Pointer[func(ops int, took time.Duration)]
-	groupBuf []*op // the writer's
+	commits     atomic.Int64 // durable points: log syncs, or commits when degraded
+	grouped     atomic.Int64
+	checkpoints atomic.Int64
+	observe     atomic.Pointer[func(ops int, took time.Duration)]
+	groupBuf    []*op // the writer's
 
-	// Interval mode (Options.SyncInterval > 0); the writer's. tx is the
-	// open transaction, pending says it holds logged changes not yet
-	// committed, epoch is the store's log epoch. After a failed commit
-	// the backend is degraded: each group commits at once, as in the
-	// default mode, until one succeeds. broken is set when the
-	// transaction could not be rebuilt from the log; every call fails.
-	log      *redoLog
-	tx       *bolt.Tx
-	pending  bool
-	epoch    uint64
-	degraded bool
-	broken   error
-	logBuf   []byte
+	// The writer's (writer.go). logs are the redo log files of even and
+	// odd epochs; log is the one that records of epoch are appended to,
+	// and storeEpoch is the epoch the store file holds. tx is the open
+	// transaction; pending says it holds changes not yet checkpointed.
+	// While a checkpoint commits (checkpointing), tx is nil: deferred
+	// collects the changes of the groups applied meanwhile, and held the
+	// operations that must read the store. After a failed commit the
+	// backend is degraded: each group commits at once until one
+	// succeeds. broken is set when the transaction could not be rebuilt
+	// from the log; every call fails.
+	logs           [2]*redoLog
+	log            *redoLog
+	epoch          uint64
+	storeEpoch     uint64
+	tx             *bolt.Tx
+	pending        bool
+	checkpointing  bool
+	checkpointDone chan error
+	deferred       []byte
+	held           []*op
+	degraded       bool
+	broken         error
+	logBuf         []byte
 }
 
 var _ queue.Backend = (*Backend)(nil)
@@ -141,6 +154,9 @@ type op struct {
 	apply func(w *writeTx) error
 	bytes int
 	done  chan error
+	// blind says apply reads nothing from the store file, only the index,
+	// so it can run while a checkpoint commits (writeTx.tx is nil then).
+	blind bool
 }
 
 // Open opens or creates the store at path, a file in a data directory
@@ -181,6 +197,8 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 		sweepDone:  make(chan struct{}),
+
+		checkpointDone: make(chan error, 1),
 	}
 	if err := b.init(path + ".wal"); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
@@ -230,40 +248,6 @@ func (b *Backend) init(logPath string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.loadLocked()
-}
-
-// recoverLog commits what the redo log of an earlier interval-mode run
-// holds beyond the store, then opens the log in interval mode or removes
-// it in the default mode.
-func (b *Backend) recoverLog(path string) error {
-	data, err := readLogFile(path)
-	if err != nil {
-		return err
-	}
-	err = b.db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(metaBucket)
-		if v := meta.Get(logEpochKey); len(v) == 8 {
-			b.epoch = binary.BigEndian.Uint64(v)
-		}
-		n, err := replayLog(tx, data, b.epoch)
-		if err != nil || n == 0 {
-			return err
-		}
-		b.opts.Logger.Info("replayed the redo log", slog.Int("num_records", n))
-		b.epoch++
-		return meta.Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch))
-	})
-	if err != nil {
-		return fmt.Errorf("replay redo log: %w", err)
-	}
-	if b.opts.SyncInterval == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove redo log: %w", err)
-		}
-		return nil
-	}
-	b.log, err = openLog(path)
-	return err
 }
 
 // loadLocked rebuilds the in-memory index from disk, scanning only the
@@ -321,10 +305,19 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 // Once handed over an operation runs to the end even if ctx ends, so a
 // caller never takes a stored message for a lost one.
 func (b *Backend) do(ctx context.Context, bytes int, apply func(w *writeTx) error) error {
+	return b.hand(ctx, &op{apply: apply, bytes: bytes, done: make(chan error, 1)})
+}
+
+// doBlind is do for an apply that reads nothing from the store file
+// (op.blind).
+func (b *Backend) doBlind(ctx context.Context, bytes int, apply func(w *writeTx) error) error {
+	return b.hand(ctx, &op{apply: apply, bytes: bytes, done: make(chan error, 1), blind: true})
+}
+
+func (b *Backend) hand(ctx context.Context, o *op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{apply: apply, bytes: bytes, done: make(chan error, 1)}
 	b.closeMu.RLock()
 	if b.closed.Load() {
 		b.closeMu.RUnlock()
@@ -338,115 +331,6 @@ func (b *Backend) do(ctx context.Context, bytes int, apply func(w *writeTx) erro
 	}
 	b.closeMu.RUnlock()
 	return <-o.done
-}
-
-// writer applies operations in groups: it takes the first waiting
-// operation and whatever else is queued behind it, so callers that arrive
-// while a commit is syncing share the next one. There is no linger.
-func (b *Backend) writer() {
-	defer close(b.writerDone)
-	var tick <-chan time.Time
-	if b.log != nil {
-		t := time.NewTicker(b.opts.SyncInterval)
-		defer t.Stop()
-		tick = t.C
-		defer b.closeLog()
-	}
-	for {
-		select {
-		case o := <-b.ops:
-			b.commit(b.gather(o))
-		case <-tick:
-			if err := b.flush(); err != nil {
-				b.opts.Logger.Error("interval commit failed; committing every call until one succeeds", slog.Any("error", err))
-			}
-		case <-b.closing:
-			// Close has stopped new hand-overs; finish what was accepted.
-			for {
-				select {
-				case o := <-b.ops:
-					b.commit(b.gather(o))
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-func (b *Backend) gather(first *op) []*op {
-	if b.knobs.beforeGroup != nil {
-		b.knobs.beforeGroup()
-	}
-	group := append(b.groupBuf[:0], first) //nolint:gocritic // reuses groupBuf's array
-	size := first.bytes
-	for len(group) < b.opts.MaxGroupCommit && size < maxGroupBytes {
-		select {
-		case o := <-b.ops:
-			group = append(group, o)
-			size += o.bytes
-		default:
-			return group
-		}
-	}
-	return group
-}
-
-func (b *Backend) commit(group []*op) {
-	start := time.Now()
-	err := b.applyGroup(group)
-	if observe := b.observe.Load(); observe != nil && err == nil {
-		(*observe)(len(group), time.Since(start))
-	}
-	if err != nil {
-		err = fmt.Errorf("%w: %w", queue.ErrUnavailable, err)
-	}
-	for i, o := range group {
-		o.done <- err
-		group[i] = nil
-	}
-	b.groupBuf = group[:0]
-}
-
-// applyGroup runs a group in one transaction. A storage error rolls the
-// transaction back and rebuilds the index, which the group's operations
-// had already changed, from what is on disk.
-func (b *Backend) applyGroup(group []*op) error {
-	if b.log != nil {
-		return b.applyLogged(group)
-	}
-	tx, err := b.db.Begin(true)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	w := &writeTx{tx: tx, now: b.opts.Clock().UnixNano()}
-	b.mu.Lock()
-	for _, o := range group {
-		if err = o.apply(w); err != nil {
-			break
-		}
-	}
-	b.mu.Unlock()
-	switch {
-	case err == nil && !w.dirty:
-		return tx.Rollback() // nothing to make durable
-	case err == nil:
-		if err = tx.Commit(); err == nil { // the fsync, outside b.mu
-			b.commits.Add(1)
-			b.grouped.Add(int64(len(group)))
-			return nil
-		}
-	default:
-		_ = tx.Rollback()
-	}
-	b.mu.Lock()
-	lerr := b.loadLocked()
-	b.mu.Unlock()
-	if lerr != nil {
-		// Not returned to anyone else: the callers get err.
-		b.opts.Logger.Error("rebuild queue index after a failed commit", slog.Any("error", lerr))
-	}
-	return fmt.Errorf("commit: %w", err)
 }
 
 // CommitStats counts durable commits since Open.

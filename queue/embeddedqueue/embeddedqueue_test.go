@@ -187,35 +187,6 @@ func fillStore(t *testing.T, b *Backend, tries int) (int, error) {
 	return stored, nil
 }
 
-// TestStorageErrorFailsGroup fills a size-capped store: the failing send
-// reports ErrUnavailable, and the index, rebuilt from disk, holds exactly
-// the messages whose sends succeeded, before and after a reopen.
-func TestStorageErrorFailsGroup(t *testing.T) {
-	t.Parallel()
-	b, bun := setupWith(t, Options{}, knobs{maxSize: 4 << 20})
-	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
-	stored, failure := fillStore(t, b, 100)
-	t.Logf("stored %d messages before: %v", stored, failure)
-	if s := stats(t, b, "q"); s.Visible != int64(stored) {
-		t.Fatalf("%d visible after the failed commit, want %d", s.Visible, stored)
-	}
-	// Small operations still work.
-	if m := receive(t, b, "q", 1, 0); len(m) != 1 {
-		t.Fatal("nothing to receive after the failed commit")
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b2, err := Open(bun.path, Options{Logger: quiet, Clock: bun.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Close()
-	if s := stats(t, b2, "q"); s.Visible+s.InFlight != int64(stored) {
-		t.Fatalf("after reopen %+v, want %d messages", s, stored)
-	}
-}
-
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	b, bun := setup(t)

@@ -46,9 +46,11 @@ type keyRecord struct {
 // putKey stores k and indexes it; the writer holds b.mu. An earlier
 // (expired) record of the same key stays until the sweep.
 func (w *writeTx) putKey(keys map[string]keyRecord, k *queue.StoredKey) error {
-	xb := w.tx.Bucket(keyExpiryBucket)
-	if xb == nil {
-		return errors.New("key bucket missing")
+	var xb *bolt.Bucket
+	if w.tx != nil { // else checkpointing: the change goes to the log alone
+		if xb = w.tx.Bucket(keyExpiryBucket); xb == nil {
+			return errors.New("key bucket missing")
+		}
 	}
 	exp := k.Expires.UnixNano()
 	v := append(append(make([]byte, 0, 1+len(k.Value)), keyValueMark), k.Value...)

@@ -177,7 +177,7 @@ func (b *Backend) SendMany(ctx context.Context, sends []*queue.SendParams) ([][]
 	if len(todo) == 0 {
 		return results, errs
 	}
-	err := b.do(ctx, size, func(w *writeTx) error {
+	err := b.doBlind(ctx, size, func(w *writeTx) error {
 		for _, ps := range todo {
 			if err := ps.apply(b, w); err != nil {
 				return err
@@ -404,7 +404,7 @@ func (b *Backend) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, e
 	for i := range results {
 		results[i] = queue.ErrReceiptInvalid // until the operation runs
 	}
-	err := b.do(ctx, 0, func(w *writeTx) error {
+	err := b.doBlind(ctx, 0, func(w *writeTx) error {
 		q := b.queues[p.Queue]
 		if q == nil {
 			return nil // gone with a failed commit's EnsureQueues
@@ -448,7 +448,7 @@ func (b *Backend) ChangeVisibility(ctx context.Context, p *queue.ChangeVisibilit
 	for i := range results {
 		results[i] = queue.ErrReceiptInvalid // until the operation runs
 	}
-	err := b.do(ctx, 0, func(w *writeTx) error {
+	err := b.doBlind(ctx, 0, func(w *writeTx) error {
 		q := b.queues[p.Queue]
 		if q == nil {
 			return nil // gone with a failed commit's EnsureQueues

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -179,46 +180,48 @@ func parseReceipt(h string) (receipt, bool) {
 }
 
 // writeTx is the transaction of one commit group, with the group's clock
-// reading. Its helpers keep disk and index in step and note whether
-// anything was written, so a group of empty receives needs no fsync. In
-// interval mode (logging set) every change is also added to log, the
-// group's redo log record.
+// reading. Its helpers keep disk and index in step and add every change
+// to log, the group's redo log record; dirty says there is one, so a
+// group of empty receives writes nothing. While a checkpoint commits, tx
+// is nil: the changes go only to the index and the log, and the writer
+// applies them to the next transaction (writer.go).
 type writeTx struct {
-	tx      *bolt.Tx
-	now     int64
-	dirty   bool
-	logging bool
-	log     []byte
-	opened  []queueBuckets // buckets looked up so far in this group
+	tx     *bolt.Tx
+	now    int64
+	dirty  bool
+	log    []byte
+	opened []queueBuckets // buckets looked up so far in this group
 }
 
 // put, del, setSequence and createBucket change the store and note the
 // change.
 func (w *writeTx) put(b *bolt.Bucket, name, k, v []byte) error {
-	if err := b.Put(k, v); err != nil {
-		return err
+	if w.tx != nil {
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
 	}
 	w.note(logPut, name, k, v)
 	return nil
 }
 
 func (w *writeTx) del(b *bolt.Bucket, name, k []byte) error {
-	if err := b.Delete(k); err != nil {
-		return err
+	if w.tx != nil {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
 	}
 	w.note(logDelete, name, k, nil)
 	return nil
 }
 
 func (w *writeTx) setSequence(b *bolt.Bucket, name []byte, seq uint64) error {
-	if err := b.SetSequence(seq); err != nil {
-		return err
+	if w.tx != nil {
+		if err := b.SetSequence(seq); err != nil {
+			return err
+		}
 	}
-	var v []byte
-	if w.logging {
-		v = binary.BigEndian.AppendUint64(nil, seq)
-	}
-	w.note(logSetSequence, name, nil, v)
+	w.note(logSetSequence, name, nil, binary.BigEndian.AppendUint64(nil, seq))
 	return nil
 }
 
@@ -232,9 +235,7 @@ func (w *writeTx) createBucket(name []byte) error {
 
 func (w *writeTx) note(kind byte, bucket, key, value []byte) {
 	w.dirty = true
-	if w.logging {
-		w.log = appendChange(w.log, kind, bucket, key, value)
-	}
+	w.log = appendChange(w.log, kind, bucket, key, value)
 }
 
 // queueBuckets are a queue's two buckets and their names.
@@ -254,6 +255,10 @@ func (w *writeTx) buckets(q string) (queueBuckets, error) {
 		}
 	}
 	qb := queueBuckets{queue: q, mName: msgBucket(q), sName: stateBucket(q)}
+	if w.tx == nil { // checkpointing: the changes go to the log alone
+		w.opened = append(w.opened, qb)
+		return qb, nil
+	}
 	qb.m, qb.s = w.tx.Bucket(qb.mName), w.tx.Bucket(qb.sName)
 	if qb.m == nil || qb.s == nil {
 		return qb, fmt.Errorf("buckets of queue %s missing", q)
@@ -315,6 +320,9 @@ func (w *writeTx) remove(q *memQueue, seq uint64) error {
 
 // record returns a copy of message seq's record.
 func (w *writeTx) record(q *memQueue, seq uint64) ([]byte, error) {
+	if w.tx == nil {
+		return nil, errors.New("internal error: an operation that reads the store ran during a checkpoint")
+	}
 	qb, err := w.buckets(q.spec.Name)
 	if err != nil {
 		return nil, err

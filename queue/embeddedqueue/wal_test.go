@@ -3,10 +3,13 @@ package embeddedqueue
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,14 +113,17 @@ func FuzzReplayLog(f *testing.F) {
 	})
 }
 
-// crashCopy copies the store and its redo log as the operating system
+// crashCopy copies the store and its redo logs as the operating system
 // holds them now, as a crash of the process would leave them, and opens
 // the copy in the default mode with clock.
 func crashCopy(t *testing.T, path string, clock func() time.Time) *Backend {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "queues.db")
-	for _, suffix := range []string{"", ".wal"} {
+	for _, suffix := range []string{"", ".wal", ".wal.1"} {
 		data, err := os.ReadFile(path + suffix)
+		if errors.Is(err, fs.ErrNotExist) && suffix != "" {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,6 +137,67 @@ func crashCopy(t *testing.T, path string, clock func() time.Time) *Backend {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// TestCheckpointBesideTheWriter holds a checkpoint's commit. Sends and
+// deletes are answered meanwhile, a receive waits for the commit to end,
+// and a copy of the files taken while the commit is held (a store file
+// without the checkpoint) holds every answered change: the copy replays
+// both logs.
+func TestCheckpointBesideTheWriter(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	b, bun := setupWith(t, Options{}, knobs{beforeCheckpoint: func() {
+		if armed.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+	}})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour})
+	sendOne(t, b, "q", "leased", 0)
+	leased := receive(t, b, "q", 1, 0)
+	armed.Store(true)
+	sendOne(t, b, "q", "before", 0)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no checkpoint within 10s")
+	}
+
+	for i := range 3 {
+		sendOne(t, b, "q", fmt.Sprint("during-", i), 0)
+	}
+	if err := deleteOne(t, b, "q", leased[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	type received struct {
+		msgs []queue.Message
+		err  error
+	}
+	got := make(chan received, 1)
+	go func() {
+		msgs, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: "q", Max: 1})
+		got <- received{msgs, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("a receive was answered while the checkpoint committed: %v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	copied := crashCopy(t, bun.path, bun.clock.Now)
+	close(release)
+
+	r := <-got
+	if r.err != nil || len(r.msgs) != 1 || string(r.msgs[0].Body) != "before" {
+		t.Fatalf("receive after the checkpoint: %v, want message \"before\"", r)
+	}
+	if s := stats(t, b, "q"); s.Visible != 3 || s.InFlight != 1 {
+		t.Fatalf("after the checkpoint: %+v, want 3 visible and 1 leased", s)
+	}
+	if s := stats(t, copied, "q"); s.Visible != 4 || s.InFlight != 0 {
+		t.Fatalf("copy taken during the checkpoint: %+v, want the 4 sends visible and the deleted message gone", s)
+	}
 }
 
 // TestIntervalAnswersFromTheLog runs interval mode with an interval that
@@ -162,8 +229,8 @@ func TestIntervalAnswersFromTheLog(t *testing.T) {
 }
 
 // TestIntervalCommits sends from many goroutines with a short interval:
-// the sends share few commits, and once one has passed, the store file
-// alone holds them.
+// the sends share few syncs, and once a checkpoint has passed, the store
+// file alone holds them.
 func TestIntervalCommits(t *testing.T) {
 	t.Parallel()
 	b, bun := setupWith(t, Options{SyncInterval: 5 * time.Millisecond}, knobs{})
@@ -179,63 +246,66 @@ func TestIntervalCommits(t *testing.T) {
 		}
 	}()
 	<-done
-	// The writer answers and commits in turn, so a commit that ends after
-	// this reading began after the last send was answered, and holds it.
-	// If none comes within 2 s, the commit before this reading already
-	// held everything (nothing was left to commit); the store check below
-	// fails if it did not.
 	after := b.CommitStats()
-	deadline := time.Now().Add(2 * time.Second)
-	for b.CommitStats().Commits == after.Commits && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	t.Logf("%d operations, %d commits", after.Ops, b.CommitStats().Commits)
+	t.Logf("%d operations, %d syncs", after.Ops, after.Commits)
 	if after.Commits >= senders*each/2 {
-		t.Fatalf("%d sends took %d commits; they should share them", senders*each, after.Commits)
+		t.Fatalf("%d sends took %d syncs; they should share them", senders*each, after.Commits)
 	}
 
-	// The store file alone, without the log.
-	dst := filepath.Join(t.TempDir(), "queues.db")
-	data, err := os.ReadFile(bun.path)
-	if err != nil {
-		t.Fatal(err)
+	// A checkpoint follows within 50 ms, or two if the first was under
+	// way when the last sends came: then the store file alone, without
+	// the logs, holds every send.
+	storeAlone := func() int64 {
+		dst := filepath.Join(t.TempDir(), "queues.db")
+		data, err := os.ReadFile(bun.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		copied, err := Open(dst, Options{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer copied.Close()
+		s, err := copied.Stats(t.Context(), &queue.StatsParams{Queues: []string{"q"}})
+		if err != nil {
+			return -1 // not even the queue yet
+		}
+		return s[0].Visible
 	}
-	if err := os.WriteFile(dst, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	copied, err := Open(dst, Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer copied.Close()
-	if s := stats(t, copied, "q"); s.Visible != senders*each {
-		t.Fatalf("store after the commit: %d visible, want %d", s.Visible, senders*each)
-	}
+	waitUntil(t, "store file holding every send", func() bool { return storeAlone() == senders*each })
 }
 
-// TestIntervalFullStore fills a size-capped store in interval mode. The
-// interval commit fails, the backend then commits every call and refuses
-// what does not fit with ErrUnavailable, and a reopen without the cap
-// finds every answered send: the log kept them.
-func TestIntervalFullStore(t *testing.T) {
+// TestFullStore fills a size-capped store in each mode. The checkpoint
+// fails, the backend then commits every call and refuses what does not
+// fit with ErrUnavailable, and a reopen without the cap finds every
+// answered send: the log kept them.
+func TestFullStore(t *testing.T) {
 	t.Parallel()
-	b, bun := setupWith(t, Options{SyncInterval: 5 * time.Millisecond}, knobs{maxSize: 4 << 20})
-	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
-	stored, failure := fillStore(t, b, 200)
-	t.Logf("answered %d sends before: %v", stored, failure)
-	if s := stats(t, b, "q"); s.Visible != int64(stored) {
-		t.Fatalf("%d visible after the failed commit, want %d", s.Visible, stored)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b2, err := Open(bun.path, Options{Logger: testLogger(t), Clock: bun.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Close()
-	if s := stats(t, b2, "q"); s.Visible != int64(stored) {
-		t.Fatalf("after reopen %d visible, want %d", s.Visible, stored)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			b, bun := setupWith(t, m.opts, knobs{maxSize: 4 << 20})
+			mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+			stored, failure := fillStore(t, b, 200)
+			t.Logf("answered %d sends before: %v", stored, failure)
+			if s := stats(t, b, "q"); s.Visible != int64(stored) {
+				t.Fatalf("%d visible after the failed checkpoint, want %d", s.Visible, stored)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b2, err := Open(bun.path, Options{Logger: testLogger(t), Clock: bun.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b2.Close()
+			if s := stats(t, b2, "q"); s.Visible != int64(stored) {
+				t.Fatalf("after reopen %d visible, want %d", s.Visible, stored)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,495 @@
+package embeddedqueue
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// The writer: groups, the redo log and checkpoints (see wal.go for the
+// log's format).
+//
+// Each group is applied to the open transaction and its changes are
+// appended to the log of the current epoch; its callers are answered once
+// that record is synced (default mode) or written (interval mode). Every
+// checkpointEvery the writer hands the open transaction, stamped with the
+// next epoch, to a goroutine that commits it, and goes on at once: the
+// records of the next epoch go to the other log file, and while the
+// commit runs there is no transaction to apply groups to. Groups whose
+// operations are blind (sends, deletes, visibility changes: they read
+// only the index) are still applied, to the index and the log, and their
+// changes are kept to be applied to the next transaction when the commit
+// ends; operations that read the store (receives read bodies) wait for
+// it. So a checkpoint's two fsyncs hold up no send.
+//
+// Which files hold what: the store file holds every change up to its
+// epoch (storeEpoch); the log of storeEpoch's parity holds that epoch's
+// records, and while a checkpoint commits, the other log holds the next
+// epoch's. Open, and the writer after a failure, replay the records of
+// storeEpoch and then those of storeEpoch+1. A log file is written from
+// its start again only when its records are older than storeEpoch.
+
+// writer applies operations in groups: it takes the first waiting
+// operation and whatever else is queued behind it, so callers that arrive
+// while a group is syncing share the next one. There is no linger.
+func (b *Backend) writer() {
+	defer close(b.writerDone)
+	defer b.closeLog()
+	every := max(b.opts.SyncInterval, checkpointEvery)
+	checkpoint := time.NewTicker(every)
+	defer checkpoint.Stop()
+	var syncLog <-chan time.Time
+	if b.opts.SyncInterval > 0 && b.opts.SyncInterval < every {
+		t := time.NewTicker(b.opts.SyncInterval)
+		defer t.Stop()
+		syncLog = t.C
+	}
+	for {
+		select {
+		case o := <-b.ops:
+			b.commit(b.gather(o))
+		case err := <-b.checkpointDone:
+			b.endCheckpoint(err)
+		case <-syncLog:
+			b.syncLog()
+		case <-checkpoint.C:
+			b.startCheckpoint()
+		case <-b.closing:
+			// Close has stopped new hand-overs; finish what was accepted.
+			for {
+				select {
+				case o := <-b.ops:
+					b.commit(b.gather(o))
+				default:
+					b.waitCheckpoint()
+					if len(b.held) == 0 {
+						return
+					}
+				}
+				b.commitHeld()
+			}
+		}
+		b.commitHeld()
+	}
+}
+
+// commitHeld applies the operations held back during a checkpoint, once
+// it has ended.
+func (b *Backend) commitHeld() {
+	if b.checkpointing || len(b.held) == 0 {
+		return
+	}
+	held := b.held
+	b.held = nil
+	b.commit(held)
+}
+
+func (b *Backend) gather(first *op) []*op {
+	if b.knobs.beforeGroup != nil {
+		b.knobs.beforeGroup()
+	}
+	group := append(b.groupBuf[:0], first) //nolint:gocritic // reuses groupBuf's array
+	size := first.bytes
+	for len(group) < b.opts.MaxGroupCommit && size < maxGroupBytes {
+		select {
+		case o := <-b.ops:
+			group = append(group, o)
+			size += o.bytes
+		default:
+			return group
+		}
+	}
+	return group
+}
+
+// commit applies a group and answers its callers; while a checkpoint
+// commits, the operations that read the store are held back instead.
+func (b *Backend) commit(group []*op) {
+	if b.checkpointing {
+		blind := group[:0]
+		for _, o := range group {
+			if o.blind {
+				blind = append(blind, o)
+			} else {
+				b.held = append(b.held, o)
+			}
+		}
+		clear(group[len(blind):])
+		if group = blind; len(group) == 0 {
+			return
+		}
+	}
+	start := time.Now()
+	err := b.apply(group)
+	if observe := b.observe.Load(); observe != nil && err == nil {
+		(*observe)(len(group), time.Since(start))
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: %w", queue.ErrUnavailable, err)
+	}
+	for i, o := range group {
+		o.done <- err
+		group[i] = nil
+	}
+	b.groupBuf = group[:0]
+}
+
+// apply runs a group in the open transaction (none while a checkpoint
+// commits), answered once its record is in the log: synced there in the
+// default mode, written in interval mode. A degraded backend commits the
+// group at once instead. On any failure the transaction is rebuilt from
+// the store and the log, without the group.
+func (b *Backend) apply(group []*op) error {
+	if b.broken != nil {
+		return b.broken
+	}
+	if b.tx == nil && !b.checkpointing {
+		tx, err := b.db.Begin(true)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		b.tx = tx
+	}
+	w := &writeTx{tx: b.tx, now: b.opts.Clock().UnixNano(), log: b.logBuf[:0]}
+	var err error
+	b.mu.Lock()
+	for _, o := range group {
+		if err = o.apply(w); err != nil {
+			break
+		}
+	}
+	b.mu.Unlock()
+	b.logBuf = w.log[:0]
+	if cap(b.logBuf) > 1<<20 {
+		b.logBuf = nil
+	}
+	switch {
+	case err != nil:
+	case !w.dirty:
+		return nil
+	case b.degraded:
+		b.pending = true
+		if err = b.flush(); err == nil {
+			b.commits.Add(1)
+			b.grouped.Add(int64(len(group)))
+			return nil
+		}
+		return fmt.Errorf("commit: %w", err) // flush rebuilt the transaction
+	default:
+		if err = b.appendLog(w.log); err == nil {
+			b.grouped.Add(int64(len(group)))
+			b.afterAppend(w.log)
+			return nil
+		}
+	}
+	b.waitCheckpoint()
+	b.rebuild()
+	return fmt.Errorf("commit: %w", err)
+}
+
+// afterAppend keeps a logged group's changes for the next transaction
+// while a checkpoint commits, and starts a checkpoint once the log is
+// long. If the changes kept grow long, the writer waits for the commit.
+func (b *Backend) afterAppend(changes []byte) {
+	if !b.checkpointing {
+		b.pending = true
+		if b.log.off >= checkpointBytes {
+			b.startCheckpoint()
+		}
+		return
+	}
+	b.deferred = append(b.deferred, changes...)
+	if len(b.deferred) >= checkpointBytes {
+		b.waitCheckpoint()
+	}
+}
+
+// appendLog writes a group's record to the log and, in the default mode,
+// syncs it. If either fails the record is dropped from the log's end, so
+// a rebuild leaves the group out.
+func (b *Backend) appendLog(changes []byte) error {
+	start := b.log.off
+	err := b.log.append(b.epoch, changes)
+	if err == nil && b.opts.SyncInterval == 0 {
+		if err = b.log.sync(); err == nil {
+			b.commits.Add(1)
+		}
+	}
+	if err != nil {
+		b.log.off = start
+	}
+	return err
+}
+
+// syncLog makes the records written since the last sync durable: interval
+// mode's periodic sync between checkpoints. A failed sync is logged; the
+// next checkpoint commits the changes with the store's own syncs.
+func (b *Backend) syncLog() {
+	if !b.log.unsynced || b.broken != nil {
+		return
+	}
+	if err := b.log.sync(); err != nil {
+		b.opts.Logger.Error("interval sync failed", slog.Any("error", err))
+		return
+	}
+	b.commits.Add(1)
+}
+
+// startCheckpoint hands the open transaction, stamped with the next
+// epoch, to a goroutine that commits it, and switches to the next epoch's
+// log. A degraded backend commits at once instead.
+func (b *Backend) startCheckpoint() {
+	switch {
+	case b.checkpointing || b.broken != nil || b.tx == nil:
+		return
+	case b.degraded:
+		b.checkpoint()
+		return
+	case !b.pending:
+		_ = b.tx.Rollback() // nothing written; a fresh one sees the store as it is now
+		b.tx = nil
+		return
+	}
+	tx := b.tx
+	if err := tx.Bucket(metaBucket).Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch+1)); err != nil {
+		b.checkpoint() // fails the same way, and degrades
+		return
+	}
+	b.tx, b.pending, b.checkpointing = nil, false, true
+	b.nextEpoch()
+	go func() {
+		if b.knobs.beforeCheckpoint != nil {
+			b.knobs.beforeCheckpoint()
+		}
+		b.checkpointDone <- tx.Commit()
+	}()
+}
+
+// endCheckpoint takes the outcome of a checkpoint's commit. On success
+// the changes applied meanwhile go into a new transaction; on failure the
+// backend is degraded and rebuilds the transaction from both logs.
+func (b *Backend) endCheckpoint(err error) {
+	b.checkpointing = false
+	deferred := b.deferred
+	b.deferred = nil // bbolt keeps the slices it is given until its commit
+	if err != nil {
+		b.opts.Logger.Error("checkpoint failed; committing every call until one succeeds", slog.Any("error", err))
+		b.degraded = true
+		b.rebuild()
+		return
+	}
+	b.storeEpoch = b.epoch
+	b.checkpoints.Add(1)
+	if len(deferred) == 0 {
+		return
+	}
+	err = func() error {
+		tx, err := b.db.Begin(true)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		b.tx = tx
+		return applyChanges(tx, deferred)
+	}()
+	if err != nil {
+		b.opts.Logger.Error("apply the changes made during a checkpoint", slog.Any("error", err))
+		b.rebuild()
+		return
+	}
+	b.pending = true
+}
+
+// waitCheckpoint waits for the checkpoint under way, if any, to end.
+func (b *Backend) waitCheckpoint() {
+	if b.checkpointing {
+		b.endCheckpoint(<-b.checkpointDone)
+	}
+}
+
+// checkpoint commits the open transaction at once and logs a failure;
+// the groups it holds are durable in the log already.
+func (b *Backend) checkpoint() {
+	b.waitCheckpoint()
+	if err := b.flush(); err != nil {
+		b.opts.Logger.Error("checkpoint failed; committing every call until one succeeds", slog.Any("error", err))
+	}
+}
+
+// flush commits the open transaction to the store file, stamped with the
+// next epoch, and waits for the commit. A failed commit degrades the
+// backend and rebuilds the transaction from the logs. No checkpoint may
+// be under way.
+func (b *Backend) flush() error {
+	if b.tx == nil {
+		return nil
+	}
+	if !b.pending {
+		err := b.tx.Rollback()
+		b.tx = nil
+		return err
+	}
+	err := b.tx.Bucket(metaBucket).Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch+1))
+	if err == nil {
+		err = b.tx.Commit() // the fsyncs
+	}
+	if err != nil {
+		b.degraded = true
+		b.rebuild()
+		return err
+	}
+	b.tx, b.pending, b.degraded = nil, false, false
+	b.nextEpoch()
+	b.storeEpoch = b.epoch
+	b.checkpoints.Add(1)
+	return nil
+}
+
+// nextEpoch moves the writer to the next epoch and its log file, written
+// again from its start: that file's records are two epochs old, and the
+// store holds them. Records not yet synced in interval mode become
+// durable with the commit that bumps the epoch.
+func (b *Backend) nextEpoch() {
+	if b.log.unsynced {
+		b.log.unsynced = false
+		b.commits.Add(1)
+	}
+	b.epoch++
+	b.log = b.logs[b.epoch%2]
+	if err := b.log.rewind(); err != nil {
+		b.opts.Logger.Warn("redo log", slog.Any("error", err))
+	}
+}
+
+// rebuild drops the open transaction and opens a new one holding what is
+// committed plus the log records beyond it, and rebuilds the index from
+// it. If that fails the backend is broken: the logs stay for the next
+// Open to replay, and every call fails. No checkpoint may be under way.
+func (b *Backend) rebuild() {
+	if b.tx != nil {
+		_ = b.tx.Rollback() // a failed Commit has closed it already
+		b.tx = nil
+	}
+	err := func() error {
+		tx, err := b.db.Begin(true)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		n, err := b.replayLogs(tx)
+		if err == nil {
+			b.mu.Lock()
+			err = b.loadFromLocked(tx)
+			b.mu.Unlock()
+		}
+		if err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		b.tx, b.pending = tx, n > 0
+		return nil
+	}()
+	if err != nil {
+		b.broken = fmt.Errorf("rebuild from the redo log (reopen the store to recover): %w", err)
+		b.opts.Logger.Error("embedded queue unusable", slog.Any("error", b.broken))
+	}
+}
+
+// replayLogs applies to tx the records of storeEpoch, then those of the
+// epoch after it, from the open log files.
+func (b *Backend) replayLogs(tx *bolt.Tx) (int, error) {
+	total := 0
+	for _, epoch := range []uint64{b.storeEpoch, b.storeEpoch + 1} {
+		l := b.logs[epoch%2]
+		if epoch > b.epoch {
+			break
+		}
+		data, err := l.contents()
+		if err != nil {
+			return total, err
+		}
+		n, err := replayLog(tx, data, epoch)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// recoverLog commits what the redo logs of an earlier run hold beyond the
+// store, then opens them for this run. Either file may hold either
+// epoch's records: a store written by an older build has one log file.
+func (b *Backend) recoverLog(path string) error {
+	paths := [2]string{path, path + ".1"}
+	var data [2][]byte
+	for i, p := range paths {
+		var err error
+		if data[i], err = readLogFile(p); err != nil {
+			return err
+		}
+	}
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(metaBucket)
+		if v := meta.Get(logEpochKey); len(v) == 8 {
+			b.epoch = binary.BigEndian.Uint64(v)
+		}
+		total := 0
+		for _, epoch := range []uint64{b.epoch, b.epoch + 1} {
+			for _, d := range data {
+				n, err := replayLog(tx, d, epoch)
+				if err != nil {
+					return err
+				}
+				if total += n; n > 0 {
+					break
+				}
+			}
+		}
+		if total == 0 {
+			return nil
+		}
+		b.opts.Logger.Info("replayed the redo log", slog.Int("num_records", total))
+		b.epoch += 2 // every record in either file is older now
+		return meta.Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch))
+	})
+	if err != nil {
+		return fmt.Errorf("replay redo log: %w", err)
+	}
+	b.storeEpoch = b.epoch
+	for i, p := range paths {
+		if b.logs[i], err = openLog(p); err != nil {
+			if i == 1 {
+				err = errors.Join(err, b.logs[0].close())
+			}
+			return err
+		}
+	}
+	b.log = b.logs[b.epoch%2]
+	return nil
+}
+
+// closeLog commits what the open transaction holds and closes the logs;
+// the writer runs it as it stops. If the commit fails the logs keep the
+// changes for the next Open.
+func (b *Backend) closeLog() {
+	b.waitCheckpoint()
+	if b.broken == nil {
+		if err := b.flush(); err != nil {
+			b.opts.Logger.Error("final commit failed; the redo log keeps the changes for the next open", slog.Any("error", err))
+		}
+	}
+	if b.tx != nil {
+		_ = b.tx.Rollback()
+		b.tx = nil
+	}
+	for _, l := range b.logs {
+		if err := l.close(); err != nil {
+			b.opts.Logger.Error("close", slog.Any("error", err))
+		}
+	}
+}
