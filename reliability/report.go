@@ -164,7 +164,7 @@ func (r *Report) Markdown() string {
 	w("A load client (16 goroutines, Submit and SubmitBatch, 200-byte payloads, four tenants of three tiers) submits while a killer sends SIGKILL to a random process at a random moment ")
 	w("and restarts it; a share of kills hit a process again during its start-up, while it opens and recovers its store, and one stop in ten is a SIGTERM instead (the process must exit cleanly within its grace period). ")
 	w("**Embedded**: one gateway draining in-process (the bbolt store allows one process, so separate drainer processes on the same data directory are not possible: a second process fails with \"data directory is in use\"). ")
-	w("**Embedded, `--fsync=interval:10ms`**: the same with the gateway's durability choice: an OK means the job is written to the OS (the store's redo log) and the store is fsynced every 10 ms. A SIGKILL must lose nothing acknowledged in this mode either; what the mode gives up is only power loss (or a kernel crash), which can lose the jobs acknowledged in the last 10 ms and which a SIGKILL does not test. ")
+	w("**Embedded, `--fsync=interval:10ms`**: the same with the gateway's durability choice: an OK means the job is written to the OS (the store's redo log) and the log is fdatasynced every 10 ms. A SIGKILL must lose nothing acknowledged in this mode either; what the mode gives up is only power loss (or a kernel crash), which can lose the jobs acknowledged in the last 10 ms and which a SIGKILL does not test. ")
 	w("**SQS**: a gateway (`--drain=false`) and two `drainer` processes on fauxqs; the victim is any of the three. ")
 	w("Lanes have a 3 s visibility timeout and a 5 s staleness bound, so leases of killed processes come back quickly and sidelining (backlog moves) happens. ")
 	w("The worker refuses some jobs for good (poison → DLQ at once), fails some every time (doomed → DLQ when 3 attempts are spent) and some once (flaky → retried). ")
@@ -202,7 +202,7 @@ func (r *Report) Markdown() string {
 	w("### 3. Disk full and read-only (embedded backend)\n\n")
 	w("The data directory lives on a tmpfs mounted for the run. First it is remounted read-only and the gateway started: it must exit non-zero with an error naming the file and the cause. ")
 	w("Then, read-write again, the gateway (not draining) takes 8 KiB jobs until the filesystem is full and 3 s after: Submit must answer UNAVAILABLE naming the cause and the gateway must keep running. ")
-	w("It is then SIGKILLed and restarted with drainers on the still-full disk (deletes and moves now fail: deliveries come back as duplicates, but must not be lost); once the tmpfs is grown, Submit must work again without a restart, and every acknowledged job must be delivered.\n\n")
+	w("It is then SIGKILLed and restarted with drainers on the still-full disk: it must either serve (deletes and moves may fail, so deliveries come back as duplicates, but none may be lost) or exit with an error naming the cause (the embedded store does when the changes its redo log holds do not fit in the file); once the tmpfs is grown, Submit must work again without a restart, and every acknowledged job must be delivered.\n\n")
 	if d := r.Disk; d != nil {
 		if d.Skipped != "" {
 			w("Not run: %s.\n\n", d.Skipped)
