@@ -108,6 +108,7 @@ func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 		`sluice_enqueue_latency_seconds_bucket`,
 		`sluice_store_write_seconds_bucket`,
 		`sluice_store_write_operations_total`,
+		`sluice_store_checkpoint_seconds_bucket{outcome="ok"`,
 	)
 }
 

@@ -32,6 +32,7 @@
 //	sluice_pull_leases_released_total        counter    lane                          PullLeasesReleased (Count; Lane)
 //	sluice_store_write_seconds               histogram                                StoreWrite (Seconds)
 //	sluice_store_write_operations_total      counter                                  StoreWriteOperations (Count)
+//	sluice_store_checkpoint_seconds          histogram  outcome                       StoreCheckpoint (Seconds)
 //
 // What each one means:
 //
@@ -66,11 +67,16 @@
 //     backlogs").
 //   - sluice_store_write_seconds, sluice_store_write_operations_total:
 //     the embedded store's single writer, per group of operations it
-//     applied in one transaction (with --fsync=always, its commit and
-//     fsync; with interval, its redo-log write). Every send, receive,
-//     delete and move of the process waits for one such write, so a slow
-//     disk or an overloaded writer shows here first. Operations ÷ writes
-//     is the group-commit factor. Embedded backend only.
+//     applied (their redo log record; with --fsync=always, and its
+//     fdatasync). Every send, receive, delete and move of the process
+//     waits for one such write, so a slow disk or an overloaded writer
+//     shows here first. Operations ÷ writes is the group-commit factor.
+//     Embedded backend only.
+//   - sluice_store_checkpoint_seconds: each commit of the redo log's
+//     changes into the store file (every 50 ms, two fsyncs), by outcome.
+//     It runs beside the writer; receives wait for it. Failures mean the
+//     file cannot grow (a full disk): the store then commits every group
+//     at once and fails it until space returns.
 //   - sluice_backend_calls_total: queue backend API requests by operation,
 //     retries included (SQS bills each request). Divide by
 //     sluice_drain_actions_total{action="delivered"} for calls per delivered

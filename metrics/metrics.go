@@ -39,6 +39,7 @@ const (
 	NamePullReleased       = "sluice_pull_leases_released_total"
 	NameStoreWrite         = "sluice_store_write_seconds"
 	NameStoreWriteOps      = "sluice_store_write_operations_total"
+	NameStoreCheckpoint    = "sluice_store_checkpoint_seconds"
 )
 
 // OtherValue replaces a label value that is not kept: a tenant outside the
@@ -149,6 +150,7 @@ type Metrics struct {
 	// once a write is recorded (embedded backend), like the others.
 	storeWrite    *prometheus.HistogramVec
 	storeWriteOps *prometheus.CounterVec
+	checkpoint    *prometheus.HistogramVec
 	fairnessMu    sync.Mutex // one lane's tenant shares are replaced as a whole
 
 	tenants *topK
@@ -259,13 +261,18 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		}, []string{"lane"}),
 		storeWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    NameStoreWrite,
-			Help:    "Time the embedded store's single writer took per group of operations (one transaction: with --fsync=always its commit and fsync, with interval its redo-log write), which every caller in the group waited for.",
+			Help:    "Time the embedded store's single writer took per group of operations (applying them and appending their redo log record: with --fsync=always, and its fdatasync), which every caller in the group waited for.",
 			Buckets: enqueueBuckets,
 		}, nil),
 		storeWriteOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: NameStoreWriteOps,
 			Help: "Operations (sends, receives, deletes, visibility changes) the embedded store's writer applied; ÷ the write count is the group-commit factor.",
 		}, nil),
+		checkpoint: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    NameStoreCheckpoint,
+			Help:    "Time each checkpoint of the embedded store took (the commit of its redo log's changes into the store file, two fsyncs; every 50 ms), by outcome (ok or failed). Receives wait for it; sends do not.",
+			Buckets: enqueueBuckets,
+		}, []string{"outcome"}),
 
 		lanes:      newBounded(maxLanes),
 		tiers:      newBounded(maxTiers),
@@ -281,7 +288,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
 			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
 			m.tenantReloads, m.drainUtilization, m.drainFairness, m.drainHeld, m.drainTopShare, m.drainTenantShare,
-			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased, m.storeWrite, m.storeWriteOps)
+			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased, m.storeWrite, m.storeWriteOps, m.checkpoint)
 	}
 	return m
 }
@@ -429,6 +436,19 @@ func (m *Metrics) StoreWrite(ops int, took time.Duration) {
 	}
 	m.storeWrite.WithLabelValues().Observe(took.Seconds())
 	m.storeWriteOps.WithLabelValues().Add(float64(ops))
+}
+
+// StoreCheckpoint records one checkpoint of the embedded store: the time
+// it took and whether it failed.
+func (m *Metrics) StoreCheckpoint(took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "failed"
+	}
+	m.checkpoint.WithLabelValues(outcome).Observe(took.Seconds())
 }
 
 // BackendCall counts n queue backend API requests of one operation.

@@ -122,8 +122,10 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 	}
 	if store, ok := backend.(interface {
 		ObserveWrites(func(ops int, took time.Duration))
+		ObserveCheckpoints(func(took time.Duration, err error))
 	}); ok {
 		store.ObserveWrites(o.Metrics.StoreWrite)
+		store.ObserveCheckpoints(o.Metrics.StoreCheckpoint)
 	}
 	return o, nil
 }

@@ -117,7 +117,9 @@ type Backend struct {
 	grouped     atomic.Int64
 	checkpoints atomic.Int64
 	observe     atomic.Pointer[func(ops int, took time.Duration)]
-	groupBuf    []*op // the writer's
+	// observeCheckpoint is ObserveCheckpoints' callback.
+	observeCheckpoint atomic.Pointer[func(took time.Duration, err error)]
+	groupBuf          []*op // the writer's
 
 	// The writer's (writer.go). logs are the redo log files of even and
 	// odd epochs; log is the one that records of epoch are appended to,
@@ -352,6 +354,18 @@ func (b *Backend) ObserveWrites(observe func(ops int, took time.Duration)) {
 		return
 	}
 	b.observe.Store(&observe)
+}
+
+// ObserveCheckpoints makes the store call observe after each checkpoint,
+// the commit of the redo log's changes into the store file, with the time
+// it took and its error; nil stops it. observe runs beside the writer and
+// must be quick.
+func (b *Backend) ObserveCheckpoints(observe func(took time.Duration, err error)) {
+	if observe == nil {
+		b.observeCheckpoint.Store(nil)
+		return
+	}
+	b.observeCheckpoint.Store(&observe)
 }
 
 // CommitStats reports the commits made since Open.

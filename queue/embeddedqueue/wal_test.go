@@ -288,9 +288,20 @@ func TestFullStore(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			b, bun := setupWith(t, m.opts, knobs{maxSize: 4 << 20})
+			var ok, failed atomic.Int64
+			b.ObserveCheckpoints(func(took time.Duration, err error) {
+				if err != nil {
+					failed.Add(1)
+				} else {
+					ok.Add(1)
+				}
+			})
 			mustEnsure(t, b, queue.QueueSpec{Name: "q"})
 			stored, failure := fillStore(t, b, 200)
-			t.Logf("answered %d sends before: %v", stored, failure)
+			t.Logf("answered %d sends before: %v; checkpoints %d ok, %d failed", stored, failure, ok.Load(), failed.Load())
+			if failed.Load() == 0 {
+				t.Error("ObserveCheckpoints saw no failed checkpoint on the full store")
+			}
 			if s := stats(t, b, "q"); s.Visible != int64(stored) {
 				t.Fatalf("%d visible after the failed checkpoint, want %d", s.Visible, stored)
 			}

@@ -267,7 +267,7 @@ func (b *Backend) startCheckpoint() {
 		if b.knobs.beforeCheckpoint != nil {
 			b.knobs.beforeCheckpoint()
 		}
-		b.checkpointDone <- tx.Commit()
+		b.checkpointDone <- b.commitTx(tx)
 	}()
 }
 
@@ -336,7 +336,7 @@ func (b *Backend) flush() error {
 	}
 	err := b.tx.Bucket(metaBucket).Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch+1))
 	if err == nil {
-		err = b.tx.Commit() // the fsyncs
+		err = b.commitTx(b.tx)
 	}
 	if err != nil {
 		b.degraded = true
@@ -348,6 +348,17 @@ func (b *Backend) flush() error {
 	b.storeEpoch = b.epoch
 	b.checkpoints.Add(1)
 	return nil
+}
+
+// commitTx commits a checkpoint's transaction (bbolt's two fsyncs) and
+// reports it to the ObserveCheckpoints callback.
+func (b *Backend) commitTx(tx *bolt.Tx) error {
+	start := time.Now()
+	err := tx.Commit()
+	if observe := b.observeCheckpoint.Load(); observe != nil {
+		(*observe)(time.Since(start), err)
+	}
+	return err
 }
 
 // nextEpoch moves the writer to the next epoch and its log file, written
