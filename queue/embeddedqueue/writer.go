@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -480,7 +482,28 @@ func (b *Backend) recoverLog(path string) error {
 			return err
 		}
 	}
+	// A log file just created must not vanish with its directory entry
+	// at a power loss, taking answered records with it.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return errors.Join(err, b.logs[0].close(), b.logs[1].close())
+	}
 	b.log = b.logs[b.epoch%2]
+	return nil
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync data directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync data directory %s: %w", dir, err)
+	}
 	return nil
 }
 
