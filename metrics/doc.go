@@ -74,9 +74,9 @@
 //     Embedded backend only.
 //   - sluice_store_checkpoint_seconds: each commit of the redo log's
 //     changes into the store file (every 50 ms, two fsyncs), by outcome.
-//     It runs beside the writer; receives wait for it. Failures mean the
-//     file cannot grow (a full disk): the store then commits every group
-//     at once and fails it until space returns.
+//     It runs beside the writer; only receives of older messages wait for
+//     it. Failures mean the file cannot grow (a full disk): the store then
+//     commits every group at once and fails it until space returns.
 //   - sluice_backend_calls_total: queue backend API requests by operation,
 //     retries included (SQS bills each request). Divide by
 //     sluice_drain_actions_total{action="delivered"} for calls per delivered

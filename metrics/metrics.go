@@ -270,7 +270,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		}, nil),
 		checkpoint: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    NameStoreCheckpoint,
-			Help:    "Time each checkpoint of the embedded store took (the commit of its redo log's changes into the store file, two fsyncs; every 50 ms), by outcome (ok or failed). Receives wait for it; sends do not.",
+			Help:    "Time each checkpoint of the embedded store took (the commit of its redo log's changes into the store file, two fsyncs; every 50 ms), by outcome (ok or failed). Sends do not wait for it, nor receives of recent messages; receives of older ones do.",
 			Buckets: enqueueBuckets,
 		}, []string{"outcome"}),
 

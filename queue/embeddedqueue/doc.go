@@ -54,9 +54,10 @@
 // commit, and 0.34 ms with the log. Every 50 ms (checkpointEvery), or at
 // once past 16 MiB of log, the open transaction is committed to the store
 // file: a checkpoint. It runs beside the writer, which goes on applying
-// sends, deletes and visibility changes (they read only the index) while
-// receives, which read message bodies from the store, wait the few
-// milliseconds until it ends. Records go to two log files by epoch
+// sends, deletes and visibility changes (they read only the index), and
+// receives of messages sent since the checkpoint before (their bodies are
+// still in memory); a receive that must read an older body from the
+// store waits the few milliseconds until the checkpoint ends. Records go to two log files by epoch
 // (queues.db.wal, queues.db.wal.1), so the records of the checkpoint
 // under way and those written while it commits never share a file; Open
 // replays both in order (wal.go, writer.go).

@@ -156,9 +156,13 @@ type op struct {
 	apply func(w *writeTx) error
 	bytes int
 	done  chan error
-	// blind says apply reads nothing from the store file, only the index,
-	// so it can run while a checkpoint commits (writeTx.tx is nil then).
+	// blind says apply can run while a checkpoint commits (writeTx.tx is
+	// nil then): it reads nothing from the store file, or returns
+	// errNeedsStore, having changed nothing, when it must.
 	blind bool
+	// heldBack is set while the writer holds the operation back until the
+	// checkpoint under way ends.
+	heldBack bool
 }
 
 // Open opens or creates the store at path, a file in a data directory

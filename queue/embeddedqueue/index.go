@@ -81,6 +81,41 @@ type memQueue struct {
 	// signal is closed when a receive might now find a message, or the
 	// earliest pending time moved; nil while nobody waits.
 	signal chan struct{}
+	// recent holds the records of the messages added since the last
+	// checkpoint began, committing those of the checkpoint under way:
+	// while it commits, the store cannot be read, and a receive reads
+	// them here (writer.go). The writer's.
+	recent, committing records
+}
+
+// records are message records by sequence number, from first on.
+type records struct {
+	first uint64
+	recs  [][]byte
+}
+
+// add appends seq's record; sequence numbers of one queue come in order,
+// and a gap (not expected) starts over.
+func (rs *records) add(seq uint64, rec []byte) {
+	if len(rs.recs) == 0 || seq != rs.first+uint64(len(rs.recs)) {
+		rs.first, rs.recs = seq, rs.recs[:0]
+	}
+	rs.recs = append(rs.recs, rec)
+}
+
+func (rs *records) get(seq uint64) ([]byte, bool) {
+	if seq < rs.first || seq-rs.first >= uint64(len(rs.recs)) {
+		return nil, false
+	}
+	return rs.recs[seq-rs.first], true
+}
+
+// record returns message seq's record if it is held in memory.
+func (q *memQueue) record(seq uint64) ([]byte, bool) {
+	if rec, ok := q.recent.get(seq); ok {
+		return rec, true
+	}
+	return q.committing.get(seq)
 }
 
 func newMemQueue(spec queue.QueueSpec, id uint64) *memQueue {
@@ -172,6 +207,14 @@ func (q *memQueue) popVisible(now int64) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// peekVisible returns the message popVisible would take, leaving it.
+func (q *memQueue) peekVisible(now int64) (uint64, bool) {
+	if !q.hasVisible(now) {
+		return 0, false
+	}
+	return q.ready.peek().seq, true
 }
 
 // hasVisible reports whether popVisible would find a message.

@@ -323,14 +323,26 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 // count, moves it to the dead-letter queue in the same transaction.
 func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
 	var out []queue.Message
-	err := b.do(ctx, 0, func(w *writeTx) error {
+	err := b.doBlind(ctx, 0, func(w *writeTx) error {
 		q := b.queues[p.Queue]
 		if q == nil {
 			return nil // gone with a failed commit's EnsureQueues
 		}
 		vis := int64(cmp.Or(p.VisibilityTimeout, q.spec.VisibilityTimeout))
 		dlq := b.queues[q.spec.DeadLetterQueue]
+		changed := false
 		for len(out) < p.Max {
+			if w.tx == nil { // a checkpoint is committing: memory only
+				if seq, ok := q.peekVisible(w.now); ok {
+					if _, inMemory := q.record(seq); !inMemory {
+						if !changed {
+							return errNeedsStore
+						}
+						break
+					}
+				}
+			}
+			changed = true
 			seq, ok := q.popVisible(w.now)
 			if !ok {
 				break

@@ -286,6 +286,7 @@ func (w *writeTx) add(q *memQueue, rec []byte, m msgState) error {
 		return err
 	}
 	q.put(seq, m, w.now)
+	q.recent.add(seq, rec)
 	return nil
 }
 
@@ -318,10 +319,20 @@ func (w *writeTx) remove(q *memQueue, seq uint64) error {
 	return nil
 }
 
-// record returns a copy of message seq's record.
+// errNeedsStore is returned by an operation that must read the store
+// while a checkpoint commits, before it changes anything; the writer
+// runs it again once the checkpoint has ended.
+var errNeedsStore = errors.New("needs the store, which a checkpoint is writing")
+
+// record returns a copy of message seq's record. While a checkpoint
+// commits, only records held in memory can be read; others are
+// errNeedsStore.
 func (w *writeTx) record(q *memQueue, seq uint64) ([]byte, error) {
 	if w.tx == nil {
-		return nil, errors.New("internal error: an operation that reads the store ran during a checkpoint")
+		if rec, ok := q.record(seq); ok {
+			return append([]byte(nil), rec...), nil
+		}
+		return nil, errNeedsStore
 	}
 	qb, err := w.buckets(q.spec.Name)
 	if err != nil {

@@ -140,25 +140,36 @@ func crashCopy(t *testing.T, path string, clock func() time.Time) *Backend {
 }
 
 // TestCheckpointBesideTheWriter holds a checkpoint's commit. Sends and
-// deletes are answered meanwhile, a receive waits for the commit to end,
-// and a copy of the files taken while the commit is held (a store file
-// without the checkpoint) holds every answered change: the copy replays
-// both logs.
+// deletes are answered meanwhile, and so is a receive of a message the
+// checkpoint holds (read from memory), while a receive that must read
+// the store waits for the commit to end. A copy of the files taken while
+// the commit is held (a store file without the checkpoint) holds every
+// answered change: the copy replays both logs.
 func TestCheckpointBesideTheWriter(t *testing.T) {
 	t.Parallel()
+	first, bun := setupWith(t, Options{}, knobs{})
+	mustEnsure(t, first, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour}, queue.QueueSpec{Name: "q2", VisibilityTimeout: time.Hour})
+	sendOne(t, first, "q", "leased", 0)
+	leased := receive(t, first, "q", 1, 0)
+	sendOne(t, first, "q", "old", 0)
+	if err := first.Close(); err != nil { // "old" is in the store file alone now
+		t.Fatal(err)
+	}
+
 	var armed atomic.Bool
 	entered, release := make(chan struct{}), make(chan struct{})
-	b, bun := setupWith(t, Options{}, knobs{beforeCheckpoint: func() {
+	b, err := open(bun.path, Options{Logger: testLogger(t), Clock: bun.clock.Now}, knobs{beforeCheckpoint: func() {
 		if armed.CompareAndSwap(true, false) {
 			close(entered)
 			<-release
 		}
 	}})
-	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour})
-	sendOne(t, b, "q", "leased", 0)
-	leased := receive(t, b, "q", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
 	armed.Store(true)
-	sendOne(t, b, "q", "before", 0)
+	sendOne(t, b, "q2", "before", 0)
 	select {
 	case <-entered:
 	case <-time.After(10 * time.Second):
@@ -171,6 +182,9 @@ func TestCheckpointBesideTheWriter(t *testing.T) {
 	if err := deleteOne(t, b, "q", leased[0].ReceiptHandle); err != nil {
 		t.Fatal(err)
 	}
+	if got := receive(t, b, "q2", 1, 0); len(got) != 1 || string(got[0].Body) != "before" {
+		t.Fatalf("receive of a message the checkpoint holds: %v, want \"before\"", got)
+	}
 	type received struct {
 		msgs []queue.Message
 		err  error
@@ -182,21 +196,26 @@ func TestCheckpointBesideTheWriter(t *testing.T) {
 	}()
 	select {
 	case r := <-got:
-		t.Fatalf("a receive was answered while the checkpoint committed: %v", r)
+		t.Fatalf("a receive that reads the store was answered while the checkpoint committed: %v", r)
 	case <-time.After(50 * time.Millisecond):
 	}
 	copied := crashCopy(t, bun.path, bun.clock.Now)
 	close(release)
 
 	r := <-got
-	if r.err != nil || len(r.msgs) != 1 || string(r.msgs[0].Body) != "before" {
-		t.Fatalf("receive after the checkpoint: %v, want message \"before\"", r)
+	if r.err != nil || len(r.msgs) != 1 || string(r.msgs[0].Body) != "old" {
+		t.Fatalf("receive after the checkpoint: %v, want message \"old\"", r)
 	}
 	if s := stats(t, b, "q"); s.Visible != 3 || s.InFlight != 1 {
 		t.Fatalf("after the checkpoint: %+v, want 3 visible and 1 leased", s)
 	}
-	if s := stats(t, copied, "q"); s.Visible != 4 || s.InFlight != 0 {
-		t.Fatalf("copy taken during the checkpoint: %+v, want the 4 sends visible and the deleted message gone", s)
+	for _, tt := range []struct {
+		queue             string
+		visible, inFlight int64
+	}{{"q", 4, 0}, {"q2", 0, 1}} {
+		if s := stats(t, copied, tt.queue); s.Visible != tt.visible || s.InFlight != tt.inFlight {
+			t.Errorf("copy taken during the checkpoint, queue %s: %+v, want %d visible and %d in flight", tt.queue, s, tt.visible, tt.inFlight)
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,12 +23,15 @@ import (
 // checkpointEvery the writer hands the open transaction, stamped with the
 // next epoch, to a goroutine that commits it, and goes on at once: the
 // records of the next epoch go to the other log file, and while the
-// commit runs there is no transaction to apply groups to. Groups whose
-// operations are blind (sends, deletes, visibility changes: they read
-// only the index) are still applied, to the index and the log, and their
+// commit runs there is no transaction to apply groups to. Blind
+// operations are still applied, to the index and the log, and their
 // changes are kept to be applied to the next transaction when the commit
-// ends; operations that read the store (receives read bodies) wait for
-// it. So a checkpoint's two fsyncs hold up no send.
+// ends: sends, deletes and visibility changes, which read only the index,
+// and receives of messages whose records are still in memory (added since
+// the checkpoint before; memQueue.recent and committing), which in steady
+// state are all of them. A receive that must read older records from the
+// store, and the sweep and queue changes, wait for the commit. So a
+// checkpoint's two fsyncs hold up no send, and seldom a receive.
 //
 // Which files hold what: the store file holds every change up to its
 // epoch (storeEpoch); the log of storeEpoch's parity holds that epoch's
@@ -134,7 +139,11 @@ func (b *Backend) commit(group []*op) {
 		err = fmt.Errorf("%w: %w", queue.ErrUnavailable, err)
 	}
 	for i, o := range group {
-		o.done <- err
+		if o.heldBack {
+			o.heldBack = false // answered when it runs again
+		} else {
+			o.done <- err
+		}
 		group[i] = nil
 	}
 	b.groupBuf = group[:0]
@@ -160,7 +169,13 @@ func (b *Backend) apply(group []*op) error {
 	var err error
 	b.mu.Lock()
 	for _, o := range group {
-		if err = o.apply(w); err != nil {
+		err = o.apply(w)
+		if errors.Is(err, errNeedsStore) {
+			o.heldBack, err = true, nil
+			b.held = append(b.held, o)
+			continue
+		}
+		if err != nil {
 			break
 		}
 	}
@@ -261,6 +276,11 @@ func (b *Backend) startCheckpoint() {
 		b.checkpoint() // fails the same way, and degrades
 		return
 	}
+	b.mu.Lock()
+	for _, q := range b.queues {
+		q.committing, q.recent = q.recent, records{}
+	}
+	b.mu.Unlock()
 	b.tx, b.pending, b.checkpointing = nil, false, true
 	b.nextEpoch()
 	go func() {
@@ -276,6 +296,11 @@ func (b *Backend) startCheckpoint() {
 // backend is degraded and rebuilds the transaction from both logs.
 func (b *Backend) endCheckpoint(err error) {
 	b.checkpointing = false
+	b.mu.Lock()
+	for _, q := range b.queues {
+		q.committing = records{}
+	}
+	b.mu.Unlock()
 	deferred := b.deferred
 	b.deferred = nil // bbolt keeps the slices it is given until its commit
 	if err != nil {
@@ -480,7 +505,28 @@ func (b *Backend) recoverLog(path string) error {
 			return err
 		}
 	}
+	// A log file just created must not vanish with its directory entry
+	// at a power loss, taking answered records with it.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return errors.Join(err, b.logs[0].close(), b.logs[1].close())
+	}
 	b.log = b.logs[b.epoch%2]
+	return nil
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync data directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync data directory %s: %w", dir, err)
+	}
 	return nil
 }
 
