@@ -341,7 +341,9 @@ func (b *Backend) hand(ctx context.Context, o *op) error {
 
 // CommitStats counts durable commits since Open.
 type CommitStats struct {
-	// Commits is the number of transactions committed, one fsync each.
+	// Commits is the number of times answered changes were made durable,
+	// one sync each: a redo log sync (per group in the default mode, per
+	// interval in interval mode), or a commit of the store while degraded.
 	Commits int64
 	// Ops is the number of operations those commits carried; Ops/Commits
 	// is the group-commit factor.
