@@ -181,14 +181,13 @@ func parseReceipt(h string) (receipt, bool) {
 
 // writeTx is the transaction of one commit group, with the group's clock
 // reading. Its helpers keep disk and index in step and add every change
-// to log, the group's redo log record; dirty says there is one, so a
-// group of empty receives writes nothing. While a checkpoint commits, tx
-// is nil: the changes go only to the index and the log, and the writer
-// applies them to the next transaction (writer.go).
+// to log, the group's redo log record; an empty log means nothing
+// changed, so a group of empty receives writes nothing. While a
+// checkpoint commits, tx is nil: the changes go only to the index and the
+// log, and the writer applies them to the next transaction (writer.go).
 type writeTx struct {
 	tx     *bolt.Tx
 	now    int64
-	dirty  bool
 	log    []byte
 	opened []queueBuckets // buckets looked up so far in this group
 }
@@ -234,7 +233,6 @@ func (w *writeTx) createBucket(name []byte) error {
 }
 
 func (w *writeTx) note(kind byte, bucket, key, value []byte) {
-	w.dirty = true
 	w.log = appendChange(w.log, kind, bucket, key, value)
 }
 

@@ -186,7 +186,7 @@ func (b *Backend) apply(group []*op) error {
 	}
 	switch {
 	case err != nil:
-	case !w.dirty:
+	case len(w.log) == 0:
 		return nil
 	case b.degraded:
 		b.pending = true
