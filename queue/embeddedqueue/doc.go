@@ -104,7 +104,8 @@
 // Idempotency keys (queue.KeyStore) given with a send are stored in the
 // send's transaction, in bucket "keys-expiry" ordered by expiry, so each
 // commit appends them (keyed by the random keys themselves, they cost a
-// page write each); the retention sweep deletes them from its head, and
+// page write each), one record for the keys of a send that expire
+// together; the retention sweep deletes them from its head, and
 // LookupKey reads an in-memory map of the unexpired keys that Open
 // builds from it (keys.go).
 //

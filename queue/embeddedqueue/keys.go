@@ -13,27 +13,35 @@ import (
 	"github.com/sluice-dev/sluice/queue"
 )
 
-// Idempotency keys (queue.KeyStore). A send entry's key is stored in the
-// transaction that stores its message, so both survive a crash or
+// Idempotency keys (queue.KeyStore). A send's keys are stored in the
+// transaction that stores its messages, so both survive a crash or
 // neither does. The records are ordered by expiry, so a commit appends
 // its keys at the tail of one bucket instead of writing a page of a
 // randomly keyed tree for each (keys are random: one 4 KiB page per
-// keyed job made commits of keyed sends several times slower):
+// keyed job made commits of keyed sends several times slower). The keys
+// of one send that expire together share one record, so a batch of keyed
+// jobs costs one more write, not one per job:
 //
-//	keys-expiry  expires (8, unix ns) ‖ key → keyValueMark ‖ value
+//	keys-expiry  expires (8, unix ns) ‖ first key → keyListMark ‖ (len ‖ key ‖ len ‖ value)…
 //
 // LookupKey reads an in-memory index of the unexpired keys (Backend.keys),
 // built at Open from those records and kept in step by every send and
-// sweep. Builds before the index stored the value in a second bucket,
-// keys (key → expires ‖ value), with an empty value here; such records
-// are still read and swept, never written.
+// sweep. Older builds wrote one record per key, keyValueMark ‖ value, and
+// before the index the value went to a second bucket, keys (key →
+// expires ‖ value), with an empty value here; such records are still read
+// and swept, never written.
 var (
 	keysBucket      = []byte("keys")
 	keyExpiryBucket = []byte("keys-expiry")
 )
 
-// keyValueMark starts the value of a keys-expiry record that holds it.
-const keyValueMark = 'v'
+// keyListMark starts the value of a keys-expiry record listing keys and
+// their values (uvarint lengths); keyValueMark that of an older build's
+// record holding the value of the one key in its name.
+const (
+	keyListMark  = 'l'
+	keyValueMark = 'v'
+)
 
 var _ queue.KeyStore = (*Backend)(nil)
 
@@ -43,22 +51,67 @@ type keyRecord struct {
 	value   string
 }
 
-// putKey stores k and indexes it; the writer holds b.mu. An earlier
-// (expired) record of the same key stays until the sweep.
-func (w *writeTx) putKey(keys map[string]keyRecord, k *queue.StoredKey) error {
+// putKeys stores keys, which expire together, as one record and indexes
+// them; the writer holds b.mu. Earlier (expired) records of the same keys
+// stay until the sweep.
+func (w *writeTx) putKeys(index map[string]keyRecord, keys []*queue.StoredKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
 	var xb *bolt.Bucket
 	if w.tx != nil { // else checkpointing: the change goes to the log alone
 		if xb = w.tx.Bucket(keyExpiryBucket); xb == nil {
 			return errors.New("key bucket missing")
 		}
 	}
-	exp := k.Expires.UnixNano()
-	v := append(append(make([]byte, 0, 1+len(k.Value)), keyValueMark), k.Value...)
-	if err := w.put(xb, keyExpiryBucket, expiryKey(binary.BigEndian.AppendUint64(nil, uint64(exp)), []byte(k.Key)), v); err != nil {
+	exp := keys[0].Expires.UnixNano()
+	if err := w.put(xb, keyExpiryBucket, expiryKey(binary.BigEndian.AppendUint64(nil, uint64(exp)), []byte(keys[0].Key)), encodeKeyList(keys)); err != nil {
 		return err
 	}
-	keys[k.Key] = keyRecord{expires: exp, value: k.Value}
+	for _, k := range keys {
+		index[k.Key] = keyRecord{expires: exp, value: k.Value}
+	}
 	return nil
+}
+
+// encodeKeyList is the value of a record listing keys.
+func encodeKeyList(keys []*queue.StoredKey) []byte {
+	size := 1
+	for _, k := range keys {
+		size += 2*binary.MaxVarintLen32 + len(k.Key) + len(k.Value)
+	}
+	v := append(make([]byte, 0, size), keyListMark)
+	for _, k := range keys {
+		v = binary.AppendUvarint(append(binary.AppendUvarint(v, uint64(len(k.Key))), k.Key...), uint64(len(k.Value)))
+		v = append(v, k.Value...)
+	}
+	return v
+}
+
+// keyList calls each for every key and value listed in v, the value of
+// a keyListMark record, and fails on a malformed list.
+func keyList(v []byte, each func(key, value []byte)) error {
+	for v = v[1:]; len(v) > 0; {
+		var key, value []byte
+		var ok bool
+		if key, v, ok = cutVarlen(v); !ok {
+			return errors.New("bad key list")
+		}
+		if value, v, ok = cutVarlen(v); !ok {
+			return errors.New("bad key list")
+		}
+		each(key, value)
+	}
+	return nil
+}
+
+// cutVarlen splits a uvarint length and that many bytes off the front of b.
+func cutVarlen(b []byte) (field, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
 }
 
 func expiryKey(exp, key []byte) []byte {
@@ -77,50 +130,65 @@ func loadKeys(tx *bolt.Tx, now int64) (map[string]keyRecord, error) {
 		if len(k) < 8 {
 			return nil, fmt.Errorf("bad key expiry record %x", k)
 		}
+		exp := int64(binary.BigEndian.Uint64(k))
 		switch {
+		case len(v) > 0 && v[0] == keyListMark:
+			// Ordered by expiry: a later record of a key replaces an earlier.
+			err := keyList(v, func(key, value []byte) { keys[string(key)] = keyRecord{expires: exp, value: string(value)} })
+			if err != nil {
+				return nil, fmt.Errorf("key record %x: %w", k, err)
+			}
 		case len(v) > 0 && v[0] == keyValueMark:
-			v = v[1:]
+			keys[string(k[8:])] = keyRecord{expires: exp, value: string(v[1:])}
 		case len(v) == 0: // an older build's: the value is in keys
 			old := kb.Get(k[8:])
 			if len(old) < 8 || !bytes.Equal(old[:8], k[:8]) {
 				continue
 			}
-			v = old[8:]
+			keys[string(k[8:])] = keyRecord{expires: exp, value: string(old[8:])}
 		default:
 			return nil, fmt.Errorf("bad key record %x", k)
 		}
-		// Ordered by expiry: a later record of a key replaces an earlier.
-		keys[string(k[8:])] = keyRecord{expires: int64(binary.BigEndian.Uint64(k)), value: string(v)}
 	}
 	return keys, nil
 }
 
-// sweepKeys deletes up to limit keys that expired by w.now, from the
-// store and from keys, and returns how many it deleted; the writer holds
+// sweepKeys deletes up to limit key records that expired by w.now, from
+// the store and from index, and returns how many it deleted; the writer holds
 // b.mu.
-func (w *writeTx) sweepKeys(keys map[string]keyRecord, limit int) (int, error) {
+func (w *writeTx) sweepKeys(index map[string]keyRecord, limit int) (int, error) {
 	kb, xb := w.tx.Bucket(keysBucket), w.tx.Bucket(keyExpiryBucket)
 	if kb == nil || xb == nil {
 		return 0, errors.New("key buckets missing")
 	}
-	var expired [][]byte
+	type record struct{ name, value []byte }
+	var expired []record
 	c := xb.Cursor()
-	for k, _ := c.First(); k != nil && len(expired) < limit; k, _ = c.Next() {
+	for k, v := c.First(); k != nil && len(expired) < limit; k, v = c.Next() {
 		if len(k) < 8 || int64(binary.BigEndian.Uint64(k)) > w.now {
 			break
 		}
-		expired = append(expired, bytes.Clone(k))
+		expired = append(expired, record{bytes.Clone(k), bytes.Clone(v)})
 	}
-	for _, xk := range expired {
-		if err := w.del(xb, keyExpiryBucket, xk); err != nil {
+	for _, r := range expired {
+		if err := w.del(xb, keyExpiryBucket, r.name); err != nil {
 			return 0, err
 		}
-		exp, key := int64(binary.BigEndian.Uint64(xk)), xk[8:]
-		// The key may have been stored again since, with a later expiry.
-		if r, ok := keys[string(key)]; ok && r.expires == exp {
-			delete(keys, string(key))
+		exp, key := int64(binary.BigEndian.Uint64(r.name)), r.name[8:]
+		// A key may have been stored again since, with a later expiry.
+		forget := func(key []byte) {
+			if ir, ok := index[string(key)]; ok && ir.expires == exp {
+				delete(index, string(key))
+			}
 		}
-		if v := kb.Get(key); len(v) >= 8 && bytes.Equal(v[:8], xk[:8]) {
+		if len(r.value) > 0 && r.value[0] == keyListMark {
+			if err := keyList(r.value, func(key, _ []byte) { forget(key) }); err != nil {
+				return 0, fmt.Errorf("key record %x: %w", r.name, err)
+			}
+			continue
+		}
+		forget(key)
+		if v := kb.Get(key); len(v) >= 8 && bytes.Equal(v[:8], r.name[:8]) {
 			if err := w.del(kb, keysBucket, key); err != nil {
 				return 0, err
 			}

@@ -3,6 +3,7 @@ package embeddedqueue
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -130,10 +131,10 @@ func countKeys(t *testing.T, path string) int {
 	return n
 }
 
-// TestKeysOfAnOlderBuild: records in the layout of builds before the
-// in-memory index (the value in bucket keys, an empty value in
-// keys-expiry) are found after Open and swept, and new keys are written
-// to keys-expiry alone.
+// TestKeysOfAnOlderBuild: records in the layouts of older builds (the
+// value in bucket keys and an empty value in keys-expiry; one record per
+// key with its value) are found after Open and swept, and new keys are
+// written to keys-expiry alone.
 func TestKeysOfAnOlderBuild(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
@@ -155,13 +156,21 @@ func TestKeysOfAnOlderBuild(t *testing.T) {
 	old := []struct {
 		key, value string
 		expires    time.Time
+		perKey     bool // the layout with one record per key, its value in it
 	}{
-		{"tenant-a\x00old-live", "job-old", clock.Now().Add(time.Minute)},
-		{"tenant-a\x00old-expired", "job-gone", clock.Now().Add(-time.Minute)},
+		{"tenant-a\x00old-live", "job-old", clock.Now().Add(time.Minute), false},
+		{"tenant-a\x00old-expired", "job-gone", clock.Now().Add(-time.Minute), false},
+		{"tenant-a\x00per-key-live", "job-per-key", clock.Now().Add(time.Minute), true},
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, o := range old {
 			exp := binary.BigEndian.AppendUint64(nil, uint64(o.expires.UnixNano()))
+			if o.perKey {
+				if err := tx.Bucket(keyExpiryBucket).Put(expiryKey(exp, []byte(o.key)), append([]byte{keyValueMark}, o.value...)); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := tx.Bucket(keysBucket).Put([]byte(o.key), append(slices.Clone(exp), o.value...)); err != nil {
 				return err
 			}
@@ -183,6 +192,7 @@ func TestKeysOfAnOlderBuild(t *testing.T) {
 	for _, tt := range []struct{ key, want string }{
 		{"tenant-a\x00old-live", "job-old"},
 		{"tenant-a\x00old-expired", ""},
+		{"tenant-a\x00per-key-live", "job-per-key"},
 		{"tenant-a\x00new", "job-new"},
 	} {
 		if got := lookup(t, b, tt.key); got != tt.want {
@@ -193,8 +203,10 @@ func TestKeysOfAnOlderBuild(t *testing.T) {
 	if _, err := b.Sweep(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got := lookup(t, b, "tenant-a\x00old-live"); got != "" {
-		t.Errorf("old key after it expired: %q", got)
+	for _, key := range []string{"tenant-a\x00old-live", "tenant-a\x00per-key-live"} {
+		if got := lookup(t, b, key); got != "" {
+			t.Errorf("old key %q after it expired: %q", key, got)
+		}
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -203,4 +215,91 @@ func TestKeysOfAnOlderBuild(t *testing.T) {
 	if n := countKeys(t, path); n != 1 {
 		t.Fatalf("%d key records left, want the new key's one", n)
 	}
+}
+
+// TestKeysOfABatch: the keys of one send that expire together share a
+// record; keys with another expiry get their own. Each is found after a
+// reopen, and a sweep forgets exactly the expired ones, except a key
+// stored again since with a later expiry.
+func TestKeysOfABatch(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	path := filepath.Join(t.TempDir(), "queues.db")
+	opts := Options{Clock: clock.Now, Logger: testLogger(t), SweepInterval: -1}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	soon, later := clock.Now().Add(time.Minute), clock.Now().Add(time.Hour)
+	var entries []queue.SendEntry
+	want := map[string]string{}
+	for i, exp := range []time.Time{soon, soon, soon, later, later, soon} {
+		key, value := fmt.Sprintf("tenant-a\x00k%d", i), fmt.Sprintf("job-%d", i)
+		want[key] = value
+		entries = append(entries, queue.SendEntry{ID: fmt.Sprint(i), Body: []byte("b"), Key: &queue.StoredKey{Key: key, Value: value, Expires: exp}})
+	}
+	entries = append(entries, queue.SendEntry{ID: "unkeyed", Body: []byte("b")})
+	if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, path); n != 3 {
+		t.Fatalf("%d key records, want 3 (soon ×3, later ×2, soon ×1)", n)
+	}
+	if b, err = Open(path, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	for key, value := range want {
+		if got := lookup(t, b, key); got != value {
+			t.Errorf("after reopen, lookup %q: %q, want %q", key, got, value)
+		}
+	}
+
+	clock.Advance(2 * time.Minute)
+	sendKeyed(t, b, "again", "tenant-a\x00k0", "job-again", clock.Now().Add(time.Hour))
+	if _, err := b.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want["tenant-a\x00k0"] = "job-again"
+	for _, k := range []string{"k1", "k2", "k5"} {
+		want["tenant-a\x00"+k] = ""
+	}
+	for key, value := range want {
+		if got := lookup(t, b, key); got != value {
+			t.Errorf("after the sweep, lookup %q: %q, want %q", key, got, value)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, path); n != 2 {
+		t.Fatalf("%d key records after the sweep, want 2 (later ×2, k0 again)", n)
+	}
+}
+
+// FuzzKeyList: a list of keys decodes to what was encoded, and any other
+// value either decodes or fails, without a panic.
+func FuzzKeyList(f *testing.F) {
+	f.Add([]byte("a\x00b"), []byte("job-1"), []byte{keyListMark, 1, 'k', 1, 'v'})
+	f.Add([]byte{}, []byte{}, []byte{keyListMark, 200})
+	f.Fuzz(func(t *testing.T, key, value, raw []byte) {
+		keys := []*queue.StoredKey{{Key: string(key), Value: string(value)}, {Key: string(value), Value: string(key)}}
+		var got []*queue.StoredKey
+		if err := keyList(encodeKeyList(keys), func(k, v []byte) {
+			got = append(got, &queue.StoredKey{Key: string(k), Value: string(v)})
+		}); err != nil {
+			t.Fatalf("decoding an encoded list: %v", err)
+		}
+		if len(got) != 2 || *got[0] != *keys[0] || *got[1] != *keys[1] {
+			t.Fatalf("round trip: got %v, want %v", got, keys)
+		}
+		if len(raw) > 0 {
+			_ = keyList(raw, func(k, v []byte) {})
+		}
+	})
 }

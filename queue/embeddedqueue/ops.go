@@ -241,6 +241,7 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 	if ps.missing = q == nil; ps.missing {
 		return nil // gone with a failed commit's EnsureQueues
 	}
+	var keys []*queue.StoredKey // of the entries stored so far, expiring together
 	for i, e := range ps.p.Entries {
 		if ps.recs[i] == nil {
 			continue
@@ -249,13 +250,18 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 		if err := w.add(q, ps.recs[i], m); err != nil {
 			return err
 		}
-		if e.Key != nil {
-			if err := w.putKey(b.keys, e.Key); err != nil {
+		if e.Key == nil {
+			continue
+		}
+		if len(keys) > 0 && !e.Key.Expires.Equal(keys[0].Expires) {
+			if err := w.putKeys(b.keys, keys); err != nil {
 				return err
 			}
+			keys = keys[:0]
 		}
+		keys = append(keys, e.Key)
 	}
-	return nil
+	return w.putKeys(b.keys, keys)
 }
 
 // Receive claims up to p.Max visible messages, oldest sequence first,
