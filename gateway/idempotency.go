@@ -16,10 +16,14 @@ import (
 // serialised: the second waits for the first and then answers its id, or,
 // if the first failed, goes ahead itself.
 //
-// On a backend that is a queue.KeyStore (the embedded one) the key is also
+// On a backend that is a queue.KeyStore (the embedded one) the key is
 // stored in the commit that stores the job (see stored), and a key this
-// process does not know is looked up there, so a retry after a crash or
-// restart of the gateway gets the first job's id. Otherwise (SQS) the
+// process holds no claim on is looked up there, so a retry after a crash
+// or restart of the gateway gets the first job's id. The store is then the
+// memory: an entry here lives only while its submit is under way (so that
+// concurrent submits of one key wait for the first), and the map stays as
+// small as the submits in flight, however many keys the window holds.
+// Otherwise (SQS) the
 // memory is per gateway process: a retry that reaches another gateway or
 // arrives after a restart is enqueued again, which is why workers must
 // also be idempotent on job id (at-least-once delivery).
@@ -34,6 +38,7 @@ type idemKey struct{ tenant, key string }
 
 type idemEntry struct {
 	key     idemKey
+	stored  string        // storeKey(key), when the backend stores keys
 	done    chan struct{} // closed when the first submit finished
 	jobID   string        // set before done is closed, if it succeeded
 	expires time.Time
@@ -84,7 +89,8 @@ func (s *idempotency) lookup(ctx context.Context, e *idemEntry, now time.Time) (
 	if s.store == nil {
 		return e, "", nil
 	}
-	stored, err := s.store.LookupKey(ctx, &queue.LookupKeyParams{Key: storeKey(e.key)})
+	e.stored = storeKey(e.key)
+	stored, err := s.store.LookupKey(ctx, &queue.LookupKeyParams{Key: e.stored})
 	switch {
 	case err != nil:
 		s.finish(e, "", now)
@@ -92,10 +98,7 @@ func (s *idempotency) lookup(ctx context.Context, e *idemEntry, now time.Time) (
 	case stored == nil:
 		return e, "", nil
 	}
-	s.mu.Lock()
-	e.jobID, e.expires = stored.Value, stored.Expires
-	s.mu.Unlock()
-	close(e.done)
+	s.finish(e, stored.Value, now)
 	return nil, stored.Value, nil
 }
 
@@ -108,7 +111,7 @@ func (s *idempotency) stored(e *idemEntry, jobID string, now time.Time) *queue.S
 	if e == nil || s.store == nil {
 		return nil
 	}
-	return &queue.StoredKey{Key: storeKey(e.key), Value: jobID, Expires: now.Add(s.window)}
+	return &queue.StoredKey{Key: e.stored, Value: jobID, Expires: now.Add(s.window)}
 }
 
 // beginError is the status of a submit whose key could not be claimed:
@@ -121,11 +124,16 @@ func beginError(err error) *status.Status {
 }
 
 // finish records the outcome of the submit that claimed e; an empty jobID
-// means it failed and frees the key.
+// means it failed and frees the key. With a key store, which now holds
+// the key if the submit succeeded, the entry is dropped: submits waiting
+// on it claim the key anew and find it there.
 func (s *idempotency) finish(e *idemEntry, jobID string, now time.Time) {
 	s.mu.Lock()
 	e.jobID = jobID
 	e.expires = now.Add(s.window)
+	if s.store != nil && s.m[e.key] == e {
+		delete(s.m, e.key)
+	}
 	s.mu.Unlock()
 	close(e.done)
 }

@@ -17,8 +17,9 @@ import (
 
 // TestIdempotencyStoredWithTheJob runs the key memory over a real
 // embedded backend: a key stored with its job is found by a fresh memory
-// (a restarted gateway), other tenants' keys are not, and a backend that
-// cannot answer fails the claim as UNAVAILABLE.
+// (a restarted gateway), other tenants' keys are not, a concurrent submit
+// of a key waits for the first, only unsettled claims stay in memory, and
+// a backend that cannot answer fails the claim as UNAVAILABLE.
 func TestIdempotencyStoredWithTheJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -40,7 +41,21 @@ func TestIdempotencyStoredWithTheJob(t *testing.T) {
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("send: %v %v", err, res)
 	}
+	// A concurrent submit of the key waits for the first and then gets its
+	// id from the store.
+	waiter := make(chan string)
+	go func() {
+		_, id, _ := first.begin(ctx, "acme", "order-1", 5, now)
+		waiter <- id
+	}()
 	first.finish(e, "job-1", now)
+	if id := <-waiter; id != "job-1" {
+		t.Errorf("concurrent submit of the key: %q, want job-1", id)
+	}
+	// The store holds the key: nothing stays in memory once claims settle.
+	if n := len(first.m); n != 0 {
+		t.Errorf("%d entries in memory after every claim settled, want 0", n)
+	}
 
 	restarted := newIdempotency(time.Minute, b)
 	tests := []struct {
@@ -57,9 +72,11 @@ func TestIdempotencyStoredWithTheJob(t *testing.T) {
 			t.Errorf("%s/%s after a restart: entry %v, id %q, %v; want id %q", tt.tenant, tt.key, e, id, err, tt.wantID)
 		}
 	}
-	// The stored key is now in memory too, with the stored expiry.
 	if _, id, _ := restarted.begin(ctx, "acme", "order-1", 3, now.Add(30*time.Second)); id != "job-1" {
 		t.Errorf("second retry: %q, want job-1", id)
+	}
+	if n := len(restarted.m); n != 2 {
+		t.Errorf("%d entries in memory, want the 2 unsettled claims (acme/order-2, beta/order-1)", n)
 	}
 
 	if err := b.Close(); err != nil {
