@@ -187,8 +187,8 @@ type Job struct {
 // the system's random source (which was a tenth of a batching producer's
 // CPU). Keys of two processes collide with a chance of 2⁻⁸⁰.
 func NewIdempotencyKey() string {
-	n := keySeq.Add(1)
-	return keyPrefix() + strconv.FormatUint(n, 36)
+	var buf [32]byte
+	return string(strconv.AppendUint(append(buf[:0], keyPrefix()...), keySeq.Add(1), 36))
 }
 
 var (
