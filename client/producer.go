@@ -102,7 +102,7 @@ type Producer struct {
 type pjob struct {
 	req      *ingestv1.SubmitRequest
 	size     int
-	fut      *Future
+	fut      Future // returned by Send: one allocation for both
 	gen      *flushGen
 	attempts int
 	queued   time.Time // when it became ready to send
@@ -162,7 +162,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 // ErrProducerClosed after Close.
 func (p *Producer) Send(ctx context.Context, job Job) (*Future, error) {
 	req := job.request()
-	j := &pjob{req: req, size: proto.Size(req) + 8, fut: &Future{done: make(chan struct{})}}
+	j := &pjob{req: req, size: proto.Size(req) + 8, fut: Future{done: make(chan struct{})}}
 	p.mu.Lock()
 	for p.pending >= p.cfg.MaxPending && !p.closed {
 		room := p.room
@@ -185,7 +185,7 @@ func (p *Producer) Send(ctx context.Context, job Job) (*Future, error) {
 	p.fresh = append(p.fresh, j)
 	p.mu.Unlock()
 	p.signal()
-	return j.fut, nil
+	return &j.fut, nil
 }
 
 // Flush sends every job sent before it without waiting for Linger, and

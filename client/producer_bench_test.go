@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/client"
+	"github.com/sluice-dev/sluice/internal/proccpu"
 )
 
 // BenchmarkProducer: 256 goroutines each sending one job at a time
 // through one Producer, and SubmitBatch calls of 100 jobs from 16
 // goroutines, each against its own real gateway (embedded backend, fsync
-// per commit); one op is one job:
+// per commit); one op is one job, and cpu-ns/op is the process's CPU per
+// job (client and gateway together):
 //
 //	go test -run '^$' -bench Producer -benchmem -cpu 2 ./client/
 func BenchmarkProducer(b *testing.B) {
@@ -23,6 +25,7 @@ func BenchmarkProducer(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.SetParallelism(128)
+		cpu := proccpu.Used()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				f, err := p.Send(context.Background(), client.Job{Payload: payload})
@@ -35,6 +38,7 @@ func BenchmarkProducer(b *testing.B) {
 				}
 			}
 		})
+		b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 		if err := p.Close(context.Background()); err != nil {
 			b.Fatal(err)
@@ -44,6 +48,7 @@ func BenchmarkProducer(b *testing.B) {
 		c := benchClient(b)
 		b.ReportAllocs()
 		b.SetParallelism(8)
+		cpu := proccpu.Used()
 		b.RunParallel(func(pb *testing.PB) {
 			jobs := make([]client.Job, 0, 100)
 			for {
@@ -60,6 +65,7 @@ func BenchmarkProducer(b *testing.B) {
 				}
 			}
 		})
+		b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 	})
 }
