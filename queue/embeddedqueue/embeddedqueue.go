@@ -104,7 +104,7 @@ type Backend struct {
 
 	mu     sync.Mutex // guards queues and every memQueue in it, and keys
 	queues map[string]*memQueue
-	keys   map[string]keyRecord // unexpired idempotency keys (keys.go)
+	keys   *keyIndex // unexpired idempotency keys (keys.go, keyindex.go)
 
 	ops        chan *op
 	closeMu    sync.RWMutex // read-held while handing an op to the writer

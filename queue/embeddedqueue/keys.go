@@ -45,16 +45,10 @@ const (
 
 var _ queue.KeyStore = (*Backend)(nil)
 
-// keyRecord is a stored key in the index.
-type keyRecord struct {
-	expires int64 // unix ns
-	value   string
-}
-
 // putKeys stores keys, which expire together, as one record and indexes
 // them; the writer holds b.mu. Earlier (expired) records of the same keys
 // stay until the sweep.
-func (w *writeTx) putKeys(index map[string]keyRecord, keys []*queue.StoredKey) error {
+func (w *writeTx) putKeys(index *keyIndex, keys []*queue.StoredKey) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -69,7 +63,7 @@ func (w *writeTx) putKeys(index map[string]keyRecord, keys []*queue.StoredKey) e
 		return err
 	}
 	for _, k := range keys {
-		index[k.Key] = keyRecord{expires: exp, value: k.Value}
+		index.put(k.Key, k.Value, exp)
 	}
 	return nil
 }
@@ -119,12 +113,12 @@ func expiryKey(exp, key []byte) []byte {
 }
 
 // loadKeys reads the keys unexpired at now from tx.
-func loadKeys(tx *bolt.Tx, now int64) (map[string]keyRecord, error) {
+func loadKeys(tx *bolt.Tx, now int64) (*keyIndex, error) {
 	kb, xb := tx.Bucket(keysBucket), tx.Bucket(keyExpiryBucket)
 	if kb == nil || xb == nil {
 		return nil, errors.New("key buckets missing")
 	}
-	keys := map[string]keyRecord{}
+	keys := newKeyIndex()
 	c := xb.Cursor()
 	for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, uint64(now+1))); k != nil; k, v = c.Next() {
 		if len(k) < 8 {
@@ -134,18 +128,18 @@ func loadKeys(tx *bolt.Tx, now int64) (map[string]keyRecord, error) {
 		switch {
 		case len(v) > 0 && v[0] == keyListMark:
 			// Ordered by expiry: a later record of a key replaces an earlier.
-			err := keyList(v, func(key, value []byte) { keys[string(key)] = keyRecord{expires: exp, value: string(value)} })
+			err := keyList(v, func(key, value []byte) { keys.put(string(key), string(value), exp) })
 			if err != nil {
 				return nil, fmt.Errorf("key record %x: %w", k, err)
 			}
 		case len(v) > 0 && v[0] == keyValueMark:
-			keys[string(k[8:])] = keyRecord{expires: exp, value: string(v[1:])}
+			keys.put(string(k[8:]), string(v[1:]), exp)
 		case len(v) == 0: // an older build's: the value is in keys
 			old := kb.Get(k[8:])
 			if len(old) < 8 || !bytes.Equal(old[:8], k[:8]) {
 				continue
 			}
-			keys[string(k[8:])] = keyRecord{expires: exp, value: string(old[8:])}
+			keys.put(string(k[8:]), string(old[8:]), exp)
 		default:
 			return nil, fmt.Errorf("bad key record %x", k)
 		}
@@ -156,7 +150,7 @@ func loadKeys(tx *bolt.Tx, now int64) (map[string]keyRecord, error) {
 // sweepKeys deletes up to limit key records that expired by w.now, from
 // the store and from index, and returns how many it deleted; the writer holds
 // b.mu.
-func (w *writeTx) sweepKeys(index map[string]keyRecord, limit int) (int, error) {
+func (w *writeTx) sweepKeys(index *keyIndex, limit int) (int, error) {
 	kb, xb := w.tx.Bucket(keysBucket), w.tx.Bucket(keyExpiryBucket)
 	if kb == nil || xb == nil {
 		return 0, errors.New("key buckets missing")
@@ -175,19 +169,13 @@ func (w *writeTx) sweepKeys(index map[string]keyRecord, limit int) (int, error) 
 			return 0, err
 		}
 		exp, key := int64(binary.BigEndian.Uint64(r.name)), r.name[8:]
-		// A key may have been stored again since, with a later expiry.
-		forget := func(key []byte) {
-			if ir, ok := index[string(key)]; ok && ir.expires == exp {
-				delete(index, string(key))
-			}
-		}
 		if len(r.value) > 0 && r.value[0] == keyListMark {
-			if err := keyList(r.value, func(key, _ []byte) { forget(key) }); err != nil {
+			if err := keyList(r.value, func(key, _ []byte) { index.forget(string(key), exp) }); err != nil {
 				return 0, fmt.Errorf("key record %x: %w", r.name, err)
 			}
 			continue
 		}
-		forget(key)
+		index.forget(string(key), exp)
 		if v := kb.Get(key); len(v) >= 8 && bytes.Equal(v[:8], r.name[:8]) {
 			if err := w.del(kb, keysBucket, key); err != nil {
 				return 0, err
@@ -209,10 +197,10 @@ func (b *Backend) LookupKey(ctx context.Context, p *queue.LookupKeyParams) (*que
 	}
 	now := b.opts.Clock().UnixNano()
 	b.mu.Lock()
-	r, ok := b.keys[p.Key]
+	value, expires, ok := b.keys.get(p.Key)
 	b.mu.Unlock()
-	if !ok || r.expires <= now {
+	if !ok || expires <= now {
 		return nil, nil
 	}
-	return &queue.StoredKey{Key: p.Key, Value: r.value, Expires: time.Unix(0, r.expires)}, nil
+	return &queue.StoredKey{Key: p.Key, Value: value, Expires: time.Unix(0, expires)}, nil
 }
