@@ -104,8 +104,10 @@ func (d *Drainer) deliver(j *job, done func()) {
 	lane := j.q.inbox.lane.Name
 	dwell := now.Sub(env.GetEnqueuedAt().AsTime())
 	d.cfg.Metrics.Dwell(lane, dwell)
-	if env.GetFirstAttemptAt() == nil {
-		env.FirstAttemptAt = timestamppb.New(now)
+	// The first attempt's time goes into the envelope only when the job is
+	// stored again (a failure below); an ack needs no timestamp built.
+	first := env.GetFirstAttemptAt() == nil
+	if first {
 		d.cfg.Metrics.AgeOfFirstAttempt(lane, dwell)
 	}
 	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
@@ -165,6 +167,9 @@ func (d *Drainer) deliver(j *job, done func()) {
 	outcome, failure = decision.Action.String(), err
 	d.jobLogger(j).WarnContext(ctx, "delivery failed", slog.Int("attempt", attempt), slog.String("next", decision.Action.String()),
 		slog.Duration("delay", decision.Delay), slog.Any("error", err))
+	if first {
+		env.FirstAttemptAt = timestamppb.New(now)
+	}
 	env.Attempts = uint32(attempt)
 	env.LastError = envelope.LastError(err)
 	var pe *PanicError

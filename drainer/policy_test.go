@@ -156,6 +156,11 @@ func testRetryThenDeadLetter(t *testing.T, tb *testBundle) {
 		list[0].GetLastError() != "worker is broken for this job" {
 		t.Fatalf("DLQ = %v", list)
 	}
+	// The first attempt's time is stored with the retry and kept: two
+	// retries a second apart came after it.
+	if first := list[0].GetFirstAttemptAt(); first == nil || time.Since(first.AsTime()) < 2*time.Second {
+		t.Fatalf("first attempt at %v: want the first attempt's time, at least 2 retries (1s each) ago", first)
+	}
 }
 
 func TestPermanentFailureDeadLettersAtOnce(t *testing.T) {
