@@ -131,12 +131,10 @@ func countKeys(t *testing.T, path string) int {
 	return n
 }
 
-// TestKeysOfAnOlderBuild: records in the layouts of older builds (the
-// value in bucket keys and an empty value in keys-expiry; one record per
-// key with its value) are found after Open and swept, and new keys are
-// written to keys-expiry alone.
-func TestKeysOfAnOlderBuild(t *testing.T) {
-	t.Parallel()
+// openKeyTest opens a store on a fake clock, with no background sweep
+// and queue "q", and closes it at the end of t.
+func openKeyTest(t *testing.T) (*Backend, string, *fakeClock, Options) {
+	t.Helper()
 	clock := newFakeClock()
 	path := filepath.Join(t.TempDir(), "queues.db")
 	opts := Options{Clock: clock.Now, Logger: testLogger(t), SweepInterval: -1}
@@ -144,7 +142,18 @@ func TestKeysOfAnOlderBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() })
 	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	return b, path, clock, opts
+}
+
+// TestKeysOfAnOlderBuild: records in the layouts of older builds (the
+// value in bucket keys and an empty value in keys-expiry; one record per
+// key with its value) are found after Open and swept, and new keys are
+// written to keys-expiry alone.
+func TestKeysOfAnOlderBuild(t *testing.T) {
+	t.Parallel()
+	b, path, clock, opts := openKeyTest(t)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,15 +232,7 @@ func TestKeysOfAnOlderBuild(t *testing.T) {
 // stored again since with a later expiry.
 func TestKeysOfABatch(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
-	path := filepath.Join(t.TempDir(), "queues.db")
-	opts := Options{Clock: clock.Now, Logger: testLogger(t), SweepInterval: -1}
-	b, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	b, path, clock, opts := openKeyTest(t)
 	soon, later := clock.Now().Add(time.Minute), clock.Now().Add(time.Hour)
 	var entries []queue.SendEntry
 	want := map[string]string{}
@@ -250,7 +251,8 @@ func TestKeysOfABatch(t *testing.T) {
 	if n := countKeys(t, path); n != 3 {
 		t.Fatalf("%d key records, want 3 (soon ×3, later ×2, soon ×1)", n)
 	}
-	if b, err = Open(path, opts); err != nil {
+	b, err := Open(path, opts)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
