@@ -93,6 +93,9 @@ type knobs struct {
 	// beforeCheckpoint runs before a checkpoint's commit, beside the
 	// writer.
 	beforeCheckpoint func()
+	// beforeLogSync runs before interval mode's sync of the log, beside
+	// the writer.
+	beforeLogSync func()
 }
 
 // Backend is the embedded queue.Backend. Create it with Open; it is safe
@@ -130,7 +133,8 @@ type Backend struct {
 	// operations that must read the store. After a failed commit the
 	// backend is degraded: each group commits at once until one
 	// succeeds. broken is set when the transaction could not be rebuilt
-	// from the log; every call fails.
+	// from the log; every call fails. In interval mode a goroutine syncs
+	// the log (logSyncing) and reports to logSynced.
 	logs           [2]*redoLog
 	log            *redoLog
 	epoch          uint64
@@ -139,6 +143,8 @@ type Backend struct {
 	pending        bool
 	checkpointing  bool
 	checkpointDone chan error
+	logSyncing     bool
+	logSynced      chan error
 	deferred       []byte
 	held           []*op
 	degraded       bool
@@ -205,6 +211,7 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 		sweepDone:  make(chan struct{}),
 
 		checkpointDone: make(chan error, 1),
+		logSynced:      make(chan error, 1),
 	}
 	if err := b.init(path + ".wal"); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())

@@ -301,6 +301,39 @@ func TestIntervalCommits(t *testing.T) {
 // fails, the backend then commits every call and refuses what does not
 // fit with ErrUnavailable, and a reopen without the cap finds every
 // answered send: the log kept them.
+// TestIntervalSyncBesideTheWriter holds interval mode's log sync and
+// checks that sends are answered meanwhile and that no second sync starts
+// while one runs; once it is let go, the next records get a sync of
+// their own.
+func TestIntervalSyncBesideTheWriter(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}, 16), make(chan struct{})
+	b, _ := setupWith(t, Options{SyncInterval: time.Millisecond}, knobs{beforeLogSync: func() {
+		entered <- struct{}{}
+		<-release
+	}})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	sendOne(t, b, "q", "first", 0)
+	<-entered // a sync is held
+	for i := range 20 {
+		sendOne(t, b, "q", fmt.Sprint("during-", i), 0) // answered while it is
+	}
+	time.Sleep(10 * time.Millisecond) // ten ticks
+	if n := len(entered); n != 0 {
+		t.Fatalf("%d more syncs started while one was under way", n)
+	}
+	close(release)
+	sendOne(t, b, "q", "after", 0)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sync after the held one ended")
+	}
+	if s := stats(t, b, "q"); s.Visible != 22 {
+		t.Fatalf("%d visible, want 22", s.Visible)
+	}
+}
+
 func TestFullStore(t *testing.T) {
 	t.Parallel()
 	for _, m := range modes {

@@ -63,6 +63,8 @@ func (b *Backend) writer() {
 			b.endCheckpoint(err)
 		case <-syncLog:
 			b.syncLog()
+		case err := <-b.logSynced:
+			b.endSyncLog(err)
 		case <-checkpoint.C:
 			b.startCheckpoint()
 		case <-b.closing:
@@ -242,18 +244,44 @@ func (b *Backend) appendLog(changes []byte) error {
 	return err
 }
 
-// syncLog makes the records written since the last sync durable: interval
-// mode's periodic sync between checkpoints. A failed sync is logged; the
-// next checkpoint commits the changes with the store's own syncs.
+// syncLog starts making the records written since the last sync durable:
+// interval mode's periodic sync between checkpoints. It runs beside the
+// writer, which goes on appending: answers in this mode wait for no sync,
+// and an fdatasync queued behind a checkpoint's page writes could hold
+// the writer, and every call, for tens of milliseconds. One sync runs at
+// a time; a tick during it is skipped.
 func (b *Backend) syncLog() {
-	if !b.log.unsynced || b.broken != nil {
+	if !b.log.unsynced || b.logSyncing || b.broken != nil {
 		return
 	}
-	if err := b.log.sync(); err != nil {
+	b.log.unsynced, b.logSyncing = false, true
+	f := b.log.f
+	go func() {
+		if b.knobs.beforeLogSync != nil {
+			b.knobs.beforeLogSync()
+		}
+		b.logSynced <- syncFile(f)
+	}()
+}
+
+// endSyncLog takes the outcome of a sync started by syncLog. A failed
+// sync is logged, and its records are synced again by the next tick or
+// committed by the next checkpoint with the store's own syncs.
+func (b *Backend) endSyncLog(err error) {
+	b.logSyncing = false
+	if err != nil {
 		b.opts.Logger.Error("interval sync failed", slog.Any("error", err))
+		b.log.unsynced = true
 		return
 	}
 	b.commits.Add(1)
+}
+
+// waitSyncLog waits for the sync under way, if any, to end.
+func (b *Backend) waitSyncLog() {
+	if b.logSyncing {
+		b.endSyncLog(<-b.logSynced)
+	}
 }
 
 // startCheckpoint hands the open transaction, stamped with the next
@@ -534,6 +562,7 @@ func syncDir(dir string) error {
 // the writer runs it as it stops. If the commit fails the logs keep the
 // changes for the next Open.
 func (b *Backend) closeLog() {
+	b.waitSyncLog()
 	b.waitCheckpoint()
 	if b.broken == nil {
 		if err := b.flush(); err != nil {
