@@ -14,8 +14,8 @@ import (
 // gateway stores) as its 16 bytes: 40 bytes per entry, 67–101 per key
 // with the map's spare room (BenchmarkKeyIndexMemory; it depends on where
 // the map is between doublings), where a map of strings took 99–132 and
-// was scanned at every collection. Values that
-// are not ULIDs are kept as strings beside.
+// was scanned at every collection. Values that are not ULIDs are kept as
+// strings beside.
 //
 // Two distinct keys share a digest with a chance of about n²/2¹²⁹ among n
 // keys: 10⁻²¹ for a billion.
