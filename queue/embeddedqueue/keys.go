@@ -77,8 +77,7 @@ func encodeKeyList(keys []*queue.StoredKey) []byte {
 	}
 	v := append(make([]byte, 0, size), keyListMark)
 	for _, k := range keys {
-		v = binary.AppendUvarint(append(binary.AppendUvarint(v, uint64(len(k.Key))), k.Key...), uint64(len(k.Value)))
-		v = append(v, k.Value...)
+		v = appendVarlen(appendVarlen(v, k.Key), k.Value)
 	}
 	return v
 }
@@ -98,15 +97,6 @@ func keyList(v []byte, each func(key, value []byte)) error {
 		each(key, value)
 	}
 	return nil
-}
-
-// cutVarlen splits a uvarint length and that many bytes off the front of b.
-func cutVarlen(b []byte) (field, rest []byte, ok bool) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)-w) {
-		return nil, nil, false
-	}
-	return b[w : w+int(n)], b[w+int(n):], true
 }
 
 func expiryKey(exp, key []byte) []byte {

@@ -175,10 +175,24 @@ func readLogFile(path string) ([]byte, error) {
 func appendChange(dst []byte, kind byte, bucket, key, value []byte) []byte {
 	dst = append(dst, kind)
 	for _, s := range [][]byte{bucket, key, value} {
-		dst = binary.AppendUvarint(dst, uint64(len(s)))
-		dst = append(dst, s...)
+		dst = appendVarlen(dst, s)
 	}
 	return dst
+}
+
+// appendVarlen appends b to dst after its length as a uvarint: the field
+// encoding of log changes and key lists, read back by cutVarlen.
+func appendVarlen[T []byte | string](dst []byte, b T) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+}
+
+// cutVarlen splits a field written by appendVarlen off the front of b.
+func cutVarlen(b []byte) (field, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
 }
 
 // replayLog applies to tx, in order, the records at the start of data
@@ -211,12 +225,10 @@ func applyChanges(tx *bolt.Tx, changes []byte) error {
 		changes = changes[1:]
 		var parts [3][]byte
 		for i := range parts {
-			l, k := binary.Uvarint(changes)
-			if k <= 0 || l > uint64(len(changes)-k) {
+			var ok bool
+			if parts[i], changes, ok = cutVarlen(changes); !ok {
 				return errors.New("malformed change")
 			}
-			parts[i] = changes[k : k+int(l)]
-			changes = changes[k+int(l):]
 		}
 		bucket, key, value := parts[0], parts[1], parts[2]
 		if kind == logCreateBucket {
