@@ -44,13 +44,20 @@ func digestOf(key string) keyDigest {
 func (x *keyIndex) put(key, value string, expires int64) {
 	d := digestOf(key)
 	e := keyEntry{expires: expires}
-	if id, err := ulid.ParseStrict(value); err == nil && id != (ulid.ULID{}) && id.String() == value {
+	if id, err := ulid.ParseStrict(value); err == nil && id != (ulid.ULID{}) && canonical(id, value) {
 		e.id = id
 		delete(x.other, d)
 	} else {
 		x.other[d] = value
 	}
 	x.m[d] = e
+}
+
+// canonical reports whether value is id's own spelling (ParseStrict also
+// takes lower case), without building a string.
+func canonical(id ulid.ULID, value string) bool {
+	var text [ulid.EncodedSize]byte
+	return id.MarshalTextTo(text[:]) == nil && string(text[:]) == value
 }
 
 // get returns key's value and expiry, if recorded.
