@@ -24,6 +24,10 @@
 //     jobs is charged as much as it costs. A tenant that becomes active
 //     starts at the virtual time of the job last dispatched, so idling
 //     earns no credit and a newly active quiet tenant goes next.
+//     Until one of a tenant's jobs has finished, its cost is only a guess,
+//     so at the over-rate and backlog levels it goes after the others
+//     once it holds its weighted share of the slots: a tenant of long jobs
+//     cannot take most slots at start-up and hold them while others wait.
 //
 // # Levels
 //

@@ -164,6 +164,10 @@ type tenant[T any] struct {
 	costKnown bool
 	fair, max *bucket
 	activeAt  int // index in Scheduler.active, -1 when not there
+	// candLevel and candClass are Next's working state: the level and
+	// class the tenant qualifies for in the call under way.
+	candLevel Level
+	candClass Class
 	lastUsed  time.Time
 
 	// running are the tenant's granted jobs not yet Done: a job running
@@ -332,9 +336,10 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 	}
 	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideCredit >= 1
 	var best *tenant[T]
-	var bestVT float64
-	bestLevel, bestClass := levelNone, Fresh
+	var bestVT, levelWeight float64
+	bestLevel, levelRunning := levelNone, 0
 	for _, t := range s.active {
+		t.candLevel = levelNone
 		if t.limits.MaxInFlight > 0 && t.inFlight >= t.limits.MaxInFlight {
 			continue
 		}
@@ -352,19 +357,64 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 			}
 		}
 		level, class := s.levelOf(t, now, sideOpen)
+		t.candLevel, t.candClass = level, class
 		if level > bestLevel {
 			continue
 		}
+		if level < bestLevel {
+			best, bestLevel, levelWeight, levelRunning = nil, level, 0, 0
+		}
+		levelWeight += t.weight
+		levelRunning += t.inFlight
 		vt := t.runningVT(now)
-		// Within the sideline share, spillover goes before backlog.
-		if level < bestLevel || better(level, class, vt, bestClass, bestVT) {
-			best, bestVT, bestLevel, bestClass = t, vt, level, class
+		if best == nil || better(level, class, vt, best.candClass, bestVT) {
+			best, bestVT = t, vt
 		}
 	}
 	if best == nil {
 		return nil, wait
 	}
-	return s.grant(best, bestLevel, bestClass, now), 0
+	if bestLevel >= LevelSpare && !best.costKnown {
+		perWeight := float64(s.cfg.Slots-(s.running-levelRunning)) / levelWeight
+		if probeCapped(best, perWeight) {
+			if other := s.bestUncapped(now, bestLevel, perWeight); other != nil {
+				best = other
+			}
+		}
+	}
+	return s.grant(best, bestLevel, best.candClass, now), 0
+}
+
+// probeCapped reports whether t, at one of the levels nothing else bounds
+// (over-rate and backlog work), goes after the others there: none of its
+// jobs has finished yet and it holds its weighted share of the slots not
+// held by tenants at other levels (perWeight slots per unit of weight).
+//
+// Until a job finishes, a tenant's cost is a guess (InitialCost, and the
+// time its running jobs have run so far). A tenant of long jobs, charged
+// too little, would otherwise take most of the slots at once and keep
+// them for as long as its jobs run, while quiet tenants wait for a slot
+// to free (issue 13: a slow tenant took 9 of 16 slots at start-up,
+// against 4 in steady state). The cap orders; it never holds a slot idle:
+// a capped tenant goes when no one else at its level can.
+func probeCapped[T any](t *tenant[T], perWeight float64) bool {
+	return !t.costKnown && float64(t.inFlight) >= perWeight*t.weight
+}
+
+// bestUncapped returns the tenant at level with the least virtual time
+// among those not probeCapped, nil if there is none.
+func (s *Scheduler[T]) bestUncapped(now time.Time, level Level, perWeight float64) *tenant[T] {
+	var best *tenant[T]
+	var bestVT float64
+	for _, t := range s.active {
+		if t.candLevel != level || probeCapped(t, perWeight) {
+			continue
+		}
+		if vt := t.runningVT(now); best == nil || better(level, t.candClass, vt, best.candClass, bestVT) {
+			best, bestVT = t, vt
+		}
+	}
+	return best
 }
 
 // better reports whether a candidate at level with class and virtual
