@@ -2,9 +2,8 @@ package drainer
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +17,8 @@ import (
 )
 
 // Moving: the sideline decisions (spill, backlog, retry, dead-letter,
-// drop, defer), carried out send-then-delete and batched where they can be.
+// drop, defer), carried out by relocate (one step on a queue.Mover, else
+// send-then-delete) and batched where they can be.
 
 // carryOut performs a non-delivery decision (see the sideliner's table).
 // parent carries the failed attempt's span, if any.
@@ -79,10 +79,9 @@ func (d *Drainer) carryOut(parent context.Context, j *job, decision sideliner.De
 	}
 }
 
-// move sends the job's envelope to dest with delay, then deletes the
-// original, and reports whether the send succeeded. If the send fails the
-// original stays and comes back after its visibility timeout; if the
-// delete fails a duplicate may follow. Nothing is lost either way.
+// move relocates the job's envelope to dest with delay and reports
+// whether it was sent. If the send fails the original stays and comes
+// back after its visibility timeout.
 func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay time.Duration, log *slog.Logger) bool {
 	spanDestination(ctx, dest)
 	body := j.msg.Body
@@ -96,7 +95,7 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 		}
 		body = b
 	}
-	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: []queue.SendEntry{{ID: "0", Body: body, Delay: min(delay, queue.MaxDelay), GroupID: j.env.GetTenant()}}})
+	res, err := d.relocate(ctx, l.queue, dest, []queue.SendEntry{{ID: "0", Body: body, Delay: min(delay, queue.MaxDelay), GroupID: j.env.GetTenant()}}, []string{l.receipt})
 	if err == nil && len(res) > 0 {
 		err = res[0].Err
 	}
@@ -106,10 +105,46 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 		log.WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", err))
 		return false
 	}
-	if err := l.ack(ctx); err != nil {
-		log.WarnContext(ctx, "move: delete of the original failed; a duplicate may follow", slog.String("to", dest), slog.Any("error", err))
-	}
 	return true
+}
+
+// relocate sends entries to dest and deletes their originals, received
+// from src with receipts (receipts[i] for entries[i]), and returns each
+// entry's send result. Where the backend is a queue.Mover that is one
+// step, and an entry whose send fails stays where it was. Elsewhere it
+// sends, then deletes the originals of the entries sent: a failed delete
+// is logged, and a duplicate may follow. Nothing is lost either way.
+func (d *Drainer) relocate(ctx context.Context, src, dest string, entries []queue.SendEntry, receipts []string) ([]queue.SendResult, error) {
+	if mover, ok := d.cfg.Backend.(queue.Mover); ok {
+		moves := make([]queue.MoveEntry, len(entries))
+		for i, e := range entries {
+			moves[i] = queue.MoveEntry{ReceiptHandle: receipts[i], SendEntry: e}
+		}
+		return mover.Move(ctx, &queue.MoveParams{From: src, To: dest, Entries: moves})
+	}
+	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: entries})
+	if err != nil {
+		return nil, err
+	}
+	var sent []string
+	for i, r := range res {
+		if r.Err == nil {
+			sent = append(sent, receipts[i])
+		}
+	}
+	if len(sent) == 0 {
+		return res, nil
+	}
+	errs, err := d.cfg.Backend.Delete(ctx, &queue.DeleteParams{Queue: src, ReceiptHandles: sent})
+	if err != nil {
+		d.cfg.Logger.WarnContext(ctx, "move: delete of the originals failed; duplicates may follow", slog.String("queue", src), slog.String("to", dest), slog.Int("jobs", len(sent)), slog.Any("error", err))
+	}
+	for _, e := range errs {
+		if e != nil {
+			d.cfg.Logger.WarnContext(ctx, "move: delete of an original failed; a duplicate may follow", slog.String("queue", src), slog.String("to", dest), slog.Any("error", e))
+		}
+	}
+	return res, nil
 }
 
 func (d *Drainer) moveFailed(j *job) {
@@ -128,12 +163,11 @@ func (d *Drainer) jobLogger(j *job) *slog.Logger {
 	return log
 }
 
-// moveBatch moves jobs, all read from one queue, to dest with one send
-// and one delete per batch of queue.MaxBatch, on the move budget: the
-// caller (a poller) waits for a place, so reading slows down to what can
-// be moved rather than piling up held leases. Send-then-delete: a job
-// whose send fails stays on its queue and comes back after its visibility
-// timeout; a failed delete may leave a duplicate. Nothing is lost.
+// moveBatch moves jobs, all read from one queue, to dest with one
+// relocate per batch of queue.MaxBatch, on the move budget: the caller (a
+// poller) waits for a place, so reading slows down to what can be moved
+// rather than piling up held leases. A job whose send fails stays on its
+// queue and comes back after its visibility timeout. Nothing is lost.
 func (d *Drainer) moveBatch(jobs []*job, dest string, decision sideliner.Decision) {
 	d.moves <- struct{}{}
 	d.work.Add(1)
@@ -151,74 +185,61 @@ func (d *Drainer) moveChunk(jobs []*job, dest string, decision sideliner.Decisio
 	defer cancel()
 	src := jobs[0].q
 	lane := src.inbox.lane.Name
-	entries := make([]queue.SendEntry, 0, len(jobs))
-	spans := make([]trace.Span, len(jobs))
-	for i, j := range jobs {
+	var (
+		entries  = make([]queue.SendEntry, 0, len(jobs))
+		receipts = make([]string, 0, len(jobs))
+		kept     = make([]*job, 0, len(jobs)) // kept[i] and spans[i] for entries[i]
+		spans    = make([]trace.Span, 0, len(jobs))
+	)
+	for _, j := range jobs {
 		jctx, span := d.startSideline(ctx, j, decision)
 		spanDestination(jctx, dest)
-		spans[i] = span
 		body := j.msg.Body
 		if j.env != nil {
 			b, err := envelope.Encode(j.env)
 			if err != nil {
+				tracing.Fail(span, err)
+				span.End()
+				d.moveFailed(j)
 				d.jobLogger(j).ErrorContext(ctx, "encode envelope for move", slog.Any("error", err))
 				continue
 			}
 			body = b
 		}
-		entries = append(entries, queue.SendEntry{ID: fmt.Sprint(i), Body: body, GroupID: j.env.GetTenant()})
+		kept = append(kept, j)
+		spans = append(spans, span)
+		entries = append(entries, queue.SendEntry{ID: strconv.Itoa(len(entries)), Body: body, GroupID: j.env.GetTenant()})
+		receipts = append(receipts, j.msg.ReceiptHandle)
 	}
 	defer func() {
 		for _, s := range spans {
 			s.End()
 		}
 	}()
-	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: entries})
-	sent := map[string]bool{}
-	if err == nil {
-		for _, r := range res {
-			if r.Err == nil {
-				sent[r.ID] = true
-			}
-		}
-	}
-	var receipts []string
-	for i, j := range jobs {
-		if !sent[fmt.Sprint(i)] {
-			failure := err
-			if failure == nil {
-				failure = errors.New("send refused")
-				for _, r := range res {
-					if r.ID == fmt.Sprint(i) && r.Err != nil {
-						failure = r.Err
-					}
-				}
-			}
-			tracing.Fail(spans[i], failure)
-			d.moveFailed(j)
-			d.jobLogger(j).WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", failure))
-			continue
-		}
-		receipts = append(receipts, j.msg.ReceiptHandle)
-	}
-	if len(receipts) == 0 {
+	if len(entries) == 0 {
 		return
 	}
-	if errs, err := d.cfg.Backend.Delete(ctx, &queue.DeleteParams{Queue: src.name, ReceiptHandles: receipts}); err != nil {
-		d.cfg.Logger.WarnContext(ctx, "move: delete of the originals failed; duplicates may follow", slog.String("queue", src.name), slog.String("to", dest), slog.Int("jobs", len(receipts)), slog.Any("error", err))
-	} else {
-		for _, e := range errs {
-			if e != nil {
-				d.cfg.Logger.WarnContext(ctx, "move: delete of an original failed; a duplicate may follow", slog.String("queue", src.name), slog.String("to", dest), slog.Any("error", e))
-			}
+	res, err := d.relocate(ctx, src.name, dest, entries, receipts)
+	moved := 0
+	for i, span := range spans {
+		failure := err
+		if failure == nil {
+			failure = res[i].Err
 		}
+		if failure != nil {
+			tracing.Fail(span, failure)
+			d.moveFailed(kept[i])
+			d.jobLogger(kept[i]).WarnContext(ctx, "move: send failed; the job stays on its queue", slog.String("to", dest), slog.Any("error", failure))
+			continue
+		}
+		moved++
 	}
 	counter, action := &d.counts.spilled, metrics.ActionSpilled
 	if decision.Action == sideliner.Backlog {
 		counter, action = &d.counts.backlogged, metrics.ActionBacklogged
 	}
-	counter.Add(int64(len(receipts)))
-	for range receipts {
+	counter.Add(int64(moved))
+	for range moved {
 		d.cfg.Metrics.Drain(lane, action, string(decision.Reason))
 	}
 }

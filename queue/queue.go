@@ -193,6 +193,20 @@ type ChangeVisibilityParams struct {
 	Changes []VisibilityChange // 1 to MaxBatch changes
 }
 
+// MoveParams are the arguments of Mover.Move: each entry names a message
+// received from From by its receipt handle, and what to send to To in
+// its place (SendEntry.Key is not stored by a move).
+type MoveParams struct {
+	From, To string
+	Entries  []MoveEntry // 1 to MaxBatch entries
+}
+
+// MoveEntry is one message to move.
+type MoveEntry struct {
+	ReceiptHandle string
+	SendEntry
+}
+
 // StatsParams are the arguments of Backend.Stats.
 type StatsParams struct {
 	Queues []string
@@ -222,8 +236,9 @@ type Backend interface {
 	// queue must appear before (or in the same call as) the queues that
 	// redrive to it.
 	EnsureQueues(ctx context.Context, specs []QueueSpec) error
-	// Send stores messages. A result without an error means the message is
-	// durable: it survives a crash of this process.
+	// Send stores messages. The result has one entry per SendEntry, in
+	// order. A result without an error means the message is durable: it
+	// survives a crash of this process.
 	Send(ctx context.Context, params *SendParams) ([]SendResult, error)
 	// Receive returns up to params.Max visible messages, hiding each for
 	// the visibility timeout and counting the receive. A message past its
@@ -264,6 +279,20 @@ type MultiSender interface {
 	// for sends[i]: a SendParams that Send would refuse as a whole fails
 	// alone, and a failed commit fails every one.
 	SendMany(ctx context.Context, sends []*SendParams) (results [][]SendResult, errs []error)
+}
+
+// Mover is implemented by backends that can move received messages to
+// another queue in one step (the embedded backend). Each moved message is
+// stored in To and its original deleted in the same commit, so a move
+// costs one write instead of a send and a delete, and it cannot leave a
+// duplicate behind. Elsewhere callers send, then delete.
+type Mover interface {
+	// Move moves each entry's message. results[i] is SendResult for
+	// entries[i]: its MessageID in To, or an error, in which case nothing
+	// was done for it (an error wrapping ErrReceiptInvalid: the lease was
+	// lost and the message may be with someone else). The error is for
+	// the whole call, when nothing was moved.
+	Move(ctx context.Context, params *MoveParams) ([]SendResult, error)
 }
 
 // Redriver is implemented by backends with a native whole-queue redrive

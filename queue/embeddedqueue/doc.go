@@ -44,6 +44,10 @@
 // carried. SendMany (queue.MultiSender) is one operation however many
 // queues and batches it carries, so the gateway stores all the jobs of
 // one SubmitBatch call in one record.
+// Move (queue.Mover) stores each message in its new queue and deletes
+// its original in one operation: the drainer's spills, backlog moves,
+// retries and dead-letters cost one write, and a crash cannot leave a
+// moved job in both queues.
 //
 // # Redo log and checkpoints
 //

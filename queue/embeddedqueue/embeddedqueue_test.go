@@ -721,3 +721,81 @@ func TestSendMany(t *testing.T) {
 		})
 	}
 }
+
+// TestMove moves received messages to another queue in one commit: each
+// moved message is in its new queue (with its delay) and gone from the
+// old one, also after a reopen; an entry whose receipt no longer holds
+// its message is refused alone and nothing is sent for it.
+func TestMove(t *testing.T) {
+	t.Parallel()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			b, bun := setupWith(t, m.opts, knobs{})
+			mustEnsure(t, b, queue.QueueSpec{Name: "from", VisibilityTimeout: time.Minute}, queue.QueueSpec{Name: "to"})
+			for _, body := range []string{"one", "two", "three"} {
+				sendOne(t, b, "from", body, 0)
+			}
+			msgs := receive(t, b, "from", 3, 0)
+			if len(msgs) != 3 {
+				t.Fatalf("received %d, want 3", len(msgs))
+			}
+			if err := deleteOne(t, b, "from", msgs[2].ReceiptHandle); err != nil {
+				t.Fatal(err)
+			}
+			entries := []queue.MoveEntry{
+				{ReceiptHandle: msgs[0].ReceiptHandle, SendEntry: queue.SendEntry{ID: "a", Body: []byte("one, moved")}},
+				{ReceiptHandle: msgs[1].ReceiptHandle, SendEntry: queue.SendEntry{ID: "b", Body: []byte("two, moved"), Delay: time.Second}},
+				{ReceiptHandle: msgs[2].ReceiptHandle, SendEntry: queue.SendEntry{ID: "c", Body: []byte("three, deleted")}},
+			}
+			res, err := b.Move(t.Context(), &queue.MoveParams{From: "from", To: "to", Entries: entries})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Err != nil || res[1].Err != nil || res[0].MessageID == "" || res[0].ID != "a" || res[1].ID != "b" {
+				t.Fatalf("results %+v, want a and b moved", res)
+			}
+			if !errors.Is(res[2].Err, queue.ErrReceiptInvalid) || res[2].MessageID != "" {
+				t.Fatalf("result of a deleted message's receipt %+v, want ErrReceiptInvalid", res[2])
+			}
+			check := func(b *Backend) {
+				t.Helper()
+				if s := stats(t, b, "from"); s.Visible+s.InFlight+s.Delayed != 0 {
+					t.Fatalf("from after the move: %+v, want empty", s)
+				}
+				if s := stats(t, b, "to"); s.Visible != 1 || s.Delayed != 1 || s.InFlight != 0 {
+					t.Fatalf("to after the move: %+v, want 1 visible and 1 delayed", s)
+				}
+			}
+			check(b)
+			if res, err := b.Move(t.Context(), &queue.MoveParams{From: "from", To: "to", Entries: entries[:1]}); err != nil {
+				t.Fatal(err)
+			} else if !errors.Is(res[0].Err, queue.ErrReceiptInvalid) {
+				t.Fatalf("a second move of the same receipt: %+v, want ErrReceiptInvalid", res[0])
+			} else if s := stats(t, b, "to"); s.Visible != 1 {
+				t.Fatalf("a second move of the same receipt sent again: %+v", s)
+			}
+			if _, err := b.Move(t.Context(), &queue.MoveParams{From: "from", To: "nowhere", Entries: entries[:1]}); !errors.Is(err, queue.ErrQueueNotFound) {
+				t.Fatalf("move to a missing queue: %v, want ErrQueueNotFound", err)
+			}
+
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, err = Open(bun.path, Options{Logger: quiet, Clock: bun.clock.Now, SyncInterval: m.opts.SyncInterval})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			check(b)
+			bun.clock.Advance(time.Second)
+			got := map[string]bool{}
+			for _, msg := range receive(t, b, "to", 10, 0) {
+				got[string(msg.Body)] = true
+			}
+			if len(got) != 2 || !got["one, moved"] || !got["two, moved"] {
+				t.Fatalf("received from to after reopen: %v", got)
+			}
+		})
+	}
+}

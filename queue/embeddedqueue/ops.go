@@ -264,6 +264,57 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 	return w.putKeys(b.keys, keys)
 }
 
+var _ queue.Mover = (*Backend)(nil)
+
+// Move stores each entry in p.To and deletes its original from p.From in
+// one operation of the writer, and so in one commit (queue.Mover). An
+// entry whose receipt no longer holds its message is refused alone and
+// nothing is sent for it.
+func (b *Backend) Move(ctx context.Context, p *queue.MoveParams) ([]queue.SendResult, error) {
+	send := &queue.SendParams{Queue: p.To, Entries: make([]queue.SendEntry, len(p.Entries))}
+	for i, e := range p.Entries {
+		send.Entries[i] = e.SendEntry
+		send.Entries[i].Key = nil
+	}
+	ps, err := b.prepareSend(send)
+	if err == nil {
+		err = b.checkQueue(p.From)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("move %s to %s: %w", p.From, p.To, err)
+	}
+	err = b.doBlind(ctx, ps.size, func(w *writeTx) error {
+		from, to := b.queues[p.From], b.queues[p.To]
+		if ps.missing = from == nil || to == nil; ps.missing {
+			return nil // gone with a failed commit's EnsureQueues
+		}
+		for i, e := range p.Entries {
+			if ps.recs[i] == nil {
+				continue
+			}
+			seq, _, err := held(from, e.ReceiptHandle)
+			if err != nil {
+				ps.results[i] = queue.SendResult{ID: e.ID, Err: err}
+				continue
+			}
+			if err := w.add(to, ps.recs[i], msgState{sentAt: w.now, visibleAt: w.now + int64(e.Delay)}); err != nil {
+				return err
+			}
+			if err := w.remove(from, seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("move %s to %s: %w", p.From, p.To, err)
+	case ps.missing:
+		return nil, fmt.Errorf("move %s to %s: %w", p.From, p.To, queue.ErrQueueNotFound)
+	}
+	return ps.results, nil
+}
+
 // Receive claims up to p.Max visible messages, oldest sequence first,
 // waiting up to p.Wait for the first. Messages past the queue's max
 // receive count are moved to its dead-letter queue on the way.
