@@ -206,9 +206,8 @@ func TestIdempotency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newIdempotency(time.Minute, nil)
-	owner1, owner2 := new(int), new(int)
 
-	e, id, err := s.begin(ctx, "t", "k", owner1, t0)
+	e, id, err := s.begin(ctx, "t", "k", t0)
 	if err != nil || e == nil || id != "" {
 		t.Fatalf("first begin = %v %q %v", e, id, err)
 	}
@@ -216,7 +215,7 @@ func TestIdempotency(t *testing.T) {
 	var wg sync.WaitGroup
 	var gotID string
 	wg.Go(func() {
-		_, gotID, _ = s.begin(ctx, "t", "k", owner2, t0)
+		_, gotID, _ = s.begin(ctx, "t", "k", t0)
 	})
 	s.finish(e, "job-1", t0)
 	wg.Wait()
@@ -224,11 +223,11 @@ func TestIdempotency(t *testing.T) {
 		t.Fatalf("waiter got %q, want job-1", gotID)
 	}
 	// Other tenants and keys are independent.
-	if e, _, _ := s.begin(ctx, "u", "k", owner2, t0); e == nil {
+	if e, _, _ := s.begin(ctx, "u", "k", t0); e == nil {
 		t.Fatal("other tenant blocked")
 	}
 	// After the window the key is free again.
-	if e, _, _ := s.begin(ctx, "t", "k", owner2, t0.Add(2*time.Minute)); e == nil {
+	if e, _, _ := s.begin(ctx, "t", "k", t0.Add(2*time.Minute)); e == nil {
 		t.Fatal("expired key still held")
 	}
 }
@@ -236,9 +235,9 @@ func TestIdempotency(t *testing.T) {
 func TestIdempotencyFailedFirstFreesKey(t *testing.T) {
 	t.Parallel()
 	s := newIdempotency(time.Minute, nil)
-	e, _, _ := s.begin(context.Background(), "t", "k", 1, t0)
+	e, _, _ := s.begin(context.Background(), "t", "k", t0)
 	s.finish(e, "", t0)
-	if e2, id, _ := s.begin(context.Background(), "t", "k", 2, t0); e2 == nil || id != "" {
+	if e2, id, _ := s.begin(context.Background(), "t", "k", t0); e2 == nil || id != "" {
 		t.Fatalf("after a failed first submit: entry=%v id=%q, want a fresh claim", e2, id)
 	}
 }
@@ -246,10 +245,10 @@ func TestIdempotencyFailedFirstFreesKey(t *testing.T) {
 func TestIdempotencyWaitHonoursContext(t *testing.T) {
 	t.Parallel()
 	s := newIdempotency(time.Minute, nil)
-	_, _, _ = s.begin(context.Background(), "t", "k", 1, t0)
+	_, _, _ = s.begin(context.Background(), "t", "k", t0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := s.begin(ctx, "t", "k", 2, t0); err == nil {
+	if _, _, err := s.begin(ctx, "t", "k", t0); err == nil {
 		t.Fatal("waiting on a held key ignored cancellation")
 	}
 }

@@ -42,7 +42,6 @@ type idemEntry struct {
 	done    chan struct{} // closed when the first submit finished
 	jobID   string        // set before done is closed, if it succeeded
 	expires time.Time
-	owner   any // the batch that created the entry, to spot repeats inside one batch
 }
 
 // newIdempotency remembers keys for window, and stores them with the jobs
@@ -52,27 +51,24 @@ func newIdempotency(window time.Duration, backend queue.Backend) *idempotency {
 	return &idempotency{window: window, store: store, m: map[idemKey]*idemEntry{}}
 }
 
-// begin claims key for owner. It returns (nil, id) when an earlier job
-// holds the key, (entry, "") when the caller is now first and must call
-// finish, and (other, "") with other.owner == owner when the key is
-// already claimed by the same batch.
-func (s *idempotency) begin(ctx context.Context, tenant, key string, owner any, now time.Time) (*idemEntry, string, error) {
+// begin claims key. It returns (nil, id) when an earlier job holds the
+// key, and (entry, "") when the caller is now first and must call finish.
+// A claim under way elsewhere is waited for: callers that claim several
+// keys claim them in sorted order (batch.claimKeys).
+func (s *idempotency) begin(ctx context.Context, tenant, key string, now time.Time) (*idemEntry, string, error) {
 	k := idemKey{tenant, key}
 	for {
 		s.mu.Lock()
 		e := s.m[k]
 		switch {
 		case e == nil || (isClosed(e.done) && (e.jobID == "" || now.After(e.expires))):
-			e = &idemEntry{key: k, done: make(chan struct{}), owner: owner}
+			e = &idemEntry{key: k, done: make(chan struct{})}
 			s.m[k] = e
 			s.mu.Unlock()
 			return s.lookup(ctx, e, now)
 		case isClosed(e.done):
 			s.mu.Unlock()
 			return nil, e.jobID, nil
-		case e.owner == owner:
-			s.mu.Unlock()
-			return e, "", nil
 		}
 		s.mu.Unlock()
 		select {

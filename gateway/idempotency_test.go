@@ -6,11 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
 )
@@ -33,7 +35,7 @@ func TestIdempotencyStoredWithTheJob(t *testing.T) {
 	}
 	now := time.Now()
 	first := newIdempotency(time.Minute, b)
-	e, id, err := first.begin(ctx, "acme", "order-1", 1, now)
+	e, id, err := first.begin(ctx, "acme", "order-1", now)
 	if err != nil || e == nil || id != "" {
 		t.Fatalf("first claim: %v %q %v", e, id, err)
 	}
@@ -45,7 +47,7 @@ func TestIdempotencyStoredWithTheJob(t *testing.T) {
 	// id from the store.
 	waiter := make(chan string)
 	go func() {
-		_, id, _ := first.begin(ctx, "acme", "order-1", 5, now)
+		_, id, _ := first.begin(ctx, "acme", "order-1", now)
 		waiter <- id
 	}()
 	first.finish(e, "job-1", now)
@@ -67,12 +69,12 @@ func TestIdempotencyStoredWithTheJob(t *testing.T) {
 		{"beta", "order-1", ""}, // keys are per tenant
 	}
 	for _, tt := range tests {
-		e, id, err := restarted.begin(ctx, tt.tenant, tt.key, 2, now)
+		e, id, err := restarted.begin(ctx, tt.tenant, tt.key, now)
 		if err != nil || id != tt.wantID || (e == nil) != (tt.wantID != "") {
 			t.Errorf("%s/%s after a restart: entry %v, id %q, %v; want id %q", tt.tenant, tt.key, e, id, err, tt.wantID)
 		}
 	}
-	if _, id, _ := restarted.begin(ctx, "acme", "order-1", 3, now.Add(30*time.Second)); id != "job-1" {
+	if _, id, _ := restarted.begin(ctx, "acme", "order-1", now.Add(30*time.Second)); id != "job-1" {
 		t.Errorf("second retry: %q, want job-1", id)
 	}
 	if n := len(restarted.m); n != 2 {
@@ -82,7 +84,7 @@ func TestIdempotencyStoredWithTheJob(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = newIdempotency(time.Minute, b).begin(ctx, "acme", "order-1", 4, now)
+	_, _, err = newIdempotency(time.Minute, b).begin(ctx, "acme", "order-1", now)
 	if !errors.Is(err, queue.ErrClosed) || beginError(err).Code() != codes.Unavailable {
 		t.Fatalf("lookup on a closed backend: %v (%v), want ErrClosed as UNAVAILABLE", err, beginError(err).Code())
 	}
@@ -101,5 +103,81 @@ func TestBeginErrorOfAnEndedCall(t *testing.T) {
 		if got := beginError(tt.give).Code(); got != tt.want {
 			t.Errorf("%v: %v, want %v", tt.give, got, tt.want)
 		}
+	}
+}
+
+// pairedLookups is a key store whose first two lookups wait (up to a
+// limit) for each other: with keys claimed in request order, two calls
+// carrying keys [k1, k2] and [k2, k1] each held their first key there and
+// then waited for the other's, for as long as the calls lasted.
+type pairedLookups struct {
+	queue.Backend
+	store queue.KeyStore
+	mu    sync.Mutex
+	n     int
+	both  chan struct{}
+}
+
+func (p *pairedLookups) LookupKey(ctx context.Context, params *queue.LookupKeyParams) (*queue.StoredKey, error) {
+	p.mu.Lock()
+	p.n++
+	n := p.n
+	if n == 2 {
+		close(p.both)
+	}
+	p.mu.Unlock()
+	if n <= 2 {
+		select {
+		case <-p.both:
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	return p.store.LookupKey(ctx, params)
+}
+
+// TestBatchesSharingKeysInOppositeOrder: two SubmitBatch calls with the
+// same two keys in opposite order are both answered, each key names one
+// job in both answers, and the keys are free for a later Submit.
+func TestBatchesSharingKeysInOppositeOrder(t *testing.T) {
+	t.Parallel()
+	tb := setupWrapped(t, Config{}, func(b queue.Backend) queue.Backend {
+		return &pairedLookups{Backend: b, store: b.(queue.KeyStore), both: make(chan struct{})}
+	})
+	ctx, cancel := context.WithTimeout(key(t.Context(), "acme-key-1"), 5*time.Second)
+	defer cancel()
+	job := func(k string) *ingestv1.SubmitRequest {
+		return &ingestv1.SubmitRequest{Payload: []byte(k), IdempotencyKey: k}
+	}
+	orders := [][]string{{"k1", "k2"}, {"k2", "k1"}}
+	ids := make([]map[string]string, len(orders))
+	var wg sync.WaitGroup
+	for i, keys := range orders {
+		wg.Go(func() {
+			resp, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{job(keys[0]), job(keys[1])}})
+			if err != nil {
+				t.Errorf("call with keys %v: %v", keys, err)
+				return
+			}
+			ids[i] = map[string]string{}
+			for j, r := range resp.GetResults() {
+				if r.GetError() != nil {
+					t.Errorf("call with keys %v, job %d: %v", keys, j, r.GetError())
+				}
+				ids[i][keys[j]] = r.GetJobId()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, k := range []string{"k1", "k2"} {
+		if ids[0][k] == "" || ids[0][k] != ids[1][k] {
+			t.Errorf("key %s named jobs %q and %q, want one job", k, ids[0][k], ids[1][k])
+		}
+	}
+	resp, err := tb.client.Submit(ctx, job("k1"))
+	if err != nil || !resp.GetDuplicate() || resp.GetJobId() != ids[0]["k1"] {
+		t.Errorf("later Submit of k1: %v, %v; want a duplicate of %s", resp, err, ids[0]["k1"])
 	}
 }

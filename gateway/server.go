@@ -147,6 +147,7 @@ func (s *Server) Submit(ctx context.Context, req *ingestv1.SubmitRequest) (*inge
 		return nil, errMissingKey
 	}
 	b := s.newBatch(ctx, t, 1)
+	b.claimKeys(req)
 	b.admit(req, -1)
 	b.enqueue()
 	r := b.results[0]
@@ -166,6 +167,7 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 		return nil, invalidArgument(v)
 	}
 	b := s.newBatch(ctx, t, len(req.GetJobs()))
+	b.claimKeys(req.GetJobs()...)
 	for i, job := range req.GetJobs() {
 		b.admit(job, i)
 	}
@@ -198,6 +200,8 @@ type batch struct {
 	// outcomes counts the call's jobs per metrics outcome, recorded once
 	// per outcome.
 	outcomes []outcomeCount
+	// claims are the call's idempotency keys, claimed before admission.
+	claims map[string]*keyClaim
 }
 
 type outcomeCount struct {
@@ -273,25 +277,24 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		return
 	}
 	if key := req.GetIdempotencyKey(); key != "" {
-		e, firstID, err := b.s.idem.begin(b.ctx, b.tenant.ID, key, b, b.now)
+		c := b.claims[key]
 		switch {
-		case err != nil:
-			r.err = beginError(err)
+		case c.err != nil:
+			r.err = beginError(c.err)
 			return
-		case firstID != "":
-			r.jobID, r.duplicate = firstID, true
+		case c.firstID != "":
+			r.jobID, r.duplicate = c.firstID, true
 			return
-		case e.owner == b && b.claimedBy(e) != nil:
-			r.copyOf = b.claimedBy(e)
+		case c.holder != nil:
+			r.copyOf = c.holder
 			return
 		}
-		r.idem = e
+		r.idem, c.holder = c.entry, r
 	}
 	token, wait, ok := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
 	if !ok {
 		r.outcome = metrics.OutcomeThrottledRate
 		r.err = quotaExceeded(b.tenant.ID, "rate", fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
-		b.release(r)
 		return
 	}
 	backlog := b.laneBacklog()
@@ -299,7 +302,6 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		token.Return()
 		r.outcome = metrics.OutcomeThrottledBacklog
 		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
-		b.release(r)
 		return
 	}
 	r.token = token
@@ -317,14 +319,39 @@ func (b *batch) drainRate() float64 {
 	return b.lane.lane.Capacity
 }
 
-// claimedBy returns the result in this batch that holds e.
-func (b *batch) claimedBy(e *idemEntry) *result {
-	for _, r := range b.results {
-		if r.idem == e {
-			return r
+// keyClaim is a call's claim on one idempotency key (claimKeys).
+type keyClaim struct {
+	entry   *idemEntry // the call's claim, if it is first
+	firstID string     // the job that holds the key, if one does
+	err     error      // why the key could not be claimed
+	holder  *result    // the job of this call that took the claim
+}
+
+// claimKeys claims the call's idempotency keys before any of its jobs is
+// admitted: each distinct key once, in sorted order. A claim held by
+// another call is waited for, and a call waits only for keys greater
+// than every key it holds, so two calls that share keys never wait for
+// each other: claimed in request order, [k1, k2] against [k2, k1] did,
+// each holding one key until its call ended. Every claim is finished
+// once the call's outcome is known (enqueue).
+func (b *batch) claimKeys(reqs ...*ingestv1.SubmitRequest) {
+	var keys []string
+	for _, req := range reqs {
+		if k := req.GetIdempotencyKey(); k != "" {
+			keys = append(keys, k)
 		}
 	}
-	return nil
+	if len(keys) == 0 {
+		return
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	b.claims = make(map[string]*keyClaim, len(keys))
+	for _, k := range keys {
+		c := &keyClaim{}
+		c.entry, c.firstID, c.err = b.s.idem.begin(b.ctx, b.tenant.ID, k, b.now)
+		b.claims[k] = c
+	}
 }
 
 func (b *batch) laneBacklog() int64 {
@@ -371,8 +398,9 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 	}
 	body, err := envelope.Encode(env)
 	if err != nil {
+		r.token.Return()
+		r.token = Token{}
 		r.err = status.Newf(codes.Internal, "encode job: %v", err)
-		b.release(r)
 		endEnqueue(r, r.err.Err())
 		return
 	}
@@ -435,6 +463,11 @@ func (b *batch) enqueue() {
 		_ = g.Wait() // send records failures per result
 	}
 	now := b.s.cfg.Now()
+	for _, c := range b.claims {
+		if c.entry != nil && c.holder == nil { // its jobs were refused before taking it
+			b.s.idem.finish(c.entry, "", now)
+		}
+	}
 	for _, r := range b.results {
 		if r.copyOf != nil {
 			r.jobID, r.duplicate, r.err = r.copyOf.jobID, r.copyOf.err == nil, r.copyOf.err
@@ -518,15 +551,6 @@ func (b *batch) refuseTooLarge(r *result, n int) {
 	r.err = badRequest(violations{{Field: "payload", Description: fmt.Sprintf(
 		"with its attributes and envelope the job is %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})
 	r.outcome = metrics.OutcomeInvalid
-	b.release(r)
-}
-
-// release frees the idempotency claim of a refused job.
-func (b *batch) release(r *result) {
-	if r.idem != nil {
-		b.s.idem.finish(r.idem, "", b.now)
-		r.idem = nil
-	}
 }
 
 // endAdmit ends a job's sluice.admit span with the admission's outcome.
