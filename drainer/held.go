@@ -72,15 +72,32 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 		}
 		now := d.cfg.Now()
 		var due []*job
+		prev := map[*job]time.Time{}
 		d.mu.Lock()
 		d.sched.Each(func(_ string, _ scheduler.Class, j *job) {
 			if now.Sub(j.leasedAt) > j.q.inbox.visibility/3 {
 				due = append(due, j)
+				prev[j] = j.leasedAt
 				j.leasedAt = now
 			}
 		})
 		d.mu.Unlock()
-		lost := d.renew(ctx, due)
+		lost, failed := d.renew(ctx, due)
+		if len(failed) > 0 {
+			retry := make(map[*job]bool, len(failed))
+			for _, j := range failed {
+				retry[j] = true
+			}
+			d.mu.Lock()
+			// Only jobs still held: a job granted since is the lease
+			// keeper's now.
+			d.sched.Each(func(_ string, _ scheduler.Class, j *job) {
+				if retry[j] {
+					j.leasedAt = prev[j] // due again at the next tick
+				}
+			})
+			d.mu.Unlock()
+		}
 		if len(lost) > 0 {
 			d.mu.Lock()
 			d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return lost[j] })
@@ -91,14 +108,17 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 	}
 }
 
-// renew extends the leases of jobs, a batch per queue at a time, and
-// returns those whose lease the backend says is gone.
-func (d *Drainer) renew(ctx context.Context, jobs []*job) map[*job]bool {
+// renew extends the leases of jobs, a batch per queue at a time. It
+// returns those whose lease the backend says is gone, and those whose
+// renewal failed for another reason (the call failed): the caller tries
+// these again at its next round, not a third of the timeout later, when
+// the lease may have run out.
+func (d *Drainer) renew(ctx context.Context, jobs []*job) (lost map[*job]bool, failed []*job) {
 	byQ := map[*queueBuf][]*job{}
 	for _, j := range jobs {
 		byQ[j.q] = append(byQ[j.q], j)
 	}
-	lost := map[*job]bool{}
+	lost = map[*job]bool{}
 	for q, js := range byQ {
 		for start := 0; start < len(js); start += queue.MaxBatch {
 			chunk := js[start:min(start+queue.MaxBatch, len(js))]
@@ -109,18 +129,22 @@ func (d *Drainer) renew(ctx context.Context, jobs []*job) map[*job]bool {
 			errs, err := d.cfg.Backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q.name, Changes: changes})
 			if err != nil {
 				if ctx.Err() == nil {
-					d.cfg.Logger.WarnContext(ctx, "renew held jobs' leases", slog.String("queue", q.name), slog.Int("jobs", len(chunk)), slog.Any("error", err))
+					d.cfg.Logger.WarnContext(ctx, "renew leases", slog.String("queue", q.name), slog.Int("jobs", len(chunk)), slog.Any("error", err))
 				}
+				failed = append(failed, chunk...)
 				continue
 			}
 			for i, e := range errs {
-				if errors.Is(e, queue.ErrReceiptInvalid) {
+				switch {
+				case errors.Is(e, queue.ErrReceiptInvalid):
 					lost[chunk[i]] = true
+				case e != nil:
+					failed = append(failed, chunk[i])
 				}
 			}
 		}
 	}
-	return lost
+	return lost, failed
 }
 
 // housekeep refreshes tenant limits and the fairness gauges, and forgets

@@ -90,6 +90,7 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 		now := d.cfg.Now()
 		var due []*job
 		var renewed chan struct{}
+		prev := map[*job]time.Time{}
 		d.leaseMu.Lock()
 		for j := range d.delivering {
 			if now.Sub(j.leasedAt) > j.q.inbox.visibility/3 {
@@ -97,6 +98,7 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 					renewed = make(chan struct{})
 				}
 				due = append(due, j)
+				prev[j] = j.leasedAt
 				j.leasedAt, j.renewing = now, renewed
 			}
 		}
@@ -106,8 +108,15 @@ func (d *Drainer) keepLeases(ctx context.Context) {
 		}
 		// A round must end before the leases it renews run out.
 		rctx, cancel := context.WithTimeout(ctx, 2*d.renewInterval())
-		lost := d.renew(rctx, due)
+		lost, failed := d.renew(rctx, due)
 		cancel()
+		if len(failed) > 0 {
+			d.leaseMu.Lock()
+			for _, j := range failed {
+				j.leasedAt = prev[j] // due again at the next tick
+			}
+			d.leaseMu.Unlock()
+		}
 		for j := range lost {
 			j.lost.Store(true)
 			d.jobLogger(j).WarnContext(ctx, "lease lost during delivery; cancelling it")

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/faultqueue"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -66,4 +67,52 @@ func TestLeaseKeeperHoldsLongDeliveries(t *testing.T) {
 			t.Fatalf("queue after the ack: %+v, want empty", s)
 		}
 	})
+}
+
+// TestFailedRenewalIsRetriedAtTheNextTick: a renewal call that fails
+// (ErrUnavailable, the backend's "retry later") is tried again at the
+// lease keeper's next tick, while the lease still runs. The keeper used to
+// count the lease as renewed anyway and wait another third of the
+// visibility timeout, by when the lease had run out: the delivery was
+// cancelled and the job delivered again.
+func TestFailedRenewalIsRetriedAtTheNextTick(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		failures int64 // ChangeVisibility calls failed, from the first
+	}{
+		{"no failure", 0},
+		{"one transient failure", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				const vis = 3 * time.Second
+				tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
+				q := tb.topo.ShardQueue("std", 0)
+				tb.enqueue(t, q, testEnvelope("t", "long", time.Now()))
+				fq := faultqueue.New(tb.backend)
+				var n atomic.Int64
+				fq.Inject(func(c faultqueue.Call) error {
+					if c.Op == faultqueue.OpChangeVisibility && n.Add(1) <= tt.failures {
+						return queue.ErrUnavailable
+					}
+					return nil
+				})
+				h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+				d := startDrainer(t, Config{Backend: fq, Topology: tb.topo, Handler: h, Concurrency: 2})
+				<-h.started
+				time.Sleep(2 * vis)
+				synctest.Wait()
+				c := d.Counts()
+				close(h.release)
+				synctest.Wait()
+				if c.LeaseLost != 0 {
+					t.Fatalf("%d failed renewal call(s): counts %+v after %s: the delivery lost its lease (handler cancelled)",
+						tt.failures, c, 2*vis)
+				}
+			})
+		})
+	}
 }
