@@ -34,10 +34,10 @@ import (
 // the writer for 2–4 ms, a 1 s one for 30–60 ms.
 //
 // A record is length (4) ‖ CRC-32C (4) ‖ epoch (8) ‖ changes, the CRC
-// covering epoch and changes. The epoch is the number of checkpoints the
-// store has made, kept in the meta bucket ("log_epoch") and bumped by
-// every checkpoint; after that commit the log is written again from its
-// start. Open replays, in order, the records from the start of the file
+// covering epoch and changes. The epoch is kept in the meta bucket
+// ("log_epoch"), drawn at random at every Open (so that no one can write
+// a record of a coming epoch into a message body) and bumped by every
+// checkpoint; after that commit the log is written again from its start. Open replays, in order, the records from the start of the file
 // that carry the store's epoch, and stops at the first that does not or
 // whose CRC fails: older records (already committed) or a record torn by
 // a power loss. The changes are physical (put, delete, set sequence,

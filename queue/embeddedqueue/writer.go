@@ -1,6 +1,7 @@
 package embeddedqueue
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -514,11 +515,21 @@ func (b *Backend) recoverLog(path string) error {
 				}
 			}
 		}
-		if total == 0 {
-			return nil
+		if total > 0 {
+			b.opts.Logger.Info("replayed the redo log", slog.Int("num_records", total))
 		}
-		b.opts.Logger.Info("replayed the redo log", slog.Int("num_records", total))
-		b.epoch += 2 // every record in either file is older now
+		// Every record in either file is older now. The new epoch is
+		// drawn at random, not counted on: the log files are written
+		// again from their start over older bytes, which include message
+		// bodies copied verbatim, and a body holding a well-formed record
+		// of the next epoch would be replayed after a crash if a real
+		// record happened to end where it begins. Nobody outside can
+		// know a random epoch to forge one.
+		epoch, err := randomEpoch()
+		if err != nil {
+			return err
+		}
+		b.epoch = epoch
 		return meta.Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch))
 	})
 	if err != nil {
@@ -540,6 +551,16 @@ func (b *Backend) recoverLog(path string) error {
 	}
 	b.log = b.logs[b.epoch%2]
 	return nil
+}
+
+// randomEpoch returns a random epoch in [2^32, 2^32+2^61): far below
+// overflow, however many checkpoints follow.
+func randomEpoch() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("draw a log epoch: %w", err)
+	}
+	return 1<<32 + binary.BigEndian.Uint64(b[:])>>3, nil
 }
 
 // syncDir makes the entries of directory dir durable.
