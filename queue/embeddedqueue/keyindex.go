@@ -40,9 +40,13 @@ func digestOf(key string) keyDigest {
 	return keyDigest(sum[:16])
 }
 
-// put records key's value and expiry, replacing what was recorded.
+// put records key's value and expiry, replacing what was recorded unless
+// that expires later.
 func (x *keyIndex) put(key, value string, expires int64) {
 	d := digestOf(key)
+	if old, ok := x.m[d]; ok && old.expires > expires {
+		return // the later expiry wins, as when Open reads the records in expiry order
+	}
 	e := keyEntry{expires: expires}
 	if id, err := ulid.ParseStrict(value); err == nil && id != (ulid.ULID{}) && canonical(id, value) {
 		e.id = id

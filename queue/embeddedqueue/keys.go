@@ -23,7 +23,10 @@ import (
 // one record, so a send of keyed jobs costs one more write, not one per
 // job:
 //
-//	keys-expiry  expires (8, unix ns) ‖ first key → keyListMark ‖ (len ‖ key ‖ len ‖ value)…
+//	keys-expiry  expires (8, unix ns) ‖ message id → keyListMark ‖ (len ‖ key ‖ len ‖ value)…
+//
+// (the id of the message stored with the first key; records of older
+// builds are named by the first key, which nothing reads).
 //
 // LookupKey reads an in-memory index of the unexpired keys (Backend.keys),
 // built at Open from those records and kept in step by every send and
@@ -47,9 +50,13 @@ const (
 var _ queue.KeyStore = (*Backend)(nil)
 
 // putKeys stores keys, which expire together, as one record and indexes
-// them; the writer holds b.mu. Earlier (expired) records of the same keys
-// stay until the sweep.
-func (w *writeTx) putKeys(index *keyIndex, keys []*queue.StoredKey) error {
+// them; the writer holds b.mu. The record is named by the expiry and
+// msgID, the id of the message stored with the first key: unique, so no
+// other send's record is replaced (named by the first key, two sends
+// whose keys began alike and expired together shared one record, and the
+// first one's other keys were gone after a restart). Earlier (expired)
+// records of the same keys stay until the sweep.
+func (w *writeTx) putKeys(index *keyIndex, keys []*queue.StoredKey, msgID string) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -60,7 +67,7 @@ func (w *writeTx) putKeys(index *keyIndex, keys []*queue.StoredKey) error {
 		}
 	}
 	exp := keys[0].Expires.UnixNano()
-	if err := w.put(xb, keyExpiryBucket, expiryKey(binary.BigEndian.AppendUint64(nil, uint64(exp)), []byte(keys[0].Key)), encodeKeyList(keys)); err != nil {
+	if err := w.put(xb, keyExpiryBucket, expiryKey(binary.BigEndian.AppendUint64(nil, uint64(exp)), []byte(msgID)), encodeKeyList(keys)); err != nil {
 		return err
 	}
 	for _, k := range keys {

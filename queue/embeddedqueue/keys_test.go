@@ -305,3 +305,71 @@ func FuzzKeyList(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyRecordsOfTwoSendsStayApart: two sends whose keys expire at the
+// same instant and begin with the same key keep a record each. Named by
+// their first key, the second replaced the first, and the first send's
+// other keys were gone after a reopen although LookupKey found them
+// before (found in review).
+func TestKeyRecordsOfTwoSendsStayApart(t *testing.T) {
+	t.Parallel()
+	b, path, clock, opts := openKeyTest(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	exp := clock.Now().Add(time.Hour)
+	send := func(keys ...string) {
+		t.Helper()
+		var entries []queue.SendEntry
+		for _, k := range keys {
+			entries = append(entries, queue.SendEntry{ID: k, Body: []byte(k), Key: &queue.StoredKey{Key: k, Value: "v" + k, Expires: exp}})
+		}
+		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("a", "b")
+	send("a", "c")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, k := range []string{"a", "b", "c"} {
+		if got := lookup(t, b, k); got != "v"+k {
+			t.Errorf("key %s after a reopen: %q, want %q", k, got, "v"+k)
+		}
+	}
+}
+
+// TestKeyStoredAgainWithAnEarlierExpiry: the index keeps the later expiry
+// of a key stored twice, as Open does (it reads the records in expiry
+// order), so a sweep and a reopen agree on what the key holds.
+func TestKeyStoredAgainWithAnEarlierExpiry(t *testing.T) {
+	t.Parallel()
+	b, path, clock, opts := openKeyTest(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	now := clock.Now()
+	sendKeyed(t, b, "a", "k", "first", now.Add(2*time.Hour))
+	sendKeyed(t, b, "b", "k", "second", now.Add(time.Hour))
+	if got := lookup(t, b, "k"); got != "first" {
+		t.Errorf("key stored again with an earlier expiry holds %q, want the later expiry's %q", got, "first")
+	}
+	clock.Advance(90 * time.Minute)
+	if _, err := b.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	afterSweep := lookup(t, b, "k")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if afterReopen := lookup(t, b, "k"); afterSweep != "first" || afterReopen != "first" {
+		t.Errorf("key after the earlier expiry's sweep %q, after a reopen %q; want %q both", afterSweep, afterReopen, "first")
+	}
+}

@@ -242,6 +242,7 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 		return nil // gone with a failed commit's EnsureQueues
 	}
 	var keys []*queue.StoredKey // of the entries stored so far, expiring together
+	var first string              // the message id of the first of them
 	for i, e := range ps.p.Entries {
 		if ps.recs[i] == nil {
 			continue
@@ -254,14 +255,17 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 			continue
 		}
 		if len(keys) > 0 && !e.Key.Expires.Equal(keys[0].Expires) {
-			if err := w.putKeys(b.keys, keys); err != nil {
+			if err := w.putKeys(b.keys, keys, first); err != nil {
 				return err
 			}
 			keys = keys[:0]
 		}
+		if len(keys) == 0 {
+			first = ps.results[i].MessageID
+		}
 		keys = append(keys, e.Key)
 	}
-	return w.putKeys(b.keys, keys)
+	return w.putKeys(b.keys, keys, first)
 }
 
 var _ queue.Mover = (*Backend)(nil)
