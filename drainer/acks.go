@@ -12,6 +12,10 @@ import (
 // has gathered, up to a batch per call, until none is left; the others
 // wait for their answers. On the embedded backend this is one store
 // operation per batch instead of per job; on SQS the backend batches too.
+// Each batch gets opTimeout of its own: under steady load one caller may
+// delete batch after batch for longer than that, and the others' acks
+// must not fail with its deadline (they did, and the jobs, already run,
+// were delivered again).
 type acker struct {
 	mu      sync.Mutex
 	pending []ackReq
@@ -25,7 +29,7 @@ type ackReq struct {
 
 // ack deletes l's message and returns the result for it alone (an
 // ErrLeaseLost error when the backend refused its receipt).
-func (a *acker) ack(ctx context.Context, l *lease) error {
+func (a *acker) ack(l *lease) error {
 	req := ackReq{l: l, done: make(chan error, 1)}
 	a.mu.Lock()
 	a.pending = append(a.pending, req)
@@ -46,13 +50,15 @@ func (a *acker) ack(ctx context.Context, l *lease) error {
 		batch := a.pending[:n:n]
 		a.pending = a.pending[n:]
 		a.mu.Unlock()
-		flush(ctx, batch)
+		flush(batch)
 	}
 	return <-req.done
 }
 
 // flush deletes a batch of one queue's messages and answers each request.
-func flush(ctx context.Context, batch []ackReq) {
+func flush(batch []ackReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
 	first := batch[0].l
 	handles := make([]string, len(batch))
 	for i, r := range batch {

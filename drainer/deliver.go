@@ -202,11 +202,9 @@ func (d *Drainer) release(j *job, l *lease) {
 }
 
 func (d *Drainer) ack(j *job, l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	if err := j.q.acks.ack(ctx, l); err != nil {
+	if err := j.q.acks.ack(l); err != nil {
 		// The job ran; it will be delivered again (at least once).
-		d.jobLogger(j).WarnContext(ctx, "delete after delivery failed", slog.Any("error", err))
+		d.jobLogger(j).Warn("delete after delivery failed", slog.Any("error", err))
 		if errors.Is(err, ErrLeaseLost) {
 			d.counts.leaseLost.Add(1)
 			d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionLeaseLost, "")

@@ -1,0 +1,73 @@
+package drainer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// slowDeleter is a backend whose Delete takes took (a network round trip
+// or an fsync) and honours its context, as SQS's and the embedded one do.
+type slowDeleter struct {
+	queue.Backend
+	took time.Duration
+}
+
+func (b *slowDeleter) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, error) {
+	select {
+	case <-time.After(b.took):
+		return make([]error, len(p.ReceiptHandles)), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestAckerUnderSteadyLoad: one ack arrives every 5 ms for 40 s and each
+// delete takes 20 ms, so the caller that first found no delete under way
+// keeps deleting everyone's acks for the whole run. Each batch has a
+// deadline of its own: with the flusher's, acks failed once it passed
+// opTimeout, and their jobs, already run, were delivered again (found in
+// review).
+func TestAckerUnderSteadyLoad(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		every time.Duration // one ack arrives this often
+		run   time.Duration // for this long
+	}{
+		{"light load: flusher goes idle between acks", 50 * time.Millisecond, 40 * time.Second},
+		{"steady load: flusher never goes idle", 5 * time.Millisecond, 40 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				b := &slowDeleter{took: 20 * time.Millisecond}
+				var a acker
+				var failed atomic.Int64
+				var first atomic.Value
+				var wg sync.WaitGroup
+				for i := 0; time.Duration(i)*tt.every < tt.run; i++ {
+					wg.Go(func() {
+						l := &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)}
+						if err := a.ack(l); err != nil {
+							failed.Add(1)
+							first.CompareAndSwap(nil, err.Error())
+						}
+					})
+					time.Sleep(tt.every)
+				}
+				wg.Wait()
+				if n := failed.Load(); n > 0 {
+					t.Fatalf("%d acks failed; first: %v", n, first.Load())
+				}
+			})
+		})
+	}
+}
