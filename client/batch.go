@@ -141,7 +141,13 @@ func (c *Client) submitChunk(ctx context.Context, idx []int, reqs []*ingestv1.Su
 		switch {
 		case err != nil:
 			// The whole call failed: its jobs retry together, after one wait.
-			w, _ := c.retryWait(ctx, err, results[pending[0]].Attempts)
+			w := c.callRetryWait(ctx, err, func(yield func(int) bool) {
+				for _, i := range pending {
+					if !yield(results[i].Attempts) {
+						return
+					}
+				}
+			})
 			for _, i := range pending {
 				results[i].Err = err
 				if _, ok := c.retryWait(ctx, err, results[i].Attempts); ok {

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -323,6 +324,19 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 		return 0, false
 	}
 	return wait, true
+}
+
+// callRetryWait is the one wait before the jobs of a failed call, which
+// have made attempts, are sent again: the longest any of them that may
+// retry is owed.
+func (c *Client) callRetryWait(ctx context.Context, err error, attempts iter.Seq[int]) time.Duration {
+	var wait time.Duration
+	for a := range attempts {
+		if w, ok := c.retryWait(ctx, err, a); ok {
+			wait = max(wait, w)
+		}
+	}
+	return wait
 }
 
 // hinted honours a RetryInfo delay, adding a little jitter (up to a fifth,

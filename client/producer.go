@@ -372,10 +372,18 @@ func (p *Producer) send(batch []*pjob) {
 	}
 	mismatch := err == nil && len(resp.GetResults()) != len(batch)
 	// After a failure of the whole call its jobs retry together, after
-	// one wait.
+	// one wait: the longest any of them is owed. (Taken from the first
+	// job alone, a first job out of attempts gave no wait at all, and the
+	// others were sent again at once.)
 	var callWait time.Duration
 	if err != nil {
-		callWait, _ = p.c.retryWait(p.ctx, err, batch[0].attempts)
+		callWait = p.c.callRetryWait(p.ctx, err, func(yield func(int) bool) {
+			for _, j := range batch {
+				if !yield(j.attempts) {
+					return
+				}
+			}
+		})
 	}
 	outs := make([]outcome, len(batch))
 	for i, j := range batch {

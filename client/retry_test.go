@@ -553,3 +553,51 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerBacksOffAfterAFailedCallWhoseFirstJobIsSpent: a whole call
+// fails UNAVAILABLE while its first job has used its last attempt. The
+// other jobs of the call still back off before their retry; the wait was
+// taken from the first job alone, which is owed none, and they went again
+// at once (found in review).
+func TestProducerBacksOffAfterAFailedCallWhoseFirstJobIsSpent(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	s := &scripted{batch: func(_ context.Context, n int, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+		if n == 0 {
+			close(entered)
+			<-release
+		}
+		return nil, errUnavailable
+	}}
+	serveScripted(t, s)
+	cfg := client.Config{MaxAttempts: 2, BackoffBase: 200 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+	p := newProducer(t, dial(t, s.addr, cfg), client.ProducerConfig{})
+	ctx := t.Context()
+	a, err := p.Send(ctx, client.Job{Payload: []byte("a"), IdempotencyKey: "key-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	b, err := p.Send(ctx, client.Job{Payload: []byte("b"), IdempotencyKey: "key-b"})
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errA := a.Wait(ctx)
+	_, errB := b.Wait(ctx)
+	t.Logf("a: %v\nb: %v", errA, errB)
+	calls := s.recorded()
+	for i, c := range calls {
+		gap := time.Duration(0)
+		if i > 0 {
+			gap = c.at.Sub(calls[i-1].at)
+		}
+		t.Logf("call %d %v after %v", i, c.keys, gap.Round(time.Millisecond))
+	}
+	if len(calls) != 3 {
+		t.Fatalf("%d calls, want 3", len(calls))
+	}
+	if gap := calls[2].at.Sub(calls[1].at); gap < 100*time.Millisecond {
+		t.Errorf("key-b retried %v after an UNAVAILABLE call, want a backoff of at least 100ms", gap.Round(time.Millisecond))
+	}
+}
