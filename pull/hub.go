@@ -206,6 +206,13 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 			h.mu.Unlock()
 			return nil, worker.ErrReleased
 		}
+		// Counted as waiting before looking: wakePlacers reads the count
+		// without the lock, right after a credit is freed under the
+		// session's lock alone, so a credit freed after this look finds
+		// the count up and wakes us. Counted after the look, a credit
+		// freed in between woke no one, and this delivery waited out
+		// creditWait.
+		h.waiters.Add(1)
 		now := h.cfg.Now()
 		var best *session
 		bestFree := 0
@@ -215,11 +222,11 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 			}
 		}
 		if best != nil && best.assign(d, now) {
+			h.waiters.Add(-1)
 			h.mu.Unlock()
 			return best, nil
 		}
 		freed := h.freed
-		h.waiters.Add(1)
 		h.mu.Unlock()
 		if deadline == nil {
 			deadline = time.NewTimer(creditWait)
