@@ -242,7 +242,7 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 		return nil // gone with a failed commit's EnsureQueues
 	}
 	var keys []*queue.StoredKey // of the entries stored so far, expiring together
-	var first string              // the message id of the first of them
+	var first string            // the message id of the first of them
 	for i, e := range ps.p.Entries {
 		if ps.recs[i] == nil {
 			continue
