@@ -184,7 +184,10 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 		resp.Jobs = append(resp.Jobs, deadLetterOf(m, preview))
 		return true, nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errScanLimit):
+		return nil, status.Errorf(codes.FailedPrecondition, "list DLQ: %v", err)
+	case err != nil:
 		return nil, status.Errorf(codes.Unavailable, "list DLQ: %v", err)
 	}
 	return resp, nil

@@ -32,6 +32,9 @@ const (
 	opTimeout = 30 * time.Second
 )
 
+// errScanLimit ends a scan that reached maxScan messages.
+var errScanLimit = fmt.Errorf("the dead-letter queues hold more than %d messages to look at: narrow the filter (tenant, reason, time)", maxScan)
+
 // dlqMessage is one received DLQ message and its decoded envelope (nil if
 // the body is not a valid envelope, and bad says why).
 type dlqMessage struct {
@@ -87,7 +90,7 @@ func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []st
 				}
 			}
 			if total += len(msgs); total >= maxScan {
-				return fmt.Errorf("scan stopped after %d messages: narrow the filter", total)
+				return fmt.Errorf("%w: stopped after %d messages", errScanLimit, total)
 			}
 		}
 	}

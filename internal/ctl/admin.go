@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -448,6 +449,9 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 			return printJSON(c.out, r)
 		}
 		if req.GetDryRun() {
+			if err := replayOutcome(r); err != nil {
+				return err
+			}
 			fmt.Fprintf(c.out, "dry run: %d of %d dead-lettered jobs would be replayed\n", r.GetMatched(), r.GetScanned())
 			return nil
 		}
@@ -474,9 +478,31 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 	drawProgress(progress, r)
 	fmt.Fprintln(progress)
 	if c.json {
-		return printJSON(c.out, r)
+		err = printJSON(c.out, r)
+	} else {
+		err = printReplays(c.out, []*adminv1.Replay{r})
 	}
-	return printReplays(c.out, []*adminv1.Replay{r})
+	return cmp.Or(err, replayOutcome(r))
+}
+
+// replayOutcome is the error a replay that ended short of doing all it
+// matched exits with, so that scripts can tell; nil if it did it all, or
+// if it is still running.
+func replayOutcome(r *adminv1.Replay) error {
+	why := ""
+	if r.GetError() != "" {
+		why = ": " + r.GetError()
+	}
+	switch r.GetState() {
+	case adminv1.Replay_STATE_FAILED:
+		return fmt.Errorf("replay %s failed after moving %d of %d matched jobs%s; the others stay in the DLQ", r.GetId(), r.GetMoved(), r.GetMatched(), why)
+	case adminv1.Replay_STATE_CANCELLED:
+		return fmt.Errorf("replay %s was cancelled after moving %d of %d matched jobs; the others stay in the DLQ", r.GetId(), r.GetMoved(), r.GetMatched())
+	}
+	if r.GetFailed() > 0 {
+		return fmt.Errorf("replay %s could not move %d of %d matched jobs%s; they stay in the DLQ: run it again once the cause is fixed", r.GetId(), r.GetFailed(), r.GetMatched(), why)
+	}
+	return nil
 }
 
 // drawProgress redraws one line: a bar of jobs handled out of those

@@ -1,0 +1,127 @@
+package ctl_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-dev/sluice/admin"
+	"github.com/sluice-dev/sluice/envelope"
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/ctl"
+	"github.com/sluice-dev/sluice/internal/topotest"
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// faulty wraps a backend: Send to any queue but the DLQ fails, and
+// Receive fails when failReceive is set.
+type faulty struct {
+	queue.Backend
+	dlq         string
+	failReceive bool
+	endless     bool // the DLQ yields fresh messages for ever
+	n           int
+}
+
+func (f *faulty) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
+	if p.Queue != f.dlq {
+		return nil, fmt.Errorf("%w: disk full", queue.ErrUnavailable)
+	}
+	return f.Backend.Send(ctx, p)
+}
+
+func (f *faulty) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
+	if f.failReceive {
+		return nil, fmt.Errorf("%w: throttled", queue.ErrUnavailable)
+	}
+	if f.endless && p.Queue == f.dlq {
+		body, _ := envelope.Encode(topotest.Envelope("x", "j", time.Now()))
+		out := make([]queue.Message, p.Max)
+		for i := range out {
+			f.n++
+			out[i] = queue.Message{MessageID: fmt.Sprint(f.n), ReceiptHandle: fmt.Sprint(f.n), Body: body, ReceiveCount: 1}
+		}
+		return out, nil
+	}
+	return f.Backend.Receive(ctx, p)
+}
+
+func (f *faulty) ChangeVisibility(ctx context.Context, p *queue.ChangeVisibilityParams) ([]error, error) {
+	if f.endless {
+		return make([]error, len(p.Changes)), nil
+	}
+	return f.Backend.ChangeVisibility(ctx, p)
+}
+
+func serveAdmin(t *testing.T, b queue.Backend, tb *topotest.Bundle) string {
+	t.Helper()
+	a := admin.NewServer(b, tb.Topo, topotest.QuietLog)
+	unary, stream := admin.Auth("k")
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
+	adminv1.RegisterAdminServiceServer(srv, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		srv.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Stop(ctx)
+	})
+	return lis.Addr().String()
+}
+
+func run(t *testing.T, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	err := ctl.Run(t.Context(), args, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+// The admin commands against a real admin server on loopback over the
+// embedded store, with faults where a test needs them. Each of these
+// exited 0, or blamed the connection, before (found in review).
+
+// TestReplayThatMovedNothingFails: every job fails to move (the shard
+// queue refuses the send); `sluicectl dlq replay` follows it to its end,
+// prints the table, and exits with an error naming what was not moved.
+func TestReplayThatMovedNothingFails(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-1", time.Now()), topotest.Envelope("a", "a-2", time.Now()))
+	addr := serveAdmin(t, &faulty{Backend: tb.Backend, dlq: tb.Topo.DLQ("std")}, tb)
+	out, err := run(t, "dlq", "replay", "--all-tenants", "--rate", "1000", "--admin-addr", addr, "--admin-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "could not move 2 of 2") || !strings.Contains(out, "FAILED") {
+		t.Errorf("dlq replay with every move failing: err=%v, want one naming 2 of 2 jobs not moved; output:\n%s", err, out)
+	}
+}
+
+// TestDryRunThatFailedFails: the DLQ cannot be read; the dry run ends
+// FAILED and the CLI says so and exits with an error.
+func TestDryRunThatFailedFails(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-1", time.Now()))
+	addr := serveAdmin(t, &faulty{Backend: tb.Backend, dlq: tb.Topo.DLQ("std"), failReceive: true}, tb)
+	out, err := run(t, "dlq", "replay", "--all-tenants", "--dry-run", "--admin-addr", addr, "--admin-key", "k")
+	if err == nil || !strings.Contains(err.Error(), "failed") || strings.Contains(out, "would be replayed") {
+		t.Errorf("dry run on an unreadable DLQ: err=%v, want a failure; output:\n%s", err, out)
+	}
+}
+
+// TestScanLimitAsksToNarrowTheFilter: a listing that reaches the scan
+// bound asks for a narrower filter (FAILED_PRECONDITION); as UNAVAILABLE
+// the CLI told the operator it could not reach the admin API.
+func TestScanLimitAsksToNarrowTheFilter(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	addr := serveAdmin(t, &faulty{Backend: tb.Backend, dlq: tb.Topo.DLQ("std"), endless: true}, tb)
+	out, err := run(t, "dlq", "list", "--tenant", "nobody", "--admin-addr", addr, "--admin-key", "k")
+	if err == nil || strings.Contains(err.Error(), "cannot reach the admin API") || !strings.Contains(err.Error(), "narrow the filter") {
+		t.Errorf("dlq list over a huge DLQ: err=%v, want one asking to narrow the filter; output:\n%s", err, out)
+	}
+}
