@@ -186,9 +186,10 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 		slog.Bool("dry_run", dry), slog.Int64("matched", final.GetMatched()), slog.Int64("moved", final.GetMoved()), slog.Int64("failed", final.GetFailed()))
 }
 
-// moveBack sends a dead-lettered job to its tenant's shard with a fresh
-// attempt count, then deletes it from the DLQ: a duplicate is possible if
-// the delete fails, a loss is not.
+// moveBack moves a dead-lettered job to its tenant's shard with a fresh
+// attempt count (queue.Relocate: one step on the embedded store; on SQS
+// send, then delete from the DLQ, so a duplicate is possible if the
+// delete fails, a loss is not).
 func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
 	if m.env == nil {
 		return errors.New("malformed envelope cannot be replayed")
@@ -208,19 +209,18 @@ func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
 	}
 	dest := p.topo.ShardQueue(lane.Name, int(env.GetShard())%lane.Shards)
 	spanDestination(ctx, dest)
-	res, err := p.backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: []queue.SendEntry{{ID: "0", Body: body}}})
+	// The tenant as the group, as the gateway sends it: on SQS fair
+	// queues a large replay for one tenant does not hold up the others.
+	entry := queue.SendEntry{ID: "0", Body: body, GroupID: env.GetTenant()}
+	res, deleteErr, err := queue.Relocate(ctx, p.backend, m.queue, dest, []queue.SendEntry{entry}, []string{m.msg.ReceiptHandle})
 	if err == nil && len(res) > 0 {
 		err = res[0].Err
 	}
 	if err != nil {
 		return fmt.Errorf("send to %s: %w", dest, err)
 	}
-	del, err := p.backend.Delete(ctx, &queue.DeleteParams{Queue: m.queue, ReceiptHandles: []string{m.msg.ReceiptHandle}})
-	if err == nil && len(del) > 0 {
-		err = del[0]
-	}
-	if err != nil {
-		p.log.WarnContext(ctx, "replay: sent but not removed from the DLQ; it may be replayed again", slog.String("job_id", env.GetJobId()), slog.Any("error", err))
+	if deleteErr != nil {
+		p.log.WarnContext(ctx, "replay: sent but not removed from the DLQ; it may be replayed again", slog.String("job_id", env.GetJobId()), slog.Any("error", deleteErr))
 	}
 	return nil
 }

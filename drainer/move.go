@@ -108,43 +108,14 @@ func (d *Drainer) move(ctx context.Context, j *job, l *lease, dest string, delay
 	return true
 }
 
-// relocate sends entries to dest and deletes their originals, received
-// from src with receipts (receipts[i] for entries[i]), and returns each
-// entry's send result. Where the backend is a queue.Mover that is one
-// step, and an entry whose send fails stays where it was. Elsewhere it
-// sends, then deletes the originals of the entries sent: a failed delete
-// is logged, and a duplicate may follow. Nothing is lost either way.
+// relocate is queue.Relocate, logging deletes that failed after their
+// send: a duplicate may follow.
 func (d *Drainer) relocate(ctx context.Context, src, dest string, entries []queue.SendEntry, receipts []string) ([]queue.SendResult, error) {
-	if mover, ok := d.cfg.Backend.(queue.Mover); ok {
-		moves := make([]queue.MoveEntry, len(entries))
-		for i, e := range entries {
-			moves[i] = queue.MoveEntry{ReceiptHandle: receipts[i], SendEntry: e}
-		}
-		return mover.Move(ctx, &queue.MoveParams{From: src, To: dest, Entries: moves})
+	res, deleteErr, err := queue.Relocate(ctx, d.cfg.Backend, src, dest, entries, receipts)
+	if deleteErr != nil {
+		d.cfg.Logger.WarnContext(ctx, "move: sent, but the original was not deleted; a duplicate may follow", slog.String("to", dest), slog.Any("error", deleteErr))
 	}
-	res, err := d.cfg.Backend.Send(ctx, &queue.SendParams{Queue: dest, Entries: entries})
-	if err != nil {
-		return nil, err
-	}
-	var sent []string
-	for i, r := range res {
-		if r.Err == nil {
-			sent = append(sent, receipts[i])
-		}
-	}
-	if len(sent) == 0 {
-		return res, nil
-	}
-	errs, err := d.cfg.Backend.Delete(ctx, &queue.DeleteParams{Queue: src, ReceiptHandles: sent})
-	if err != nil {
-		d.cfg.Logger.WarnContext(ctx, "move: delete of the originals failed; duplicates may follow", slog.String("queue", src), slog.String("to", dest), slog.Int("jobs", len(sent)), slog.Any("error", err))
-	}
-	for _, e := range errs {
-		if e != nil {
-			d.cfg.Logger.WarnContext(ctx, "move: delete of an original failed; a duplicate may follow", slog.String("queue", src), slog.String("to", dest), slog.Any("error", e))
-		}
-	}
-	return res, nil
+	return res, err
 }
 
 func (d *Drainer) moveFailed(j *job) {
