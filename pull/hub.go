@@ -36,6 +36,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
@@ -334,8 +336,16 @@ func (h *Hub) sweep() {
 		h.mu.Unlock()
 		now := h.cfg.Now()
 		for _, s := range all {
-			if _, ok := h.cfg.Authenticate(s.key); !ok {
+			w, ok := h.cfg.Authenticate(s.key)
+			if !ok {
 				s.end(errKeyRevoked)
+				continue
+			}
+			if i := slices.IndexFunc(s.lanes, func(l string) bool { return !w.Serves(l) }); i >= 0 {
+				// A reload narrowed the key's lanes: the session must not
+				// take another job of a lane it may no longer serve.
+				s.end(status.Errorf(codes.PermissionDenied, "worker key %q may no longer serve lane %q (the tenant file now allows %v): reconnect for the lanes it allows",
+					w.Name, s.lanes[i], w.Lanes))
 				continue
 			}
 			s.sweep(now)

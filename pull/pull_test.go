@@ -600,6 +600,25 @@ func TestRevokedKey(t *testing.T) {
 	}
 }
 
+// A reload that narrows a key's lanes ends the sessions serving a lane the
+// key no longer allows: they kept getting that lane's jobs until they
+// reconnected (found in review).
+func TestNarrowedKeyEndsItsSessions(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	st := r.connect(t, keyAll, 4) // no lanes asked: std and gold
+	r.keys.Store(keyAll, &tenant.Worker{Name: "all", Lanes: []string{"std"}})
+	err := st.ended()
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), `lane "gold"`) {
+		t.Fatalf("after the key lost lane gold the session got %v, want PERMISSION_DENIED naming it", err)
+	}
+	// Reconnected, it serves what the key allows now.
+	c := newCollector(nil)
+	r.run(t, keyAll, c, worker.ConnectOptions{Concurrency: 4})
+	r.enqueue(t, "std", "s", 1)
+	topotest.WaitFor(t, func() bool { return c.count() == 1 })
+}
+
 // A worker that stops reading while sends to it block is stalled: after
 // StallTimeout (1 s here) the jobs not yet sent are handed back, without
 // an attempt counted, and go to a worker that reads; the stalled one gets
