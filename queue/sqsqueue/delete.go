@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -97,8 +98,16 @@ func (b *Backend) fence(ctx context.Context, queueName, url string, handles []st
 		return nil
 	}
 	// The delete is sent within a linger and completes within a call
-	// timeout (retries included): the lease must outlast both.
-	safeUntil := time.Now().Add(max(b.cfg.DeleteLinger, 0) + b.cfg.CallTimeout)
+	// timeout (retries included): the lease must outlast both. If any
+	// handle is checked, every handle's delete waits for that check call
+	// too, up to another call timeout: then the lease must outlast that
+	// as well (with one call timeout, a slow check let a skipped lease run
+	// out and its stale delete report success; found in review).
+	now := time.Now()
+	safeUntil := now.Add(max(b.cfg.DeleteLinger, 0) + b.cfg.CallTimeout)
+	if slices.ContainsFunc(handles, func(h string) bool { return !b.leases.heldPast(h, safeUntil) }) {
+		safeUntil = safeUntil.Add(b.cfg.CallTimeout)
+	}
 	fence := make([]queue.VisibilityChange, len(handles))
 	checked := make([]error, len(handles))
 	need := false
