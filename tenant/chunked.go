@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 
@@ -38,7 +39,7 @@ func parseFrom(r io.ReadSeeker, unchanged string) (*Config, string, error) {
 			return nil, sum, nil
 		}
 		if cfg, ok, err := parseChunks(r, sp); ok {
-			return cfg, sum, err
+			return cfg, sum, withoutValues(err)
 		}
 	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
@@ -52,7 +53,24 @@ func parseFrom(r io.ReadSeeker, unchanged string) (*Config, string, error) {
 		return nil, sum, nil
 	}
 	cfg, err := parseWhole(data)
-	return cfg, sum, err
+	return cfg, sum, withoutValues(err)
+}
+
+// quotedValue is a value as yaml.v3 quotes it in a type error:
+// "cannot unmarshal !!str `sk_live...` into []string".
+var quotedValue = regexp.MustCompile("`[^`]*`")
+
+// withoutValues leaves the values out of yaml's type errors: in a tenant
+// file the value may be an API key written where a list belongs
+// (api_keys: k3y-9f2c4e), and a refused reload is logged; yaml quotes up
+// to ten characters of it (found in review). The line and the types say
+// what to fix.
+func withoutValues(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	return errors.New(quotedValue.ReplaceAllString(err.Error(), "a value"))
 }
 
 // parseChunks decodes a file that splitTenants cut without decoding the
@@ -70,7 +88,7 @@ func parseChunks(r io.ReadSeeker, sp split) (cfg *Config, ok bool, err error) {
 	var f file
 	dec := yaml.NewDecoder(bytes.NewReader(sp.skeleton))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil || len(f.Tenants) != 0 {
+	if err := dec.Decode(&f); err != nil || len(f.Tenants) != 0 || !tenantsKeyAt(sp.skeleton, sp.head.line-1) {
 		return nil, false, nil
 	}
 	if _, err := r.Seek(int64(sp.head.off), io.SeekStart); err != nil {
@@ -154,6 +172,26 @@ type item struct {
 // maxLine bounds the line splitTenants reads; a file with a longer one
 // is decoded whole.
 const maxLine = 1 << 20
+
+// tenantsKeyAt reports whether the document's top-level key "tenants" is
+// on line (1-based). splitTenants finds the list by its lines; a quoted
+// string elsewhere can hold lines that read like one (found in review: a
+// worker key "…\ntenants:\n  - id: ghost …" gave a tenant that a YAML
+// reader of the file does not see). Only the key where splitTenants saw
+// it lets the chunks be read as the list.
+func tenantsKeyAt(skeleton []byte, line int) bool {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(skeleton, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return false
+	}
+	m := doc.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		if m[i].Value == "tenants" {
+			return m[i].Line == line
+		}
+	}
+	return false
+}
 
 // splitTenants reads r once, returning its digest and, if its layout is
 // one parseChunks can read, its cut (ok).

@@ -87,3 +87,42 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestTypeErrorsLeaveOutTheValue: a plain key written where a list
+// belongs is not echoed by the error (yaml quotes up to ten characters of
+// a value, and a refused reload is logged), while the line and the types
+// still say what to fix.
+func TestTypeErrorsLeaveOutTheValue(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"k3y-9f2c4e", "sk_live_9f2c4e1a7b3d"} {
+		for _, doc := range []string{
+			"tenants:\n  - id: a\n    tier: free\n    api_keys: " + key + "\n",
+			"tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh]\nworkers:\n  - name: w\n    api_keys: " + key + "\n",
+		} {
+			_, err := Parse([]byte(doc))
+			if err == nil || strings.Contains(err.Error(), key[:7]) || !strings.Contains(err.Error(), "line") || !strings.Contains(err.Error(), "[]string") {
+				t.Errorf("key %q written as a scalar: %v; want an error naming the line and the type, not the key", key, err)
+			}
+		}
+	}
+}
+
+// TestQuotedLinesAreNotTheTenantList: a quoted string whose lines read
+// like a tenant list is part of a string, as a YAML reader of the whole
+// file sees it, not the list: the fast path gave such a file a tenant
+// whose key authenticated (found in review).
+func TestQuotedLinesAreNotTheTenantList(t *testing.T) {
+	t.Parallel()
+	doc := "workers:\n  - name: pool\n    api_keys: [\"pool-key-1\ntenants:\n  - id: ghost\n    tier: free\n    api_keys: [ghost-key-1]\n\"]\n"
+	whole, err := parseWhole([]byte(doc))
+	if err != nil || whole.Len() != 0 {
+		t.Fatalf("the whole document: %v, %v; want no tenant", whole, err)
+	}
+	c, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Authenticate("ghost-key-1"); ok || c.Len() != 0 {
+		t.Errorf("%d tenants, ghost key accepted %v; want none, as in the whole document", c.Len(), ok)
+	}
+}
