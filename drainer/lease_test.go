@@ -32,6 +32,28 @@ func (h *blockingHandler) Handle(ctx context.Context, _ *Job) error {
 	}
 }
 
+// vis is the visibility timeout of longDelivery's lane.
+const vis = 3 * time.Second
+
+// longDelivery runs, in a synctest bubble, a drainer on a lane with a
+// visibility timeout of vis holding one job, over the real embedded
+// backend wrapped by wrap (if not nil), and returns once the job's
+// delivery has started: its handler holds it until h.release is closed.
+func longDelivery(t *testing.T, wrap func(queue.Backend) queue.Backend) (*testBundle, string, *blockingHandler, *Drainer) {
+	t.Helper()
+	tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
+	q := tb.topo.ShardQueue("std", 0)
+	tb.enqueue(t, q, testEnvelope("t", "long", time.Now()))
+	var b queue.Backend = tb.backend
+	if wrap != nil {
+		b = wrap(b)
+	}
+	h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+	d := startDrainer(t, Config{Backend: b, Topology: tb.topo, Handler: h, Concurrency: 2})
+	<-h.started
+	return tb, q, h, d
+}
+
 // TestLeaseKeeperHoldsLongDeliveries runs a drainer in a synctest bubble on
 // a real embedded backend: while a delivery runs three times its lane's
 // visibility timeout, the lease keeper keeps the job hidden from other
@@ -41,13 +63,7 @@ func (h *blockingHandler) Handle(ctx context.Context, _ *Job) error {
 func TestLeaseKeeperHoldsLongDeliveries(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		const vis = 3 * time.Second
-		tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
-		q := tb.topo.ShardQueue("std", 0)
-		tb.enqueue(t, q, testEnvelope("t", "long", time.Now()))
-		h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
-		d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: h, Concurrency: 2})
-		<-h.started
+		tb, q, h, d := longDelivery(t, nil)
 		time.Sleep(3 * vis)
 		synctest.Wait()
 		msgs, err := tb.backend.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: 1, VisibilityTimeout: vis})
@@ -88,21 +104,17 @@ func TestFailedRenewalIsRetriedAtTheNextTick(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				const vis = 3 * time.Second
-				tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
-				q := tb.topo.ShardQueue("std", 0)
-				tb.enqueue(t, q, testEnvelope("t", "long", time.Now()))
-				fq := faultqueue.New(tb.backend)
 				var n atomic.Int64
-				fq.Inject(func(c faultqueue.Call) error {
-					if c.Op == faultqueue.OpChangeVisibility && n.Add(1) <= tt.failures {
-						return queue.ErrUnavailable
-					}
-					return nil
+				_, _, h, d := longDelivery(t, func(b queue.Backend) queue.Backend {
+					fq := faultqueue.New(b)
+					fq.Inject(func(c faultqueue.Call) error {
+						if c.Op == faultqueue.OpChangeVisibility && n.Add(1) <= tt.failures {
+							return queue.ErrUnavailable
+						}
+						return nil
+					})
+					return fq
 				})
-				h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
-				d := startDrainer(t, Config{Backend: fq, Topology: tb.topo, Handler: h, Concurrency: 2})
-				<-h.started
 				time.Sleep(2 * vis)
 				synctest.Wait()
 				c := d.Counts()

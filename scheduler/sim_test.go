@@ -504,6 +504,21 @@ func TestSimulationScenarios(t *testing.T) {
 	}
 }
 
+// simulateChecked names ts t0, t1, … and runs them through the Scheduler
+// on slots for run, failing t on any property the simulation checks.
+func simulateChecked(t *testing.T, slots int, run time.Duration, ts []simTenant) simResult {
+	t.Helper()
+	for i := range ts {
+		ts[i].id = fmt.Sprintf("t%d", i)
+	}
+	mix := simMix{slots: slots, run: run, tenants: ts}
+	r := simulate(mix, newSchedPolicy(t, mix))
+	if len(r.violations) > 0 {
+		t.Errorf("violations: %v", r.violations)
+	}
+	return r
+}
+
 // TestSimulationQuietWaitFloor runs the fairness bench's mix (9 quiet
 // tenants at 20 jobs/s from random phases, noisy tenants at 400/s over a
 // fair-rate mark of 20/s, spilled work coming back, 16 slots, jobs of
@@ -528,14 +543,7 @@ func TestSimulationQuietWaitFloor(t *testing.T) {
 				ts = append(ts, simTenant{weight: 1, rate: 400, cost: cost, fairRate: 20, spread: 0.25})
 			}
 			ts = append(ts, simTenant{weight: 1, rate: 100, cost: cost, fairRate: 20, spread: 0.25, class: Spillover})
-			for i := range ts {
-				ts[i].id = fmt.Sprintf("t%d", i)
-			}
-			mix := simMix{slots: 16, run: 20 * time.Second, tenants: ts}
-			r := simulate(mix, newSchedPolicy(t, mix))
-			if len(r.violations) > 0 {
-				t.Errorf("violations: %v", r.violations)
-			}
+			r := simulateChecked(t, 16, 20*time.Second, ts)
 			var waits []time.Duration
 			for i := range 9 {
 				waits = append(waits, r.waits[i]...)
@@ -571,14 +579,8 @@ func TestSimulationSlowTenantStartUp(t *testing.T) {
 	ts = append(ts,
 		simTenant{weight: 1, rate: 400, cost: cost, fairRate: 20, fairBurst: 20, spread: 0.25, phase: time.Millisecond},
 		simTenant{weight: 1, rate: 100, cost: 10 * cost, fairRate: 2, fairBurst: 2, spread: 0.25, phase: time.Millisecond})
-	for i := range ts {
-		ts[i].id = fmt.Sprintf("t%d", i)
-	}
-	mix := simMix{slots: 16, run: 10 * time.Second, tenants: ts}
-	r := simulate(mix, newSchedPolicy(t, mix))
-	if len(r.violations) > 0 {
-		t.Errorf("violations: %v", r.violations)
-	}
+	const run = 10 * time.Second
+	r := simulateChecked(t, 16, run, ts)
 	var early, late []time.Duration
 	for i := range 9 {
 		for k, w := range r.waits[i] {
@@ -597,7 +599,7 @@ func TestSimulationSlowTenantStartUp(t *testing.T) {
 		t.Errorf("slow tenant's worker time ÷ fast tenant's = %.2f, want 1 ± 0.1", ratio)
 	}
 	// The slow tenant's slots at start-up: at most one more than its mean.
-	if mean := r.work[10].Seconds() / mix.run.Seconds(); float64(r.peakEarly[10]) > mean+1 {
+	if mean := r.work[10].Seconds() / run.Seconds(); float64(r.peakEarly[10]) > mean+1 {
 		t.Errorf("the slow tenant ran up to %d jobs at once in the first second, against %.1f on average", r.peakEarly[10], mean)
 	}
 	e, l := p99(early), p99(late)

@@ -147,6 +147,21 @@ func openKeyTest(t *testing.T) (*Backend, string, *fakeClock, Options) {
 	return b, path, clock, opts
 }
 
+// reopenKeyTest closes b and opens its store again, closed at the end of
+// t: a restart.
+func reopenKeyTest(t *testing.T, b *Backend, path string, opts Options) *Backend {
+	t.Helper()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
 // TestKeysOfAnOlderBuild: records in the layouts of older builds (the
 // value in bucket keys and an empty value in keys-expiry; one record per
 // key with its value) are found after Open and swept, and new keys are
@@ -314,7 +329,6 @@ func FuzzKeyList(f *testing.F) {
 func TestKeyRecordsOfTwoSendsStayApart(t *testing.T) {
 	t.Parallel()
 	b, path, clock, opts := openKeyTest(t)
-	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
 	exp := clock.Now().Add(time.Hour)
 	send := func(keys ...string) {
 		t.Helper()
@@ -328,14 +342,7 @@ func TestKeyRecordsOfTwoSendsStayApart(t *testing.T) {
 	}
 	send("a", "b")
 	send("a", "c")
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b = reopenKeyTest(t, b, path, opts)
 	for _, k := range []string{"a", "b", "c"} {
 		if got := lookup(t, b, k); got != "v"+k {
 			t.Errorf("key %s after a reopen: %q, want %q", k, got, "v"+k)
@@ -349,7 +356,6 @@ func TestKeyRecordsOfTwoSendsStayApart(t *testing.T) {
 func TestKeyStoredAgainWithAnEarlierExpiry(t *testing.T) {
 	t.Parallel()
 	b, path, clock, opts := openKeyTest(t)
-	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
 	now := clock.Now()
 	sendKeyed(t, b, "a", "k", "first", now.Add(2*time.Hour))
 	sendKeyed(t, b, "b", "k", "second", now.Add(time.Hour))
@@ -361,14 +367,7 @@ func TestKeyStoredAgainWithAnEarlierExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	afterSweep := lookup(t, b, "k")
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b = reopenKeyTest(t, b, path, opts)
 	if afterReopen := lookup(t, b, "k"); afterSweep != "first" || afterReopen != "first" {
 		t.Errorf("key after the earlier expiry's sweep %q, after a reopen %q; want %q both", afterSweep, afterReopen, "first")
 	}

@@ -7,16 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/sqsqueue"
-	"github.com/sluice-dev/sluice/test/fauxqs"
 )
 
 // slowClient delays ChangeMessageVisibilityBatch and DeleteMessageBatch by
@@ -24,14 +20,7 @@ import (
 // retries would.
 func slowClient(t *testing.T, delay *atomic.Int64) *sqs.Client {
 	t.Helper()
-	cfg, err := config.LoadDefaultConfig(t.Context(),
-		config.WithRegion(fauxqs.Region),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
+	return rawClient(t, func(o *sqs.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("testDelay",
 				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {

@@ -24,8 +24,9 @@ import (
 )
 
 // rawClient is a plain SDK client on the local server, for setting up what
-// the backend does not do itself and for checking what it did.
-func rawClient(t *testing.T) *sqs.Client {
+// the backend does not do itself and for checking what it did, with opts
+// applied after the endpoint.
+func rawClient(t *testing.T, opts ...func(*sqs.Options)) *sqs.Client {
 	t.Helper()
 	cfg, err := config.LoadDefaultConfig(t.Context(),
 		config.WithRegion(fauxqs.Region),
@@ -33,7 +34,7 @@ func rawClient(t *testing.T) *sqs.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	return sqs.NewFromConfig(cfg, append([]func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)...)
 }
 
 func ensure(t *testing.T, b queue.Backend, specs ...queue.QueueSpec) {
