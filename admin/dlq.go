@@ -68,14 +68,24 @@ func newDLQScan(backend queue.Backend, log *slog.Logger) *dlqScan {
 func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []string, fn func(m *dlqMessage) (more bool, err error)) error {
 	total := 0
 	for _, q := range order {
-		for {
-			msgs, err := s.backend.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch, VisibilityTimeout: scanLease})
+		var wait time.Duration
+		for confirms := 0; ; {
+			msgs, err := s.backend.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch, Wait: wait, VisibilityTimeout: scanLease})
 			if err != nil {
 				return fmt.Errorf("read %s: %w", q, err)
 			}
 			if len(msgs) == 0 {
-				break
+				// An empty answer ends the queue when its stats agree. On
+				// SQS a receive that does not wait asks only some of its
+				// servers and can come back empty while messages wait;
+				// then a long poll, which asks them all, reads on.
+				if confirms++; confirms > maxScanConfirms || !s.visibleLeft(ctx, q) {
+					break
+				}
+				wait = time.Second
+				continue
 			}
+			wait = 0
 			s.mu.Lock()
 			for _, m := range msgs {
 				s.held[q] = append(s.held[q], m.ReceiptHandle)
@@ -95,6 +105,18 @@ func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []st
 		}
 	}
 	return nil
+}
+
+// maxScanConfirms bounds the long polls one scan of a queue makes after
+// empty answers while the queue's stats still count visible messages
+// (approximate on SQS, and others may be sending to it).
+const maxScanConfirms = 3
+
+// visibleLeft reports whether q's stats count visible messages; an error
+// counts as none (the scan ends as it would have).
+func (s *dlqScan) visibleLeft(ctx context.Context, q string) bool {
+	st, err := s.backend.Stats(ctx, &queue.StatsParams{Queues: []string{q}})
+	return err == nil && len(st) == 1 && st[0].Visible > 0
 }
 
 // forget stops holding a message that fn deleted.
