@@ -34,7 +34,8 @@ import (
 type Webhook struct {
 	URL    string
 	Secret string
-	// Client defaults to one with a 30 s timeout.
+	// Client defaults to one with a 30 s timeout that does not follow
+	// redirects (a redirected POST is re-sent as a GET without its body).
 	Client *http.Client
 }
 
@@ -48,7 +49,15 @@ type webhookBody struct {
 	Payload    []byte            `json:"payload"`
 }
 
-var defaultWebhookClient = &http.Client{Timeout: 30 * time.Second}
+var defaultWebhookClient = &http.Client{
+	Timeout: 30 * time.Second,
+	// A redirect is answered, not followed: Go's client re-sends a POST
+	// redirected by 301, 302 or 303 as a GET without its body, so a 2xx
+	// from the new location acked a job that was never delivered (found
+	// in review), and the signature went to a host not configured. A 3xx
+	// is a failed attempt that names where the URL points.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
 
 // Handle posts job to the webhook URL.
 func (w *Webhook) Handle(ctx context.Context, job *Job) error {
@@ -85,6 +94,9 @@ func (w *Webhook) Handle(ctx context.Context, job *Job) error {
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if loc := resp.Header.Get("Location"); resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
+		return fmt.Errorf("webhook: %d %s to %s: redirects are not followed; set the webhook URL to where it points", resp.StatusCode, http.StatusText(resp.StatusCode), loc)
+	}
 	return ClassifyHTTPStatus(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now(), string(snippet))
 }
 

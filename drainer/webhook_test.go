@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -92,5 +94,32 @@ func TestWebhookUnreachableRetries(t *testing.T) {
 	err := (&Webhook{URL: url}).Handle(t.Context(), &Job{ID: "x"})
 	if err == nil || IsPermanent(err) {
 		t.Fatalf("unreachable webhook: %v, want a retryable error", err)
+	}
+}
+
+// TestWebhookRedirectIsAFailedAttempt: a 301, 302 or 303 from the webhook
+// URL (http to https, a trailing slash) is not followed. Go's client
+// followed it as a GET without the body, and a 2xx there acked a job that
+// was never delivered (found in review).
+func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect} {
+		var followed atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hook" {
+				http.Redirect(w, r, "/hook/", code)
+				return
+			}
+			followed.Add(1)
+			w.WriteHeader(http.StatusOK)
+		}))
+		err := (&Webhook{URL: srv.URL + "/hook"}).Handle(t.Context(), &Job{ID: "j", Payload: []byte("payload")})
+		srv.Close()
+		if err == nil || followed.Load() != 0 || !strings.Contains(err.Error(), "/hook/") {
+			t.Errorf("%d redirect: err %v, %d requests to its target; want a failed attempt naming the target, none followed", code, err, followed.Load())
+		}
+		if IsPermanent(err) {
+			t.Errorf("%d redirect: a permanent failure; want a retry", code)
+		}
 	}
 }
