@@ -203,6 +203,10 @@ func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
 	env.Attempts = 0
 	env.FirstAttemptAt = nil
 	env.DeadLetterReason = ""
+	// Its first attempt after the replay is timed from the replay: from
+	// enqueued_at, a replay of an old job paged the first-attempt-age
+	// alarm (found in review).
+	env.ReplayedAt = timestamppb.Now()
 	body, err := envelope.Encode(env)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)

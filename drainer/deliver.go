@@ -102,7 +102,13 @@ func (d *Drainer) deliver(j *job, done func()) {
 	attempt := int(env.GetAttempts()) + 1
 	now := d.cfg.Now()
 	lane := j.q.inbox.lane.Name
-	dwell := now.Sub(env.GetEnqueuedAt().AsTime())
+	// A replayed job counts from its replay: its wait before it is the
+	// outage or the fix the operator replayed it after.
+	since := env.GetEnqueuedAt()
+	if r := env.GetReplayedAt(); r != nil {
+		since = r
+	}
+	dwell := now.Sub(since.AsTime())
 	d.cfg.Metrics.Dwell(lane, dwell)
 	// The first attempt's time goes into the envelope only when the job is
 	// stored again (a failure below); an ack needs no timestamp built.

@@ -42,7 +42,7 @@ func Check(env *Envelope) error {
 	for _, ts := range []struct {
 		name string
 		ts   *timestamppb.Timestamp
-	}{{"enqueued_at", env.GetEnqueuedAt()}, {"first_attempt_at", env.GetFirstAttemptAt()}, {"expires_at", env.GetExpiresAt()}} {
+	}{{"enqueued_at", env.GetEnqueuedAt()}, {"first_attempt_at", env.GetFirstAttemptAt()}, {"expires_at", env.GetExpiresAt()}, {"replayed_at", env.GetReplayedAt()}} {
 		if ts.ts == nil {
 			continue
 		}

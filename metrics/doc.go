@@ -59,8 +59,9 @@
 //     permanent_failure, retryable_failure, malformed_envelope,
 //     expires_before_retry; "" when there is none). Sidelined by reason =
 //     the spilled and backlogged actions by reason.
-//   - sluice_dwell_seconds: time from acceptance by the gateway to the start
-//     of a delivery attempt, every attempt.
+//   - sluice_dwell_seconds: time from acceptance by the gateway (or from
+//     its replay out of a DLQ, for a replayed job) to the start of a
+//     delivery attempt, every attempt.
 //   - sluice_age_of_first_attempt_seconds: the same for first attempts only,
 //     so retries of a failing worker do not mask a growing backlog (the
 //     AgeOfFirstAttempt metric of "Avoiding insurmountable queue

@@ -53,7 +53,11 @@ type Envelope struct {
 	// The error of the last failed delivery attempt (the worker's answer,
 	// cut to 1 KiB), kept across retries so that a dead letter says why
 	// whatever its reason; empty before any failure.
-	LastError     string `protobuf:"bytes,14,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,14,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// When an operator replayed the job from a dead-letter queue, the last
+	// time; unset if never. The age of its first attempt after the replay,
+	// and its dwell, count from here, not from enqueued_at.
+	ReplayedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=replayed_at,json=replayedAt,proto3" json:"replayed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,11 +190,18 @@ func (x *Envelope) GetLastError() string {
 	return ""
 }
 
+func (x *Envelope) GetReplayedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReplayedAt
+	}
+	return nil
+}
+
 var File_sluice_envelope_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_sluice_envelope_v1_envelope_proto_rawDesc = "" +
 	"\n" +
-	"!sluice/envelope/v1/envelope.proto\x12\x12sluice.envelope.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x05\n" +
+	"!sluice/envelope/v1/envelope.proto\x12\x12sluice.envelope.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x06\n" +
 	"\bEnvelope\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -211,7 +222,9 @@ const file_sluice_envelope_v1_envelope_proto_rawDesc = "" +
 	"\x12dead_letter_reason\x18\f \x01(\tR\x10deadLetterReason\x12\x14\n" +
 	"\x05shard\x18\r \x01(\rR\x05shard\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x0e \x01(\tR\tlastError\x1a=\n" +
+	"last_error\x18\x0e \x01(\tR\tlastError\x12;\n" +
+	"\vreplayed_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"replayedAt\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
@@ -245,11 +258,12 @@ var file_sluice_envelope_v1_envelope_proto_depIdxs = []int32{
 	3, // 2: sluice.envelope.v1.Envelope.first_attempt_at:type_name -> google.protobuf.Timestamp
 	3, // 3: sluice.envelope.v1.Envelope.expires_at:type_name -> google.protobuf.Timestamp
 	2, // 4: sluice.envelope.v1.Envelope.trace_context:type_name -> sluice.envelope.v1.Envelope.TraceContextEntry
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3, // 5: sluice.envelope.v1.Envelope.replayed_at:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_sluice_envelope_v1_envelope_proto_init() }
