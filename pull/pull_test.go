@@ -674,3 +674,39 @@ func TestNoWorkerNoReadAhead(t *testing.T) {
 	topotest.WaitFor(t, func() bool { return r.b.Stats(t, shard).Visible == 30 })
 	_ = gold
 }
+
+// TestConcurrencyHoldsPastALeaseTimeout: a handler that outlives its
+// lease (no Extend) keeps running on the worker while sluice frees its
+// credit and sends another job; Connect ran more handlers than
+// ConnectOptions.Concurrency (found in review). The job waits for a slot.
+func TestConcurrencyHoldsPastALeaseTimeout(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, time.Second)
+	var mu sync.Mutex
+	running, peak := 0, 0
+	release := make(chan struct{})
+	c := newCollector(func(j worker.Job) error {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		if strings.HasPrefix(j.ID, "slow") {
+			<-release
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return nil
+	})
+	defer close(release)
+	r.run(t, keyAll, c, worker.ConnectOptions{Concurrency: 2})
+	r.enqueue(t, "std", "slow", 1)
+	time.Sleep(300 * time.Millisecond)
+	r.enqueue(t, "std", "fast", 30)
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > 2 {
+		t.Errorf("%d handlers ran at once with Concurrency 2", peak)
+	}
+}

@@ -112,9 +112,11 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 	}
 	defer func() { _ = conn.Close() }()
 	client := workerv1.NewPullServiceClient(conn)
-	c := &puller{client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr))}
+	c := &puller{client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
+		slots: make(chan struct{}, opts.Concurrency)}
 	delay := reconnectBase
 	for {
+		start := time.Now()
 		welcomed, err := c.session(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -122,7 +124,10 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		if st, ok := status.FromError(err); ok && refusedCode(st.Code()) {
 			return fmt.Errorf("worker: %w: %s", ErrRefused, st.Message())
 		}
-		if welcomed {
+		// Back to a short wait only after a session that held: one that
+		// was welcomed and broke at once would otherwise reconnect about
+		// ten times a second for ever (found in review).
+		if welcomed && time.Since(start) >= reconnectMax {
 			delay = reconnectBase
 		}
 		wait := delay/2 + rand.N(delay/2+1)
@@ -146,6 +151,14 @@ type puller struct {
 	handler Handler
 	opts    ConnectOptions
 	log     *slog.Logger
+	// slots holds a token per handler running, across sessions: at most
+	// Concurrency run at once. Sluice sends no more jobs than the credits
+	// free, but it frees a credit when a lease times out, and a session
+	// after a reconnect grants them all again, while handlers that
+	// ignore their cancelled context may still run (found in review). A
+	// job that finds no slot waits for one; its lease is held by the
+	// stream meanwhile.
+	slots chan struct{}
 }
 
 // extendKey carries a running job's extender in its handler's context.
@@ -165,6 +178,12 @@ func Extend(ctx context.Context, d time.Duration) {
 func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	streamCtx, cancelStream := context.WithCancel(metadata.AppendToOutgoingContext(context.WithoutCancel(ctx), "authorization", "Bearer "+c.key))
 	defer cancelStream()
+	// Until sluice welcomes the session, ctx ending ends the stream: there
+	// is nothing to drain yet, and a server or proxy that accepts the
+	// stream but never answers must not keep a shutdown waiting (found in
+	// review). Once welcomed, ctx ending starts a graceful drain instead.
+	unwatch := context.AfterFunc(ctx, cancelStream)
+	defer unwatch()
 	stream, err := c.client.Connect(streamCtx)
 	if err != nil {
 		return false, err
@@ -184,6 +203,9 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	if w == nil {
 		return false, errors.New("sluice did not answer Hello with Welcome")
 	}
+	if !unwatch() {
+		return false, ctx.Err() // ctx ended as the welcome came
+	}
 	log := c.log.With(slog.String("session", w.GetSession()))
 	log.InfoContext(ctx, "pull worker connected", slog.Any("lanes", w.GetLanes()), slog.Int("concurrency", c.opts.Concurrency))
 	if c.opts.OnSession != nil {
@@ -194,10 +216,16 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	// redelivered) or when a drain runs out of time.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
+	// results is never closed: a handler's context may outlive the
+	// session (Extend after a drain sent on a closed channel and panicked;
+	// found in review). flush ends the sender instead, and the stream's
+	// end does too (else it waited for ever after the stream broke, one
+	// goroutine per reconnect).
 	results := make(chan *workerv1.Result, c.opts.Concurrency+resultBatch)
 	control := make(chan *workerv1.ConnectRequest, 1)
+	flush := make(chan struct{})
 	sendDone := make(chan error, 1)
-	go func() { sendDone <- c.sendLoop(stream, results, control) }()
+	go func() { sendDone <- c.sendLoop(streamCtx, stream, results, control, flush) }()
 
 	var running handlers
 	recvDone := make(chan error, 1)
@@ -214,7 +242,15 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 					// A job that arrives once the drain has closed the
 					// handlers is not run: it goes back when the stream
 					// ends.
-					running.start(func() { c.run(handlerCtx, log, j, results) })
+					running.start(func() {
+						select {
+						case c.slots <- struct{}{}:
+						case <-handlerCtx.Done():
+							return // the stream broke: sluice hands the job back
+						}
+						defer func() { <-c.slots }()
+						c.run(handlerCtx, log, j, results)
+					})
 				}
 			case *workerv1.ConnectResponse_Refused:
 				r := msg.Refused
@@ -248,7 +284,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 		cancelHandlers()
 		return true, err
 	}
-	close(results) // the sender flushes, closes its side and ends
+	close(flush) // the sender sends what is queued, closes its side and ends
 	if err := <-sendDone; err != nil {
 		return true, err
 	}
@@ -295,41 +331,58 @@ func recvErr(stream workerv1.PullService_ConnectClient, err error) error {
 }
 
 // sendLoop is the stream's only sender: it batches results, and sends
-// control messages. It returns when results is closed (after closing the
-// stream's send side) or a send fails.
-func (c *puller) sendLoop(stream workerv1.PullService_ConnectClient, results <-chan *workerv1.Result, control <-chan *workerv1.ConnectRequest) error {
+// control messages. It returns when flush is closed (after sending the
+// results queued and closing the stream's send side), when a send fails,
+// or when the stream's ctx ends.
+func (c *puller) sendLoop(ctx context.Context, stream workerv1.PullService_ConnectClient, results <-chan *workerv1.Result, control <-chan *workerv1.ConnectRequest, flush <-chan struct{}) error {
 	for {
 		select {
+		case <-ctx.Done():
+			return ctx.Err()
 		case m := <-control:
 			if err := stream.Send(m); err != nil {
 				return recvErr(stream, err)
 			}
-		case r, ok := <-results:
-			if !ok {
-				return stream.CloseSend()
-			}
-			batch := []*workerv1.Result{r}
-			// Let the handlers that are about to answer do so, so that
-			// their results share a message (see pull's session.send).
-			runtime.Gosched()
-		more:
-			for len(batch) < resultBatch {
+		case <-flush:
+			for {
 				select {
-				case r, ok := <-results:
-					if !ok {
-						break more
+				case r := <-results:
+					if err := c.sendResults(stream, r, results); err != nil {
+						return err
 					}
-					batch = append(batch, r)
 				default:
-					break more
+					return stream.CloseSend()
 				}
 			}
-			m := &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: batch}}}
-			if err := stream.Send(m); err != nil {
-				return recvErr(stream, err)
+		case r := <-results:
+			if err := c.sendResults(stream, r, results); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// sendResults sends r and the results queued behind it, up to a batch, in
+// one message.
+func (c *puller) sendResults(stream workerv1.PullService_ConnectClient, r *workerv1.Result, results <-chan *workerv1.Result) error {
+	batch := []*workerv1.Result{r}
+	// Let the handlers that are about to answer do so, so that their
+	// results share a message (see pull's session.send).
+	runtime.Gosched()
+more:
+	for len(batch) < resultBatch {
+		select {
+		case r := <-results:
+			batch = append(batch, r)
+		default:
+			break more
+		}
+	}
+	m := &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: batch}}}
+	if err := stream.Send(m); err != nil {
+		return recvErr(stream, err)
+	}
+	return nil
 }
 
 // run runs the handler on one job and queues its result.
@@ -350,10 +403,10 @@ func (c *puller) run(ctx context.Context, log *slog.Logger, j *workerv1.Job, res
 		Attributes: j.GetAttributes(), Attempt: int(j.GetAttempt()), EnqueuedAt: j.GetEnqueuedAt().AsTime(),
 		TraceContext: j.GetTraceContext(),
 	})
-	if ctx.Err() != nil {
-		return // the stream broke: sluice has handed the job back already
+	select {
+	case results <- resultOf(lease, err):
+	case <-ctx.Done(): // the stream broke: sluice has handed the job back already
 	}
-	results <- resultOf(lease, err)
 }
 
 // call runs the handler, turning a panic into a retryable error.

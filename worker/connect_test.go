@@ -1,0 +1,154 @@
+package worker_test
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/worker"
+)
+
+// fakePull is a PullService whose streams run fn.
+type fakePull struct {
+	workerv1.UnimplementedPullServiceServer
+	fn func(workerv1.PullService_ConnectServer) error
+}
+
+func (f *fakePull) Connect(s workerv1.PullService_ConnectServer) error { return f.fn(s) }
+
+func startFake(t *testing.T, fn func(workerv1.PullService_ConnectServer) error) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	workerv1.RegisterPullServiceServer(srv, &fakePull{fn: fn})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+func welcome(s workerv1.PullService_ConnectServer) error {
+	if _, err := s.Recv(); err != nil { // Hello
+		return err
+	}
+	return s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Welcome{Welcome: &workerv1.Welcome{Session: "s"}}})
+}
+
+func countStacks(sub string) int {
+	buf := make([]byte, 1<<22)
+	n := runtime.Stack(buf, true)
+	return strings.Count(string(buf[:n]), sub)
+}
+
+// TestReconnectsLeaveNoSender: each session's sender ends with its
+// stream. A stream that broke left its sender blocked for ever, one
+// goroutine per reconnect (found in review).
+func TestReconnectsLeaveNoSender(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int32
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		conns.Add(1)
+		if err := welcome(s); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "bye")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, addr, "k", func(context.Context, worker.Job) error { return nil }, worker.ConnectOptions{Logger: quiet})
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	cancel()
+	<-done
+	deadline := time.Now().Add(2 * time.Second)
+	for countStacks("(*puller).sendLoop") > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := countStacks("(*puller).sendLoop"); n > 0 || conns.Load() < 2 {
+		t.Errorf("%d senders alive after %d sessions and Connect's return, want none (and at least 2 sessions)", n, conns.Load())
+	}
+}
+
+// TestCancelBeforeWelcome: a server that accepts the stream and never
+// answers Hello does not keep Connect from returning when ctx ends; it
+// did, for ever (found in review).
+func TestCancelBeforeWelcome(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		_, _ = s.Recv()
+		<-block
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, addr, "k", func(context.Context, worker.Job) error { return nil }, worker.ConnectOptions{Logger: quiet})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Errorf("Connect still running 3s after ctx was cancelled (waiting for Welcome)")
+	}
+}
+
+// TestExtendAfterTheSession: Extend with a handler's context kept past
+// its session does nothing; it sent on a closed channel and panicked
+// (found in review).
+func TestExtendAfterTheSession(t *testing.T) {
+	t.Parallel()
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		_ = s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: "s.1", JobId: "j"}}}}})
+		for {
+			if _, err := s.Recv(); err != nil {
+				return nil
+			}
+		}
+	})
+	var hctx context.Context
+	got := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, addr, "k", func(c context.Context, _ worker.Job) error { hctx = c; close(got); return nil }, worker.ConnectOptions{Logger: quiet})
+	}()
+	<-got
+	cancel()
+	<-done
+	var mu sync.Mutex
+	panics := 0
+	for range 20 {
+		func() {
+			defer func() {
+				if recover() != nil {
+					mu.Lock()
+					panics++
+					mu.Unlock()
+				}
+			}()
+			worker.Extend(hctx, time.Second)
+		}()
+	}
+	if panics > 0 {
+		t.Errorf("worker.Extend panicked %d/20 times after the session ended", panics)
+	}
+}
