@@ -32,6 +32,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful shutdown; a second one ends the
+	// process at once (it was swallowed until the shutdown ended).
+	context.AfterFunc(ctx, stop)
 	err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -95,6 +98,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *concurrency < 0 {
 		return fmt.Errorf("--concurrency %d: must be at least 1 (or 0 for the default)", *concurrency)
+	}
+	if *grace <= 0 {
+		return fmt.Errorf("--shutdown-grace %s: must be positive, such as 30s (deliveries in flight need time to end)", *grace)
+	}
+	if err := consoleFlags.Validate(); err != nil {
+		return err
 	}
 	*concurrency = target.Concurrency(*concurrency)
 	log, err := serve.NewLogger(stderr, *logLevel)

@@ -37,6 +37,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful shutdown; a second one ends the
+	// process at once (it was swallowed until the shutdown ended).
+	context.AfterFunc(ctx, stop)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -99,6 +102,15 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.concurrency < 0 {
 		return c, fmt.Errorf("--concurrency %d: must be at least 1 (or 0 for the default)", c.concurrency)
+	}
+	switch {
+	case c.shutdownGrace <= 0:
+		return c, fmt.Errorf("--shutdown-grace %s: must be positive, such as 30s (calls and deliveries in flight need time to end)", c.shutdownGrace)
+	case c.idemWindow < 0:
+		return c, fmt.Errorf("--idempotency-window %s: must not be negative (0 for the default, %s)", c.idemWindow, gateway.IdempotencyWindowDefault)
+	}
+	if err := c.console.Validate(); err != nil {
+		return c, err
 	}
 	c.concurrency = c.target.Concurrency(c.concurrency)
 	return c, nil

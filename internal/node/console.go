@@ -36,6 +36,15 @@ func (f *ConsoleFlags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.SampleInterval, "console-sample-interval", console.SampleIntervalDefault, "how often the web console samples queue stats for its charts of the last hour")
 }
 
+// Validate checks the console flags; a sample interval that is not
+// positive crashed the process once it served (found in review).
+func (f ConsoleFlags) Validate() error {
+	if f.Enabled && f.SampleInterval <= 0 {
+		return fmt.Errorf("--console-sample-interval %s: must be positive, such as 10s", f.SampleInterval)
+	}
+	return nil
+}
+
 // ConsoleHook returns the DrainConfig.Console hook the flags describe
 // (nil when the console is off, or cannot share a TLS admin listener and
 // has no listener of its own: that is logged). announce is called once with the

@@ -149,7 +149,13 @@ func logCall(ctx context.Context, log *slog.Logger, method, kind string, start t
 }
 
 // Listen opens a TCP listener, with an error that says what to change.
+// An empty address is refused: net.Listen would bind every interface on a
+// random port, which for the admin API is an exposure nobody asked for
+// (found in review).
 func Listen(addr, flagName string) (net.Listener, error) {
+	if strings.TrimSpace(addr) == "" {
+		return nil, fmt.Errorf("--%s is empty: give a host and port, such as 127.0.0.1:7071 (0.0.0.0:7071 to listen on every interface)", flagName)
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		if strings.Contains(err.Error(), "address already in use") {

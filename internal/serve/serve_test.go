@@ -209,3 +209,20 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestListenRefusesAnEmptyAddress: an empty address binds every interface
+// on a random port in net.Listen; an empty --admin-listen exposed the
+// admin API so (found in review). It is refused, naming the flag.
+func TestListenRefusesAnEmptyAddress(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"", " "} {
+		lis, err := Listen(addr, "admin-listen")
+		if err == nil {
+			lis.Close()
+			t.Fatalf("Listen(%q) listened on %s, want an error", addr, lis.Addr())
+		}
+		if !strings.Contains(err.Error(), "--admin-listen is empty") {
+			t.Errorf("Listen(%q): %v, want one naming --admin-listen", addr, err)
+		}
+	}
+}
