@@ -86,8 +86,12 @@ variable "lanes" {
     error_message = "lanes: capacity (jobs per second for the whole lane) must be positive."
   }
   validation {
-    condition     = alltrue([for l in var.lanes : l.sla_seconds >= 60 && floor(l.sla_seconds) == l.sla_seconds])
-    error_message = "lanes: sla_seconds must be whole seconds, at least 60 (the oldest-age alarms compare 1-minute SQS metrics with it)."
+    # The first-attempt-age alarm compares the published Maximum of the
+    # sluice_age_of_first_attempt_seconds histogram with the SLA, and a
+    # Maximum is known only to its bucket's upper edge: with an SLA inside
+    # a bucket (180 s in 120-300 s) a job at 125 s paged (found in review).
+    condition     = alltrue([for l in var.lanes : contains([60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400], l.sla_seconds)])
+    error_message = "lanes: sla_seconds must be one of 60, 120, 300, 600, 1800, 3600, 7200, 21600 or 86400 (the edges of the age-of-first-attempt histogram, so that its alarm pages only for jobs over the SLA)."
   }
   validation {
     condition     = alltrue([for l in var.lanes : l.high_water_mark == null || try(l.high_water_mark >= 1 && floor(l.high_water_mark) == l.high_water_mark, false)])

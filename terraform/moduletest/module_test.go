@@ -54,7 +54,8 @@ var lanesCases = []lanesCase{
 		Lanes: []topology.Lane{{
 			Name: "a-b", Shards: 3, ShardChoices: 5, Weight: topology.MaxWeight,
 			VisibilityTimeout: topology.Duration(45 * time.Second), Retention: topology.Duration(3661 * time.Second),
-			StalenessBound: topology.Duration(time.Hour), SLA: topology.Duration(90 * time.Second),
+			// The SLA is one of the histogram's edges, as the module requires.
+			StalenessBound: topology.Duration(time.Hour), SLA: topology.Duration(600 * time.Second),
 		}},
 	}},
 }

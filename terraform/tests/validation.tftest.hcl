@@ -95,6 +95,12 @@ run "sla_under_a_minute" {
   expect_failures = [var.lanes]
 }
 
+run "sla_inside_a_histogram_bucket" {
+  command = plan
+  variables { lanes = [{ name = "a", sla_seconds = 180 }] }
+  expect_failures = [var.lanes]
+}
+
 run "high_water_mark_zero" {
   command = plan
   variables { lanes = [{ name = "a", high_water_mark = 0 }] }
