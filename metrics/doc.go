@@ -32,7 +32,7 @@
 //	sluice_pull_leases_released_total        counter    lane                          PullLeasesReleased (Count; Lane)
 //	sluice_store_write_seconds               histogram                                StoreWrite (Seconds)
 //	sluice_store_write_operations_total      counter                                  StoreWriteOperations (Count)
-//	sluice_store_checkpoint_seconds          histogram  outcome                       StoreCheckpoint (Seconds)
+//	sluice_store_checkpoint_seconds          histogram  outcome                       StoreCheckpoint (Seconds; Outcome)
 //
 // What each one means:
 //

@@ -364,8 +364,10 @@ type TenantShare struct {
 }
 
 // Fairness sets a lane's fairness gauges: utilization and Jain's index
-// (negative: unknown, left unset), jobs held, and its top tenants' shares,
-// which replace the lane's previous ones.
+// (negative: unknown, as while the lane is idle; the series is removed,
+// not left at its last value, which the dashboard showed as current for
+// ever; found in review), jobs held, and its top tenants' shares, which
+// replace the lane's previous ones.
 func (m *Metrics) Fairness(lane string, utilization, jain float64, held int, top []TenantShare) {
 	if m == nil {
 		return
@@ -373,9 +375,13 @@ func (m *Metrics) Fairness(lane string, utilization, jain float64, held int, top
 	lane = m.lanes.value(lane)
 	if utilization >= 0 {
 		m.drainUtilization.WithLabelValues(lane).Set(utilization)
+	} else {
+		m.drainUtilization.DeleteLabelValues(lane)
 	}
 	if jain >= 0 {
 		m.drainFairness.WithLabelValues(lane).Set(jain)
+	} else {
+		m.drainFairness.DeleteLabelValues(lane)
 	}
 	m.drainHeld.WithLabelValues(lane).Set(float64(held))
 	largest := 0.0

@@ -480,3 +480,21 @@ func BenchmarkSubmit(b *testing.B) {
 		})
 	}
 }
+
+// TestIdleLaneDropsItsFairnessGauges: when a lane goes idle the scheduler
+// reports utilization and Jain's index as unknown, and the series go away;
+// they kept the last busy period's values, which the dashboard showed as
+// current for ever (found in review).
+func TestIdleLaneDropsItsFairnessGauges(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := New(reg, Options{})
+	m.Fairness("premium", 0.3, 0.4, 5, []TenantShare{{Tenant: "a", State: "in_share", Share: 1}})
+	if n := testutil.CollectAndCount(m.drainUtilization) + testutil.CollectAndCount(m.drainFairness); n != 2 {
+		t.Fatalf("%d series while busy, want 2", n)
+	}
+	m.Fairness("premium", -1, -1, 0, nil)
+	if n := testutil.CollectAndCount(m.drainUtilization) + testutil.CollectAndCount(m.drainFairness); n != 0 {
+		t.Errorf("%d utilization and fairness series left after the lane went idle, want 0", n)
+	}
+}

@@ -37,6 +37,7 @@ var dimensions = map[string]string{
 	"outcome":   "Outcome",
 	"tier":      "Tier",
 	"operation": "Operation",
+	"result":    "Result", // tenant config reloads: ok or refused (alarm on refused)
 }
 
 // EmptyDimensionValue stands for an empty label value (CloudWatch needs a

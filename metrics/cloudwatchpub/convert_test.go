@@ -1,6 +1,7 @@
 package cloudwatchpub
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/sluice-dev/sluice/metrics"
 )
 
 func TestName(t *testing.T) {
@@ -173,6 +175,45 @@ func TestBatches(t *testing.T) {
 		}
 		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 			t.Errorf("%s: batches %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestTenantReloadsKeepTheirResult: TenantConfigReloads is published
+// per Result (metrics/doc.go says to alarm on refused reloads); the
+// result label was dropped and ok and refused reloads were added up
+// (found in review). StoreCheckpoint keeps its Outcome likewise.
+func TestTenantReloadsKeepTheirResult(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, metrics.Options{})
+	m.TenantConfigReload(true)
+	m.TenantConfigReload(true)
+	m.TenantConfigReload(false)
+	m.StoreCheckpoint(time.Millisecond, errors.New("disk full"))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, d := range newConverter().convert(fams, time.Now()) {
+		switch aws.ToString(d.MetricName) {
+		case "TenantConfigReloads", "StoreCheckpoint":
+			var dims []string
+			for _, dm := range d.Dimensions {
+				dims = append(dims, aws.ToString(dm.Name)+"="+aws.ToString(dm.Value))
+			}
+			v := 0.0
+			if d.Value != nil {
+				v = *d.Value
+			}
+			got[aws.ToString(d.MetricName)+" "+strings.Join(dims, ",")] = v
+		}
+	}
+	want := map[string]float64{"TenantConfigReloads Result=ok": 2, "TenantConfigReloads Result=refused": 1, "StoreCheckpoint Outcome=failed": 0}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || (v > 0 && g != v) {
+			t.Errorf("%s: %v (published %v), want %v", k, g, got, v)
 		}
 	}
 }
