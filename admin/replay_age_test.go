@@ -52,8 +52,10 @@ lanes:
 
 	reg := prometheus.NewRegistry()
 	h := &countHandler{}
-	d, err := drainer.New(drainer.Config{Backend: tb.Backend, Topology: tb.Topo, Handler: h,
-		Metrics: metrics.New(reg, metrics.Options{}), Logger: topotest.QuietLog, PollWait: 100 * time.Millisecond})
+	d, err := drainer.New(drainer.Config{
+		Backend: tb.Backend, Topology: tb.Topo, Handler: h,
+		Metrics: metrics.New(reg, metrics.Options{}), Logger: topotest.QuietLog, PollWait: 100 * time.Millisecond,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func longDelivery(t *testing.T, wrap func(queue.Backend) queue.Backend) (*testBu
 	tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
 	q := tb.topo.ShardQueue("std", 0)
 	tb.enqueue(t, q, testEnvelope("t", "long", time.Now()))
-	var b queue.Backend = tb.backend
+	b := queue.Backend(tb.backend)
 	if wrap != nil {
 		b = wrap(b)
 	}

@@ -112,8 +112,10 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 	}
 	defer func() { _ = conn.Close() }()
 	client := workerv1.NewPullServiceClient(conn)
-	c := &puller{client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
-		slots: make(chan struct{}, opts.Concurrency)}
+	c := &puller{
+		client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
+		slots: make(chan struct{}, opts.Concurrency),
+	}
 	delay := reconnectBase
 	for {
 		start := time.Now()

@@ -69,7 +69,7 @@ func serveAdmin(t *testing.T, b queue.Backend, tb *topotest.Bundle) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() {
 		srv.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
