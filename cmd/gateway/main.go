@@ -109,7 +109,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	case c.idemWindow < 0:
 		return c, fmt.Errorf("--idempotency-window %s: must not be negative (0 for the default, %s)", c.idemWindow, gateway.IdempotencyWindowDefault)
 	}
-	if err := c.console.Validate(); err != nil {
+	if err := errors.Join(c.console.Validate(), c.pull.Validate(), node.CheckPolicyFlags(c.policy, c.sidelineShare, c.readAhead)); err != nil {
 		return c, err
 	}
 	c.concurrency = c.target.Concurrency(c.concurrency)
@@ -259,9 +259,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			case <-time.After(10 * time.Second):
 			}
 		}
+		adminKeyFrom := "the admin key in " + filepath.Join(c.backend.DataDir, "admin-key")
+		if c.adminKey != "" {
+			adminKeyFrom = "the admin key given with --admin-key"
+		}
 		printWelcome(stdout, welcome{
 			addr: lis.Addr().String(), key: devKey, mode: describe(c), consoleURL: console,
-			adminKeyFile: filepath.Join(c.backend.DataDir, "admin-key"), workerAddr: workers,
+			adminKeyFrom: adminKeyFrom, workerAddr: workers,
 			workerKeyFile: node.WorkerKeyFile(c.backend.DataDir),
 		})
 	}
@@ -310,7 +314,8 @@ func describe(c config) string {
 
 // welcome is what the first screen tells a newcomer.
 type welcome struct {
-	addr, key, mode, consoleURL, adminKeyFile string
+	addr, key, mode, consoleURL string
+	adminKeyFrom                string // where the console's sign-in key is
 	// workerAddr is where pull workers connect ("" when jobs are pushed).
 	workerAddr, workerKeyFile string
 }
@@ -321,7 +326,7 @@ sluice is running: ingest API on %[1]s, %[3]s.
 Development tenant "dev", API key: %[2]s
 `, c.addr, c.key, c.mode)
 	if c.consoleURL != "" {
-		fmt.Fprintf(w, "Web console: %s (sign in with the admin key in %s)\n", c.consoleURL, c.adminKeyFile)
+		fmt.Fprintf(w, "Web console: %s (sign in with %s)\n", c.consoleURL, c.adminKeyFrom)
 	}
 	if c.workerAddr != "" {
 		fmt.Fprintf(w, `

@@ -20,6 +20,10 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"--idempotency-window=-1s", "--idempotency-window"},
 		{"--shutdown-grace=0s", "--shutdown-grace"},
 		{"--shutdown-grace=-1s", "--shutdown-grace"},
+		{"--max-attempts=0", "--max-attempts"},
+		{"--sideline-share=150", "--sideline-share"},
+		{"--read-ahead=-1", "--read-ahead"},
+		{"--worker-lease-timeout=-1s", "--worker-lease-timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {

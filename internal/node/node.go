@@ -448,6 +448,22 @@ func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share, readAhead *int) {
 	fs.Var(sidelineFlag{&p.NoSideline}, "sideline", "spill over-rate and backlog stale jobs (default true); false delivers every job in queue order with no tenant drain limits (a plain FIFO, the benchmarks' baseline)")
 }
 
+// CheckPolicyFlags checks the values of the flags PolicyFlags registers,
+// naming the flag to fix; callers check them before anything listens.
+// The drainer's own checks name its Config fields, and took 0 attempts
+// as the default (found in review).
+func CheckPolicyFlags(p sideliner.Policy, share, readAhead int) error {
+	switch {
+	case p.MaxAttempts < 1:
+		return fmt.Errorf("--max-attempts %d: must be at least 1", p.MaxAttempts)
+	case share < 1 || share > 99:
+		return fmt.Errorf("--sideline-share %d: must be a percent from 1 to 99", share)
+	case readAhead < 0:
+		return fmt.Errorf("--read-ahead %d: must not be negative (0 for an equal share among the tenants holding jobs)", readAhead)
+	}
+	return nil
+}
+
 // sidelineFlag is the boolean --sideline, stored negated in
 // sideliner.Policy.NoSideline so that the zero Policy sidelines.
 type sidelineFlag struct{ off *bool }

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -31,6 +32,14 @@ type PullFlags struct {
 func (f *PullFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Listen, "worker-listen", "127.0.0.1:7072", "address pull workers connect to (sluice.worker.v1.PullService), when no --worker-addr, --webhook-url or --log-sink is given")
 	fs.DurationVar(&f.LeaseTimeout, "worker-lease-timeout", pull.LeaseTimeoutDefault, "how long a pull worker may hold a job without answering or extending it before the attempt fails (a worker may ask for another in its Hello)")
+}
+
+// Validate checks the pull flags, naming the flag to fix.
+func (f PullFlags) Validate() error {
+	if f.LeaseTimeout <= 0 || f.LeaseTimeout > 12*time.Hour {
+		return fmt.Errorf("--worker-lease-timeout %s: must be positive and at most 12h", f.LeaseTimeout)
+	}
+	return nil
 }
 
 // Delivery slots by default (--concurrency 0): a push target takes this
