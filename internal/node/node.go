@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -404,8 +405,16 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	// Pull workers stay connected while the drainers stop, to answer the
-	// jobs they hold; then their sessions end.
-	stopErr := errors.Join(d.Stop(stopCtx), adminSrv.Stop(stopCtx))
+	// jobs they hold; then their sessions end. The admin API stops beside
+	// the drainers, not after them: after deliveries had used up the
+	// grace, its replays got no time to hand their messages back before
+	// the store closed (found in review).
+	var adminErr error
+	var stopping sync.WaitGroup
+	stopping.Go(func() { adminErr = adminSrv.Stop(stopCtx) })
+	stopErr := d.Stop(stopCtx)
+	stopping.Wait()
+	stopErr = errors.Join(stopErr, adminErr)
 	if pullSrv != nil {
 		stopErr = errors.Join(stopErr, pullSrv.stop(stopCtx))
 	}
