@@ -100,7 +100,7 @@ func read[T any](b *tab, a chromedp.Action[T]) T {
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
-	if err != nil && strings.Contains(err.Error(), "navigated or closed") {
+	if err != nil && navigating(err) {
 		b.t.Logf("browser: %v; reading again once the page has loaded", err)
 		if err = chromedp.Do(ctx, chromedp.WaitReady("body")); err == nil {
 			v, err = chromedp.Run(ctx, a)
@@ -110,6 +110,32 @@ func read[T any](b *tab, a chromedp.Action[T]) T {
 		b.t.Fatalf("browser: %v", err)
 	}
 	return v
+}
+
+// probe runs a query while a navigation may be under way, as the loops
+// that wait for a page to be replaced do. A query that lands between the
+// old page and the new one (Chromium answers "Inspected target navigated
+// or closed", or finds no execution context) gives the zero value, which
+// those loops read as "not there yet"; any other error ends the test.
+func probe[T any](b *tab, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil && navigating(err) {
+		var zero T
+		return zero
+	}
+	if err != nil {
+		b.t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+// navigating reports whether err says the page went away under a query.
+func navigating(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "navigated or closed") || strings.Contains(msg, "Cannot find context with specified id") || strings.Contains(msg, "Execution context was destroyed")
 }
 
 func (b *tab) open(path string) { b.t.Helper(); b.do(chromedp.Navigate(b.base + path)) }
@@ -154,7 +180,7 @@ func (b *tab) submit(id string) {
 	run(b, chromedp.Evaluate[bool](`window.sluiceLeaving = true`))
 	b.do(chromedp.Click(chromedp.ID(id)))
 	deadline := time.Now().Add(30 * time.Second)
-	for !run(b, chromedp.Evaluate[bool](`!window.sluiceLeaving && document.readyState === 'complete'`)) {
+	for !probe(b, chromedp.Evaluate[bool](`!window.sluiceLeaving && document.readyState === 'complete'`)) {
 		if time.Now().After(deadline) {
 			b.t.Fatalf("clicking #%s led nowhere within 30s", id)
 		}
@@ -176,10 +202,10 @@ func (b *tab) post(path string, form url.Values) (int, string) {
 	js := `(() => { const f = document.createElement('form'); f.method = 'post'; f.action = ` + jsString(path) + `;
 	for (const [k, v] of [` + strings.Join(fields, ",") + `]) { const i = document.createElement('input'); i.type = 'hidden'; i.name = k; i.value = v; f.appendChild(i); }
 	window.sluicePosted = true; document.body.appendChild(f); f.submit(); return true; })()`
-	run(b, chromedp.Evaluate[bool](js))
+	probe(b, chromedp.Evaluate[bool](js)) // the answer may race the navigation the submit starts
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		res := run(b, chromedp.Evaluate[struct {
+		res := probe(b, chromedp.Evaluate[struct {
 			Status int
 			Path   string
 			Body   string
