@@ -76,6 +76,12 @@ const (
 type Config struct {
 	// Authenticate returns the worker credential owning a key. Required.
 	Authenticate func(key string) (*tenant.Worker, bool)
+	// KeysVersion, if set, returns the tenant file's version in use: a
+	// new one after each reload. A job placed after a reload is placed
+	// only once every session's key was checked again, so a revoked or
+	// narrowed key gets no job after the reload; without it, keys are
+	// checked by the sweep alone (every 250 ms).
+	KeysVersion func() *tenant.Version
 	// Lanes are the lanes this process drains. Required.
 	Lanes []string
 	// Capacity is told the credits of the connected workers, in all and
@@ -110,6 +116,9 @@ type Hub struct {
 	stop     chan struct{}
 	sweeper  sync.WaitGroup
 	stopOnce sync.Once
+
+	keysMu      sync.Mutex                     // one key check at a time
+	keysChecked atomic.Pointer[tenant.Version] // the version the last check saw
 }
 
 // New validates cfg and returns a Hub; Start runs its sweeper.
@@ -203,6 +212,9 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 		}
 	}()
 	for {
+		if h.keysChanged() {
+			h.checkKeys()
+		}
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
@@ -331,27 +343,58 @@ func (h *Hub) sweep() {
 			return
 		case <-t.C:
 		}
-		h.mu.Lock()
-		all := slices.Clone(h.sessions)
-		h.mu.Unlock()
 		now := h.cfg.Now()
-		for _, s := range all {
-			w, ok := h.cfg.Authenticate(s.key)
-			if !ok {
-				s.end(errKeyRevoked)
-				continue
-			}
-			if i := slices.IndexFunc(s.lanes, func(l string) bool { return !w.Serves(l) }); i >= 0 {
-				// A reload narrowed the key's lanes: the session must not
-				// take another job of a lane it may no longer serve.
-				s.end(status.Errorf(codes.PermissionDenied, "worker key %q may no longer serve lane %q (the tenant file now allows %v): reconnect for the lanes it allows",
-					w.Name, s.lanes[i], w.Lanes))
-				continue
-			}
+		for _, s := range h.checkKeys() {
 			s.sweep(now)
 		}
 		h.changed(true)
 	}
+}
+
+// keysChanged reports whether the tenant file was reloaded since the
+// sessions' keys were last checked.
+func (h *Hub) keysChanged() bool {
+	return h.cfg.KeysVersion != nil && h.cfg.KeysVersion() != h.keysChecked.Load()
+}
+
+// checkKeys ends the sessions whose key was revoked, or may no longer
+// serve one of the session's lanes, and returns the others.
+func (h *Hub) checkKeys() []*session {
+	h.keysMu.Lock()
+	defer h.keysMu.Unlock()
+	var version *tenant.Version
+	if h.cfg.KeysVersion != nil {
+		version = h.cfg.KeysVersion() // read first: a reload during the check is checked again
+	}
+	h.mu.Lock()
+	all := slices.Clone(h.sessions)
+	h.mu.Unlock()
+	kept := all[:0]
+	for _, s := range all {
+		if err := h.keyRefusal(s); err != nil {
+			s.end(err)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	h.keysChecked.Store(version)
+	return kept
+}
+
+// keyRefusal is why s may no longer take jobs under the keys in use, or
+// nil.
+func (h *Hub) keyRefusal(s *session) error {
+	w, ok := h.cfg.Authenticate(s.key)
+	if !ok {
+		return errKeyRevoked
+	}
+	if i := slices.IndexFunc(s.lanes, func(l string) bool { return !w.Serves(l) }); i >= 0 {
+		// A reload narrowed the key's lanes: the session must not take
+		// another job of a lane it may no longer serve.
+		return status.Errorf(codes.PermissionDenied, "worker key %q may no longer serve lane %q (the tenant file now allows %v): reconnect for the lanes it allows",
+			w.Name, s.lanes[i], w.Lanes)
+	}
+	return nil
 }
 
 // newID returns a random hex id of n bytes.

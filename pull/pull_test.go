@@ -65,6 +65,9 @@ type rig struct {
 	d    *drainer.Drainer
 	addr string
 	keys sync.Map // key → *tenant.Worker
+	// version is the hub's KeysVersion: a test that changes keys stores
+	// a new one to act as a reload; left alone, only the sweep checks.
+	version atomic.Pointer[tenant.Version]
 }
 
 func newRig(t testing.TB, lease time.Duration) *rig {
@@ -88,6 +91,7 @@ func newRigOn(t testing.TB, topology string, lease time.Duration) *rig {
 			}
 			return w.(*tenant.Worker), true
 		},
+		KeysVersion:  r.version.Load,
 		Lanes:        []string{"std", "gold"},
 		Capacity:     func(slots int, lanes map[string]int) { d.SetCapacity(slots, lanes) },
 		LeaseTimeout: lease,
@@ -597,6 +601,36 @@ func TestRevokedKey(t *testing.T) {
 	}
 	if err := worker.Connect(t.Context(), r.addr, keyGold, newCollector(nil).handle, worker.ConnectOptions{Logger: topotest.QuietLog}); !errors.Is(err, worker.ErrRefused) {
 		t.Fatalf("Connect with a revoked key: %v, want ErrRefused", err)
+	}
+}
+
+// A job placed right after a reload that revoked a key is not given to
+// that key's sessions: the key is checked again before the job is placed,
+// not only at the next sweep (up to 250 ms later; found in review).
+func TestRevokedKeyGetsNoJobAfterTheReload(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	st := r.connect(t, keyGold, 1)
+	r.keys.Delete(keyGold)
+	r.version.Store(&tenant.Version{}) // the reload
+	job := &worker.Job{ID: "after-revocation", Tenant: "acme", Lane: "gold", Attempt: 1, EnqueuedAt: time.Now()}
+	if err := r.hub.Handle(t.Context(), job); !errors.Is(err, worker.ErrReleased) {
+		t.Errorf("Handle after the revocation: %v, want ErrReleased (no worker may take it)", err)
+	}
+	for {
+		select {
+		case m := <-st.msgs:
+			if m.GetJobs() != nil {
+				t.Fatalf("the revoked key's session got %v", m.GetJobs().GetJobs())
+			}
+		case err := <-st.err:
+			if status.Code(err) != codes.PermissionDenied {
+				t.Fatalf("after revocation got %v, want PERMISSION_DENIED", err)
+			}
+			return
+		case <-time.After(30 * time.Second):
+			t.Fatal("the revoked key's stream did not end in 30s")
+		}
 	}
 }
 

@@ -341,7 +341,7 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		}
 		var err error
 		hub, err = pull.New(pull.Config{
-			Authenticate: cfg.WorkerKeys, Lanes: lanes, LeaseTimeout: cfg.Pull.LeaseTimeout,
+			Authenticate: cfg.WorkerKeys, KeysVersion: cfg.Tenants.Version, Lanes: lanes, LeaseTimeout: cfg.Pull.LeaseTimeout,
 			Capacity: func(slots int, lanes map[string]int) { d.SetCapacity(slots, lanes) },
 			Metrics:  cfg.Metrics, Logger: cfg.Logger,
 		})
