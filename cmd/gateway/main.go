@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluice-dev/sluice/depth"
+	"github.com/sluice-dev/sluice/drainer"
 	"github.com/sluice-dev/sluice/gateway"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/flagconf"
@@ -190,6 +191,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer node.StopOnExit(gw, 10*time.Second, log)
 
+	consoleURL := make(chan string, 1)
+	pullAddr := make(chan string, 1)
+	consoleOn := false
+	// Everything that can fail is set up before the ingest server starts:
+	// an error after it would return with the server still serving.
+	var adminKey, workerKey string
+	var handler drainer.Handler
+	var consoleHook node.ConsoleHook
+	if c.drain {
+		adminKey = c.adminKey
+		if adminKey == "" {
+			if adminKey, err = node.SecretFile(filepath.Join(c.backend.DataDir, "admin-key"), "sk_admin_"); err != nil {
+				return err
+			}
+		}
+		c.target.WorkerDial = tlsCfg.Worker
+		var closeHandler func() error
+		handler, closeHandler, err = node.Handler(c.target, log)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = closeHandler() }()
+		consoleHook, err = c.console.ConsoleHook(adminKey, len(tlsCfg.Admin) > 0, log, func(u string) { consoleURL <- u })
+		if err != nil {
+			return err
+		}
+		consoleOn = consoleHook != nil
+		if handler == nil {
+			if workerKey, err = node.SecretFile(node.WorkerKeyFile(c.backend.DataDir), "sk_worker_"); err != nil {
+				return err
+			}
+		}
+	}
+
 	lis, err := serve.Listen(c.listen, "listen")
 	if err != nil {
 		return err
@@ -204,33 +239,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	g.Go(func() error { return srv.Serve(gctx, lis, c.shutdownGrace) })
 	log.InfoContext(ctx, "gateway listening", slog.String("addr", lis.Addr().String()), slog.String("backend", c.backend.Kind), slog.Int("lanes", len(topo.Lanes)), slog.String("tls", tlsCfg.IngestMode))
 
-	consoleURL := make(chan string, 1)
-	pullAddr := make(chan string, 1)
-	consoleOn := false
 	if c.drain {
-		adminKey := c.adminKey
-		if adminKey == "" {
-			if adminKey, err = node.SecretFile(filepath.Join(c.backend.DataDir, "admin-key"), "sk_admin_"); err != nil {
-				return err
-			}
-		}
-		c.target.WorkerDial = tlsCfg.Worker
-		handler, closeHandler, err := node.Handler(c.target, log)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = closeHandler() }()
-		consoleHook, err := c.console.ConsoleHook(adminKey, len(tlsCfg.Admin) > 0, log, func(u string) { consoleURL <- u })
-		if err != nil {
-			return err
-		}
-		consoleOn = consoleHook != nil
-		workerKey := ""
-		if handler == nil {
-			if workerKey, err = node.SecretFile(node.WorkerKeyFile(c.backend.DataDir), "sk_worker_"); err != nil {
-				return err
-			}
-		}
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
 				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,

@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -36,5 +38,25 @@ func TestParseRefusesBadValues(t *testing.T) {
 	}
 	if _, err := parse([]string{"--data-dir", t.TempDir(), "--console=false", "--console-sample-interval=0s", "--idempotency-window=0s"}, io.Discard); err != nil {
 		t.Errorf("the console off and the default window: %v, want accepted", err)
+	}
+}
+
+// TestStartFailsBeforeServing: a part of the drainers' set-up that fails
+// (here the admin key's file cannot be made) fails the start before the
+// ingest API listens. It failed after, and returned with that server
+// still serving while the gateway stopped under it (found in review).
+func TestStartFailsBeforeServing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "admin-key"), 0o700); err != nil { // a directory where the key file goes
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	err := run(t.Context(), []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", ""}, io.Discard, &logs)
+	if err == nil || !strings.Contains(err.Error(), "admin-key") {
+		t.Fatalf("run: %v, want an error naming the admin key's file", err)
+	}
+	if strings.Contains(logs.String(), "gateway listening") {
+		t.Errorf("the ingest API listened before the start failed:\n%s", logs.String())
 	}
 }

@@ -45,11 +45,16 @@ func (f ConsoleFlags) Validate() error {
 	return nil
 }
 
+// ConsoleHook serves the web console beside the admin API: given the
+// admin listener and server, it returns the listener the admin API is to
+// use (the console may share it) and a function that stops the console.
+type ConsoleHook func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error)
+
 // ConsoleHook returns the DrainConfig.Console hook the flags describe
 // (nil when the console is off, or cannot share a TLS admin listener and
 // has no listener of its own: that is logged). announce is called once with the
 // console's URL when it listens.
-func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logger, announce func(url string)) (func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error), error) {
+func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logger, announce func(url string)) (ConsoleHook, error) {
 	if !f.Enabled {
 		return nil, nil
 	}

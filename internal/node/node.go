@@ -15,7 +15,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -324,7 +323,7 @@ type DrainConfig struct {
 	// Console, when set, serves the web console (ConsoleFlags.ConsoleHook):
 	// given the admin listener and gRPC server, it returns the listener
 	// left for gRPC and a stop function.
-	Console func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error)
+	Console ConsoleHook
 }
 
 // RunDrain runs drainers and the admin API until ctx ends, then stops
