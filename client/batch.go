@@ -69,6 +69,10 @@ func (c *Client) SubmitBatch(ctx context.Context, jobs []Job) ([]JobResult, erro
 	for i := range jobs {
 		reqs[i] = jobs[i].request()
 		results[i].IdempotencyKey = reqs[i].GetIdempotencyKey()
+		if err := checkEncodable(reqs[i]); err != nil { // refused alone, never sent
+			results[i].Err = fmt.Errorf("sluice: job not sent: %w", err)
+			reqs[i] = nil
+		}
 	}
 	for _, chunk := range c.chunks(reqs) {
 		if err := ctx.Err(); err != nil {
@@ -92,12 +96,16 @@ func (c *Client) SubmitBatch(ctx context.Context, jobs []Job) ([]JobResult, erro
 }
 
 // chunks splits the job indices into calls of at most MaxBatchJobs jobs
-// and MaxBatchBytes encoded bytes (a job larger than that goes alone).
+// and MaxBatchBytes encoded bytes (a job larger than that goes alone),
+// leaving out the nil requests (jobs refused before sending).
 func (c *Client) chunks(reqs []*ingestv1.SubmitRequest) [][]int {
 	var out [][]int
 	var cur []int
 	size := 0
 	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
 		n := proto.Size(r) + 8 // field tag and length prefix in the batch
 		if len(cur) > 0 && (len(cur) == c.cfg.MaxBatchJobs || size+n > c.cfg.MaxBatchBytes) {
 			out = append(out, cur)

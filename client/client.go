@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -197,6 +200,36 @@ var (
 	keyPrefix = sync.OnceValue(func() string { return crand.Text()[:16] + "-" })
 )
 
+// checkEncodable refuses a request with a string that is not valid UTF-8:
+// protobuf cannot encode it (proto3 strings), and sent, it would fail the
+// encoding of the whole call, every other job of a batch with it. The
+// error is an *InvalidArgumentError naming the fields, as the gateway's.
+func checkEncodable(req *ingestv1.SubmitRequest) error {
+	var vs []*errdetails.BadRequest_FieldViolation
+	for k, v := range req.GetAttributes() {
+		switch {
+		case !utf8.ValidString(k):
+			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "attributes", Description: fmt.Sprintf("key %q is not valid UTF-8", k)})
+		case !utf8.ValidString(v):
+			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: fmt.Sprintf("attributes[%q]", k), Description: "value is not valid UTF-8"})
+		}
+	}
+	if k := req.GetIdempotencyKey(); !utf8.ValidString(k) {
+		vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "idempotency_key", Description: fmt.Sprintf("%q is not valid UTF-8", k)})
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	slices.SortFunc(vs, func(a, b *errdetails.BadRequest_FieldViolation) int {
+		return strings.Compare(a.GetField(), b.GetField())
+	})
+	st := status.New(codes.InvalidArgument, "invalid job: "+vs[0].GetField()+" "+vs[0].GetDescription())
+	if ds, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: vs}); err == nil {
+		st = ds
+	}
+	return fromStatus(st)
+}
+
 func (j *Job) request() *ingestv1.SubmitRequest {
 	req := &ingestv1.SubmitRequest{
 		Payload:        j.Payload,
@@ -232,6 +265,9 @@ type Result struct {
 // the gRPC status of the last attempt (status.Code(err)).
 func (c *Client) Submit(ctx context.Context, job Job) (*Result, error) {
 	req := job.request()
+	if err := checkEncodable(req); err != nil {
+		return nil, fmt.Errorf("sluice: submit: %w", err)
+	}
 	for attempt := 1; ; attempt++ {
 		resp, err := c.submitOnce(ctx, req)
 		if err == nil {

@@ -159,9 +159,14 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 
 // Send queues job and returns its future. It blocks only while
 // MaxPending jobs are unsettled, until ctx ends; it fails with
-// ErrProducerClosed after Close.
+// ErrProducerClosed after Close, and with an *InvalidArgumentError for a
+// job that cannot be encoded (a string that is not valid UTF-8), which
+// would fail the whole batch it went in.
 func (p *Producer) Send(ctx context.Context, job Job) (*Future, error) {
 	req := job.request()
+	if err := checkEncodable(req); err != nil {
+		return nil, fmt.Errorf("sluice: send: %w", err)
+	}
 	j := &pjob{req: req, size: proto.Size(req) + 8, fut: Future{done: make(chan struct{})}}
 	p.mu.Lock()
 	for p.pending >= p.cfg.MaxPending && !p.closed {
