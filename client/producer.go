@@ -380,11 +380,15 @@ func (p *Producer) send(batch []*pjob) {
 	// one wait: the longest any of them is owed. (Taken from the first
 	// job alone, a first job out of attempts gave no wait at all, and the
 	// others were sent again at once.)
+	// The attempts are counted as for each job alone: a refusal with a
+	// hint uses up none, so a job whose attempts are used up still waits
+	// for the hint (counted from its attempts, it got no wait and the
+	// call was sent again at once).
 	var callWait time.Duration
 	if err != nil {
 		callWait = p.c.callRetryWait(p.ctx, err, func(yield func(int) bool) {
 			for _, j := range batch {
-				if !yield(j.attempts) {
+				if !yield(retryAttempt(err, j.attempts)) {
 					return
 				}
 			}
@@ -407,13 +411,7 @@ func (p *Producer) send(batch []*pjob) {
 			}
 		}
 		if o.err != nil && !mismatch {
-			attempt := j.attempts
-			var quota *QuotaError
-			var backlog *BacklogError
-			if errors.As(o.err, &quota) || errors.As(o.err, &backlog) {
-				attempt = 1 // refusals with a hint do not use up attempts
-			}
-			o.retry, o.again = p.c.retryWait(p.ctx, o.err, attempt)
+			o.retry, o.again = p.c.retryWait(p.ctx, o.err, retryAttempt(o.err, j.attempts))
 			if err != nil {
 				o.retry = callWait
 			}
@@ -442,6 +440,18 @@ func (p *Producer) send(batch []*pjob) {
 	}
 	p.mu.Unlock()
 	p.signal()
+}
+
+// retryAttempt is the attempt by which the retry of a job that made
+// attempts and failed with err is judged: refusals with a hint (rate,
+// backlog) do not use up attempts.
+func retryAttempt(err error, attempts int) int {
+	var quota *QuotaError
+	var backlog *BacklogError
+	if errors.As(err, &quota) || errors.As(err, &backlog) {
+		return 1
+	}
+	return attempts
 }
 
 // settle completes j's future; the caller holds p.mu.
