@@ -127,8 +127,8 @@ func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time
 	if limit <= 0 || burst < 1 {
 		return Token{}, maxRetry, false
 	}
-	interval := max(int64(float64(time.Second)/float64(limit)), 1) // one token's worth of time
-	burst = min(burst, math.MaxInt32)
+	interval := tokenInterval(limit)
+	burst = min(burst, math.MaxInt32, int(maxBucketSpan/interval))
 	t := int64(now.Sub(b.epoch))
 	s := b.shard(tenant)
 	s.mu.Lock()
@@ -162,6 +162,27 @@ func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time
 	return Token{b: b, tenant: tenant, interval: interval}, 0, true
 }
 
+// Bounds that keep the bucket's arithmetic (nanoseconds in int64) from
+// overflowing for any positive rate and burst a tenant file may give: a
+// token's time, and a full bucket's (burst × interval), are at most about
+// 9 and 36 years. Past them a tenant is as good as shut off or unbounded;
+// unbounded, a rate below about 1e-10/s came out as one token per
+// nanosecond and a slow rate with a large burst refused every job.
+const (
+	maxTokenInterval = int64(1) << 58
+	maxBucketSpan    = int64(1) << 60
+)
+
+// tokenInterval is one token's worth of time at limit (> 0), in
+// nanoseconds: 1 to maxTokenInterval.
+func tokenInterval(limit rate.Limit) int64 {
+	f := float64(time.Second) / float64(limit)
+	if !(f < float64(maxTokenInterval)) {
+		return maxTokenInterval
+	}
+	return max(int64(f), 1)
+}
+
 // take brings st to time t with the tenant's current interval and burst:
 // changed limits keep the tokens owed (now repaid at the new rate, as
 // rate.Limiter does) and drop the promises, whose times were computed with
@@ -175,7 +196,7 @@ func (st *bucketState) take(t, interval int64, burst int32) {
 	case st.interval != interval:
 		if st.tat > t {
 			owed := float64(st.tat-t) / float64(st.interval)
-			st.tat = t + int64(owed*float64(interval))
+			st.tat = t + int64(min(owed*float64(interval), float64(maxBucketSpan)))
 		}
 		st.promised = 0
 	case st.burst != burst:
