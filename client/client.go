@@ -41,6 +41,10 @@ const (
 // call.
 const MaxBatchJobs = 500
 
+// MaxBatchBytes is the largest encoded SubmitBatch request the gateway
+// accepts (gateway.MaxBatchBytes).
+const MaxBatchBytes = 16 << 20
+
 // Config configures a Client.
 type Config struct {
 	// APIKey is the tenant's API key, sent as "authorization: Bearer <key>"
@@ -79,7 +83,8 @@ type Config struct {
 	// is capped at, MaxBatchJobs (500).
 	MaxBatchJobs int
 	// MaxBatchBytes bounds the encoded jobs of one SubmitBatch call.
-	// Defaults to 8 MiB (the gateway accepts requests up to 16 MiB).
+	// Defaults to 8 MiB, and is capped at MaxBatchBytes (16 MiB, the most
+	// the gateway accepts: a bigger call is refused as a whole).
 	MaxBatchBytes int
 }
 
@@ -89,7 +94,7 @@ func (c Config) withDefaults() Config {
 	c.BackoffMax = cmp.Or(c.BackoffMax, max(BackoffMaxDefault, c.BackoffBase))
 	c.MaxRetryWait = cmp.Or(c.MaxRetryWait, MaxRetryWaitDefault)
 	c.MaxBatchJobs = min(cmp.Or(c.MaxBatchJobs, MaxBatchJobs), MaxBatchJobs)
-	c.MaxBatchBytes = cmp.Or(c.MaxBatchBytes, MaxBatchBytesDefault)
+	c.MaxBatchBytes = min(cmp.Or(c.MaxBatchBytes, MaxBatchBytesDefault), MaxBatchBytes)
 	return c
 }
 

@@ -39,7 +39,8 @@ type ProducerConfig struct {
 	// never lingers.
 	Linger time.Duration
 	// MaxBatchJobs and MaxBatchBytes bound one SubmitBatch call. They
-	// default to the client's Config.MaxBatchJobs and MaxBatchBytes.
+	// default to the client's Config.MaxBatchJobs and MaxBatchBytes, and
+	// are capped, as those are, at the gateway's limits.
 	MaxBatchJobs  int
 	MaxBatchBytes int
 	// MaxInFlight bounds the SubmitBatch calls under way at once.
@@ -54,7 +55,7 @@ type ProducerConfig struct {
 func (c ProducerConfig) withDefaults(cc Config) ProducerConfig {
 	c.Linger = cmp.Or(c.Linger, LingerDefault)
 	c.MaxBatchJobs = min(cmp.Or(c.MaxBatchJobs, cc.MaxBatchJobs), MaxBatchJobs)
-	c.MaxBatchBytes = cmp.Or(c.MaxBatchBytes, cc.MaxBatchBytes)
+	c.MaxBatchBytes = min(cmp.Or(c.MaxBatchBytes, cc.MaxBatchBytes), MaxBatchBytes)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
 	c.MaxPending = cmp.Or(c.MaxPending, MaxPendingDefault)
 	return c
