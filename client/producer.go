@@ -1,10 +1,12 @@
 package client
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -162,12 +164,15 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 // MaxPending jobs are unsettled, until ctx ends; it fails with
 // ErrProducerClosed after Close, and with an *InvalidArgumentError for a
 // job that cannot be encoded (a string that is not valid UTF-8), which
-// would fail the whole batch it went in.
+// would fail the whole batch it went in. Send copies the job's payload
+// and attributes, so the caller may reuse them once it returns.
 func (p *Producer) Send(ctx context.Context, job Job) (*Future, error) {
 	req := job.request()
 	if err := checkEncodable(req); err != nil {
 		return nil, fmt.Errorf("sluice: send: %w", err)
 	}
+	// The job is encoded when its batch goes out: keep it as it is now.
+	req.Payload, req.Attributes = bytes.Clone(req.Payload), maps.Clone(req.Attributes)
 	j := &pjob{req: req, size: proto.Size(req) + 8, fut: Future{done: make(chan struct{})}}
 	p.mu.Lock()
 	for p.pending >= p.cfg.MaxPending && !p.closed {
