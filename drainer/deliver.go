@@ -141,6 +141,15 @@ func (d *Drainer) deliver(j *job, done func()) {
 		d.release(j, l)
 		return
 	}
+	if err != nil && d.handlerCtx.Err() != nil {
+		// Stop's deadline passed and cancelled the delivery: the drainer
+		// interrupted it, the worker did not fail it. No attempt is
+		// counted and nothing is moved; the job comes back after its
+		// visibility timeout (the worker may still be winding it down).
+		outcome, failure = "interrupted", err
+		d.jobLogger(j).Warn("delivery cancelled by stop; the job comes back after its visibility timeout", slog.Int("attempt", attempt))
+		return
+	}
 	if err == nil {
 		// The ack (a durable delete) need not hold the delivery slot: the
 		// next job can start while it commits. Past 4 acks per slot,

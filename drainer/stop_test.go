@@ -1,0 +1,64 @@
+package drainer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/sideliner"
+)
+
+// TestStopDeadlineCountsNoAttempt stops a drainer whose one delivery is
+// still running when Stop's deadline passes. The drainer cancels it: the
+// worker did not fail the job, the drainer interrupted it. The job must
+// come back on its queue as it was (after its visibility timeout, as Stop
+// says), with no attempt counted: it used to be handled as a failed
+// attempt, so it was retried with attempts+1 and, on its last attempt,
+// dead-lettered by a routine shutdown.
+func TestStopDeadlineCountsNoAttempt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		maxAttempts int
+	}{
+		{"last attempt", 1},
+		{"attempts left", 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, oneLane)
+			q := tb.topo.ShardQueue("std", 0)
+			tb.enqueue(t, q, testEnvelope("t", "interrupted", time.Now()))
+			h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+			d, err := New(Config{
+				Backend: tb.backend, Topology: tb.topo, Handler: h, Concurrency: 1, Logger: quietLog,
+				PollWait: 100 * time.Millisecond,
+				Policy:   sideliner.Policy{MaxAttempts: tt.maxAttempts},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			<-h.started
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			if err := d.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Stop = %v, want the deadline passed with a delivery running", err)
+			}
+			c := d.Counts()
+			if c.DeadLettered != 0 || c.Retried != 0 {
+				t.Errorf("counts %+v: a delivery the drainer cancelled at stop was counted as a failed attempt", c)
+			}
+			if dl := deadLetters(t, tb); len(dl) != 0 {
+				t.Errorf("DLQ holds %d job(s) after a shutdown: %v", len(dl), dl)
+			}
+			if s := stats(t, tb, q); s.Visible+s.InFlight+s.Delayed != 1 {
+				t.Errorf("shard queue after stop: %+v, want the one job still on it", s)
+			}
+		})
+	}
+}
