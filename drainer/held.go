@@ -72,32 +72,38 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 		}
 		now := d.cfg.Now()
 		var due []*job
-		prev := map[*job]time.Time{}
 		d.mu.Lock()
 		d.sched.Each(func(_ string, _ scheduler.Class, j *job) {
 			if now.Sub(j.leasedAt) > j.q.inbox.visibility/3 {
 				due = append(due, j)
-				prev[j] = j.leasedAt
+			}
+		})
+		d.mu.Unlock()
+		if len(due) == 0 {
+			continue
+		}
+		lost, failed := d.renew(ctx, due)
+		// A lease counts as renewed only once the backend said so, and
+		// only for the jobs still held: a job granted while the call ran
+		// is the lease keeper's now, and keeps the time its lease was
+		// really last set (a renewal marked before a call that then
+		// failed left it a third of the timeout short, and its lease
+		// ran out in delivery). A failed one is due again at the next
+		// tick.
+		renewed := make(map[*job]bool, len(due))
+		for _, j := range due {
+			renewed[j] = !lost[j]
+		}
+		for _, j := range failed {
+			renewed[j] = false
+		}
+		d.mu.Lock()
+		d.sched.Each(func(_ string, _ scheduler.Class, j *job) {
+			if renewed[j] {
 				j.leasedAt = now
 			}
 		})
 		d.mu.Unlock()
-		lost, failed := d.renew(ctx, due)
-		if len(failed) > 0 {
-			retry := make(map[*job]bool, len(failed))
-			for _, j := range failed {
-				retry[j] = true
-			}
-			d.mu.Lock()
-			// Only jobs still held: a job granted since is the lease
-			// keeper's now.
-			d.sched.Each(func(_ string, _ scheduler.Class, j *job) {
-				if retry[j] {
-					j.leasedAt = prev[j] // due again at the next tick
-				}
-			})
-			d.mu.Unlock()
-		}
 		if len(lost) > 0 {
 			d.mu.Lock()
 			d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return lost[j] })
