@@ -15,6 +15,9 @@ func (q *fifo[T]) push(v T) {
 	q.items = append(q.items, v)
 }
 
+// peek returns the first item; the queue must not be empty.
+func (q *fifo[T]) peek() T { return q.items[q.head] }
+
 func (q *fifo[T]) pop() T {
 	var zero T
 	v := q.items[q.head]

@@ -153,10 +153,14 @@ type Scheduler[T any] struct {
 }
 
 type tenant[T any] struct {
-	id, group string
+	id string
+	// group is the group of the tenant's latest push, where Stats lists
+	// it. Each held job keeps its own group (entry), which its grant
+	// counts against: a tenant may hold jobs of two groups at once.
+	group     string
 	limits    Limits
 	weight    float64
-	queues    [numClasses]fifo[T]
+	queues    [numClasses]fifo[entry[T]]
 	held      int
 	inFlight  int
 	vt        float64 // virtual time: worker seconds ÷ weight
@@ -178,6 +182,12 @@ type tenant[T any] struct {
 	// heldSince is when the tenant last went from no held job to some.
 	heldSince time.Time
 	granted   int64
+}
+
+// entry is a held job and the group it counts against.
+type entry[T any] struct {
+	item  T
+	group string
 }
 
 // Ticket is a granted job. Give it back to Done when the job ends.
@@ -290,7 +300,7 @@ func (s *Scheduler[T]) Push(now time.Time, tenantID, group string, c Class, item
 		s.active = append(s.active, t)
 		t.heldSince = now
 	}
-	t.queues[c].push(item)
+	t.queues[c].push(entry[T]{item: item, group: group})
 	t.held++
 	s.held++
 	s.heldClass[c]++
@@ -343,11 +353,6 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 		if t.limits.MaxInFlight > 0 && t.inFlight >= t.limits.MaxInFlight {
 			continue
 		}
-		if s.limitedGroups > 0 {
-			if g := s.groups[t.group]; g.limited && g.running >= g.slots {
-				continue
-			}
-		}
 		if t.max != nil {
 			if w := tokenWait(t.max, now); w > 0 {
 				if wait == 0 || w < wait {
@@ -357,6 +362,13 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 			}
 		}
 		level, class := s.levelOf(t, now, sideOpen)
+		if s.limitedGroups > 0 {
+			// The job granted would be the head of class: its group
+			// must have a slot.
+			if g := s.groups[t.queues[class].peek().group]; g.limited && g.running >= g.slots {
+				continue
+			}
+		}
 		t.candLevel, t.candClass = level, class
 		if level > bestLevel {
 			continue
@@ -466,11 +478,12 @@ func (t *tenant[T]) firstClass() Class {
 func share(f float64, slots int) int { return max(1, int(math.Ceil(f*float64(slots)))) }
 
 func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) *Ticket[T] {
-	item := t.queues[c].pop()
+	e := t.queues[c].pop()
 	t.held--
 	s.held--
 	s.heldClass[c]--
-	s.group(t.group).held--
+	g := s.group(e.group)
+	g.held--
 	if t.held == 0 {
 		s.deactivate(t, now)
 	}
@@ -498,13 +511,13 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	t.lastUsed = now
 	s.recent[t.id] = t
 	s.running++
-	s.group(t.group).running++
+	g.running++
 	credit := s.sideCreditCap()
 	s.sideCredit = min(s.sideCredit+s.cfg.SidelineShare, credit)
 	if c != Fresh {
 		s.sideCredit = max(s.sideCredit-1, -credit)
 	}
-	tk := &Ticket[T]{Item: item, Tenant: t.id, Group: t.group, Class: c, Level: level, charge: charge, t: t, start: now}
+	tk := &Ticket[T]{Item: e.item, Tenant: t.id, Group: e.group, Class: c, Level: level, charge: charge, t: t, start: now}
 	t.running = append(t.running, tk)
 	return tk
 }
@@ -559,7 +572,7 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 func (s *Scheduler[T]) Each(fn func(tenant string, c Class, item T)) {
 	for _, t := range s.active {
 		for c := range numClasses {
-			t.queues[c].each(func(item T) { fn(t.id, c, item) })
+			t.queues[c].each(func(e entry[T]) { fn(t.id, c, e.item) })
 		}
 	}
 }
@@ -570,16 +583,18 @@ func (s *Scheduler[T]) RemoveIf(drop func(tenant string, c Class, item T) bool) 
 	var out []T
 	for _, t := range append([]*tenant[T](nil), s.active...) {
 		for c := range numClasses {
-			removed := t.queues[c].removeIf(func(item T) bool { return drop(t.id, c, item) })
+			removed := t.queues[c].removeIf(func(e entry[T]) bool { return drop(t.id, c, e.item) })
 			n := len(removed)
 			if n == 0 {
 				continue
 			}
-			out = append(out, removed...)
+			for _, e := range removed {
+				out = append(out, e.item)
+				s.group(e.group).held--
+			}
 			t.held -= n
 			s.held -= n
 			s.heldClass[c] -= n
-			s.group(t.group).held -= n
 		}
 		if t.held == 0 {
 			s.deactivate(t, time.Time{}) // no time: the stretch is not counted

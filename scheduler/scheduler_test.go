@@ -518,3 +518,73 @@ func TestGroupSlots(t *testing.T) {
 		t.Fatalf("with the limit removed, granted %v, want the 3 held", items)
 	}
 }
+
+// A tenant may hold jobs of two groups (lanes) at once: after a reload
+// moves it to another lane while its old lane's jobs still drain, or in a
+// plain FIFO (the drainer's --sideline=false), where every lane's jobs are
+// one tenant's. Each job counts against its own group's slots and held
+// jobs. The scheduler used to take the group of the tenant's latest push
+// for all its jobs: a job of a lane with no slot (no worker serves it) was
+// granted on another lane's slot, and a job of an open lane was never
+// granted while the tenant's latest push was to a closed one.
+func TestTenantInTwoGroups(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		pushes     []string // group of each job, in push order; the item is the group too
+		wantGroups []string // groups of the jobs granted, in order, while "closed" has no slot
+	}{
+		{"closed group's job first", []string{"closed", "open"}, nil},
+		{"open group's job first", []string{"open", "closed"}, []string{"open"}},
+		{"open jobs around a closed one", []string{"open", "closed", "open"}, []string{"open"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSched(t, 4, nil)
+			s.SetGroupSlots("closed", 0)
+			for _, g := range tt.pushes {
+				s.Push(t0, "x", g, Fresh, g)
+			}
+			var got []string
+			for {
+				tk, _ := s.Next(t0)
+				if tk == nil {
+					break
+				}
+				if tk.Item != tk.Group {
+					t.Fatalf("a job of group %q was granted as group %q", tk.Item, tk.Group)
+				}
+				got = append(got, tk.Group)
+			}
+			if !equal(got, tt.wantGroups) {
+				t.Fatalf("granted jobs of groups %v, want %v", got, tt.wantGroups)
+			}
+			held := map[string]int{}
+			for _, g := range s.Stats(t0, 0) {
+				held[g.Group] = g.Held
+			}
+			if held["closed"] != 1 {
+				t.Fatalf("held per group %v, want closed 1", held)
+			}
+			// The closed group's jobs are handed back: the open group's
+			// are granted.
+			s.RemoveIf(func(_ string, _ Class, item string) bool { return item == "closed" })
+			open := 0
+			for _, g := range tt.pushes {
+				if g == "open" {
+					open++
+				}
+			}
+			items, _ := grants(s, t0)
+			if len(got)+len(items) != open {
+				t.Fatalf("after the closed group's job left, granted %v; want every open job granted (%d in all)", items, open)
+			}
+			for _, g := range s.Stats(t0, 0) {
+				if g.Held != 0 {
+					t.Fatalf("group %s holds %d after everything was granted or removed", g.Group, g.Held)
+				}
+			}
+		})
+	}
+}
