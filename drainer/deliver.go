@@ -63,7 +63,11 @@ func (d *Drainer) run(tk *scheduler.Ticket[*job]) {
 	j := tk.Item
 	start := d.cfg.Now()
 	if e := j.env.GetExpiresAt(); e != nil && !start.Before(e.AsTime()) {
-		d.finish(tk, 0)
+		// It never ran: no worker time to learn the tenant's cost from.
+		d.mu.Lock()
+		d.sched.Cancel(start, tk)
+		d.mu.Unlock()
+		d.signal()
 		d.carryOut(context.Background(), j, sideliner.Decision{Action: sideliner.Drop, Reason: sideliner.ReasonTTLExpired})
 		return
 	}

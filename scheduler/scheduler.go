@@ -554,6 +554,27 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 		t.cost, t.costKnown = sec, true
 	}
 	t.work.add(now, sec)
+	s.release(t, tk, now)
+	s.group(tk.Group).finished.add(1)
+}
+
+// Cancel gives back tk's slot for a job that never ran (it expired while
+// held, say): the tenant is refunded what Next charged, and its cost
+// estimate learns nothing, as no worker time was used. A ticket already
+// given back (Done or Cancel) is ignored.
+func (s *Scheduler[T]) Cancel(now time.Time, tk *Ticket[T]) {
+	if tk == nil || tk.done {
+		return
+	}
+	s.advance(now)
+	tk.done = true
+	t := tk.t
+	t.vt -= tk.charge
+	s.release(t, tk, now)
+}
+
+// release takes tk, given back, off its tenant and frees its slot.
+func (s *Scheduler[T]) release(t *tenant[T], tk *Ticket[T], now time.Time) {
 	for i, r := range t.running {
 		if r == tk {
 			t.running = append(t.running[:i], t.running[i+1:]...)
@@ -563,9 +584,7 @@ func (s *Scheduler[T]) Done(now time.Time, tk *Ticket[T], used time.Duration) {
 	t.inFlight--
 	t.lastUsed = now
 	s.running--
-	g := s.group(tk.Group)
-	g.running--
-	g.finished.add(1)
+	s.group(tk.Group).running--
 }
 
 // Each calls fn for every held job.

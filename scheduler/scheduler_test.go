@@ -588,3 +588,35 @@ func TestTenantInTwoGroups(t *testing.T) {
 		})
 	}
 }
+
+// A ticket given back with Cancel (its job never ran: it expired while
+// held) frees the slot and teaches the scheduler nothing about the
+// tenant's cost. Given back as Done with no worker time, it made the
+// tenant's cost known and zero: every later grant of it was charged
+// nothing, so it took every slot free at one instant ahead of tenants of
+// the same weight, and lost the start-up cap of a tenant whose cost is
+// still unknown.
+func TestCancelLearnsNoCost(t *testing.T) {
+	t.Parallel()
+	s := newSched(t, 4, nil)
+	for range 4 {
+		s.Push(t0, "a", "lane", Fresh, "a")
+		s.Push(t0, "b", "lane", Fresh, "b")
+	}
+	tk, _ := s.Next(t0)
+	if tk == nil || tk.Tenant != "a" {
+		t.Fatalf("first grant %v, want a's", tk)
+	}
+	s.Cancel(t0, tk)
+	if s.Running() != 0 {
+		t.Fatalf("running %d after the only grant was cancelled", s.Running())
+	}
+	items, _ := grants(s, t0)
+	per := map[string]int{}
+	for _, it := range items {
+		per[it]++
+	}
+	if per["a"] != 2 || per["b"] != 2 {
+		t.Fatalf("after a's cancelled grant, the 4 slots went %v; want 2 each (equal weights, costs unknown)", per)
+	}
+}
