@@ -114,7 +114,8 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 	}
 }
 
-// renew extends the leases of jobs, a batch per queue at a time. It
+// renew extends the leases of jobs, a batch per queue at a time, each call
+// within one renewal interval. It
 // returns those whose lease the backend says is gone, and those whose
 // renewal failed for another reason (the call failed): the caller tries
 // these again at its next round, not a third of the timeout later, when
@@ -132,7 +133,12 @@ func (d *Drainer) renew(ctx context.Context, jobs []*job) (lost map[*job]bool, f
 			for i, j := range chunk {
 				changes[i] = queue.VisibilityChange{ReceiptHandle: j.msg.ReceiptHandle, Timeout: q.inbox.visibility}
 			}
-			errs, err := d.cfg.Backend.ChangeVisibility(ctx, &queue.ChangeVisibilityParams{Queue: q.name, Changes: changes})
+			// Each call gets a tick of its own: a hung call is given up
+			// while the leases it renews still run, and tried again at
+			// the next tick (held renewals had no deadline at all).
+			cctx, cancel := context.WithTimeout(ctx, d.renewInterval())
+			errs, err := d.cfg.Backend.ChangeVisibility(cctx, &queue.ChangeVisibilityParams{Queue: q.name, Changes: changes})
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					d.cfg.Logger.WarnContext(ctx, "renew leases", slog.String("queue", q.name), slog.Int("jobs", len(chunk)), slog.Any("error", err))

@@ -2,6 +2,7 @@ package drainer
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,16 +14,17 @@ import (
 )
 
 // grantDuringRenewal is a backend whose first renewal of a held job (any
-// ChangeVisibility not about the job in delivery) fails, after calling
-// during it: the held job is granted a slot while its renewal call is
-// under way.
+// ChangeVisibility not about the job delivered first) returns what
+// duringIt returns, without reaching the backend. It counts each job's
+// receives.
 type grantDuringRenewal struct {
 	queue.Backend
 	mu       sync.Mutex
 	ids      map[string]string // receipt handle → job id
+	received map[string]int    // job id → receives
 	first    string            // id of the job delivered first
 	hooked   bool
-	duringIt func()
+	duringIt func(ctx context.Context) error
 }
 
 func (b *grantDuringRenewal) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
@@ -31,6 +33,7 @@ func (b *grantDuringRenewal) Receive(ctx context.Context, p *queue.ReceiveParams
 	for _, m := range msgs {
 		env, _ := envelope.Decode(m.Body)
 		b.ids[m.ReceiptHandle] = env.GetJobId()
+		b.received[env.GetJobId()]++
 	}
 	b.mu.Unlock()
 	return msgs, err
@@ -44,8 +47,7 @@ func (b *grantDuringRenewal) ChangeVisibility(ctx context.Context, p *queue.Chan
 	}
 	b.mu.Unlock()
 	if held {
-		b.duringIt()
-		return nil, queue.ErrUnavailable
+		return nil, b.duringIt(ctx)
 	}
 	return b.Backend.ChangeVisibility(ctx, p)
 }
@@ -102,11 +104,12 @@ func TestHeldJobGrantedDuringFailedRenewalKeepsItsLease(t *testing.T) {
 		tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
 		q := tb.topo.ShardQueue("std", 0)
 		tb.enqueue(t, q, testEnvelope("t", "a", time.Now()), testEnvelope("t", "b", time.Now()))
-		b := &grantDuringRenewal{Backend: tb.backend, ids: map[string]string{}}
+		b := &grantDuringRenewal{Backend: tb.backend, ids: map[string]string{}, received: map[string]int{}}
 		h := &twoJobs{b: b, releaseFirst: make(chan struct{}), releaseSecond: make(chan struct{}), secondStarted: make(chan struct{})}
-		b.duringIt = func() {
+		b.duringIt = func(context.Context) error {
 			close(h.releaseFirst)
 			<-h.secondStarted
+			return queue.ErrUnavailable
 		}
 		d := startDrainer(t, Config{Backend: b, Topology: tb.topo, Handler: h, Concurrency: 1})
 		time.Sleep(3 * vis)
@@ -122,6 +125,44 @@ func TestHeldJobGrantedDuringFailedRenewalKeepsItsLease(t *testing.T) {
 		}
 		if c.LeaseLost != 0 || cancelled || starts != 2 {
 			t.Fatalf("counts %+v, second delivery cancelled %v, %d starts: the job granted during its failed renewal lost its lease", c, cancelled, starts)
+		}
+	})
+}
+
+// TestHungHeldRenewalIsAbandoned: a held job's renewal call that hangs
+// (a backend that neither answers nor fails) is given up in time and
+// tried again while the lease still runs. The held-job renewer called the
+// backend with no deadline of its own: one hung call stopped every held
+// job's renewal, their leases ran out, and the pollers received them again
+// (a second copy held, the job delivered twice).
+func TestHungHeldRenewalIsAbandoned(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
+		q := tb.topo.ShardQueue("std", 0)
+		tb.enqueue(t, q, testEnvelope("t", "a", time.Now()), testEnvelope("t", "b", time.Now()))
+		b := &grantDuringRenewal{Backend: tb.backend, ids: map[string]string{}, received: map[string]int{}}
+		b.duringIt = func(ctx context.Context) error {
+			<-ctx.Done() // hangs until its caller gives up
+			return ctx.Err()
+		}
+		h := &twoJobs{b: b, releaseFirst: make(chan struct{}), releaseSecond: make(chan struct{}), secondStarted: make(chan struct{})}
+		d := startDrainer(t, Config{Backend: b, Topology: tb.topo, Handler: h, Concurrency: 1})
+		time.Sleep(3 * vis)
+		synctest.Wait()
+		b.mu.Lock()
+		hooked, received := b.hooked, maps.Clone(b.received)
+		b.mu.Unlock()
+		close(h.releaseFirst)
+		close(h.releaseSecond)
+		topotest.WaitFor(t, func() bool { return d.Counts().Delivered >= 2 })
+		if !hooked {
+			t.Fatal("no renewal of the held job was seen")
+		}
+		for id, n := range received {
+			if n != 1 {
+				t.Fatalf("job %s received %d times in %s while the drainer held it (receives %v): its lease ran out behind a hung renewal", id, n, 3*vis, received)
+			}
 		}
 	})
 }
