@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/scheduler"
+	"github.com/sluice-dev/sluice/sideliner"
 )
 
 // Held jobs: lease renewal while they wait, release on stop, and the
@@ -36,9 +37,29 @@ func (d *Drainer) releaseHeldIf(drop func(*job) bool) {
 	if len(held) == 0 {
 		return
 	}
+	// A job on its last receive before the backend's redrive limit is
+	// requeued (a fresh copy, receive count zero) rather than made
+	// visible: handed back again and again unstarted (a lane whose
+	// workers come and go, drainers restarted in turn), it would
+	// otherwise be dead-lettered by the backend without an attempt.
+	var back []*job
+	requeue := map[*queueBuf][]*job{}
+	for _, j := range held {
+		if j.msg.ReceiveCount >= j.q.inbox.policy.WithDefaults().MaxReceives {
+			requeue[j.q] = append(requeue[j.q], j)
+		} else {
+			back = append(back, j)
+		}
+	}
+	for q, jobs := range requeue {
+		for start := 0; start < len(jobs); start += queue.MaxBatch {
+			d.moveChunk(jobs[start:min(start+queue.MaxBatch, len(jobs))], q.name,
+				sideliner.Decision{Action: sideliner.Requeue, Reason: sideliner.ReasonReadAheadFull})
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	for q, receipts := range byQueue(held) {
+	for q, receipts := range byQueue(back) {
 		if err := queue.SetVisibility(ctx, d.cfg.Backend, q, receipts, 0); err != nil {
 			d.cfg.Logger.Warn("release received jobs", slog.String("queue", q), slog.Int("jobs", len(receipts)), slog.Any("error", err))
 		}

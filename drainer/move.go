@@ -206,8 +206,11 @@ func (d *Drainer) moveChunk(jobs []*job, dest string, decision sideliner.Decisio
 		moved++
 	}
 	counter, action := &d.counts.spilled, metrics.ActionSpilled
-	if decision.Action == sideliner.Backlog {
+	switch decision.Action {
+	case sideliner.Backlog:
 		counter, action = &d.counts.backlogged, metrics.ActionBacklogged
+	case sideliner.Requeue:
+		counter, action = &d.counts.requeued, metrics.ActionRequeued
 	}
 	counter.Add(int64(moved))
 	for range moved {

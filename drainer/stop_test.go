@@ -3,6 +3,7 @@ package drainer
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,5 +61,43 @@ func TestStopDeadlineCountsNoAttempt(t *testing.T) {
 				t.Errorf("shard queue after stop: %+v, want the one job still on it", s)
 			}
 		})
+	}
+}
+
+// TestHandedBackHeldJobsKeepTheirReceives: a job read ahead and handed
+// back unstarted, again and again (a pull lane whose only worker keeps
+// reconnecting; drainers restarted one after another), must not reach the
+// backend's redrive limit: it never had an attempt. Handed back with
+// visibility 0 each time, its receive count grew to max_receive_count and
+// the backend moved it to the DLQ on the next receive, undelivered. On its
+// last receive before the limit it is now requeued (a fresh copy, receive
+// count zero) instead.
+func TestHandedBackHeldJobsKeepTheirReceives(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, oneLane) // max_receive_count: 3
+	q := tb.topo.ShardQueue("std", 0)
+	tb.enqueue(t, q, testEnvelope("t", "busy", time.Now()))
+	h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: h, Concurrency: 1})
+	releaseOnce := sync.OnceFunc(func() { close(h.release) })
+	t.Cleanup(releaseOnce) // before the drainer's Stop
+	<-h.started            // the one slot is busy from now on
+	tb.enqueue(t, q, testEnvelope("t", "waiting", time.Now()))
+	for round := range 5 {
+		waitFor(t, func() bool { return d.Held() == 1 || len(deadLetters(t, tb)) > 0 })
+		if dl := deadLetters(t, tb); len(dl) != 0 {
+			t.Fatalf("round %d: DLQ holds %v: a job never attempted was redriven", round, dl)
+		}
+		d.SetCapacity(0, nil) // the lane closes: the held job is handed back
+		waitFor(t, func() bool { return d.Held() == 0 && stats(t, tb, q).Visible == 1 })
+		if dl := deadLetters(t, tb); len(dl) != 0 {
+			t.Fatalf("round %d: DLQ holds %v: a job never attempted was redriven", round, dl)
+		}
+		d.SetCapacity(1, nil) // and opens again
+	}
+	releaseOnce()
+	waitFor(t, func() bool { return d.Counts().Delivered == 2 })
+	if dl := deadLetters(t, tb); len(dl) != 0 {
+		t.Fatalf("DLQ holds %v after both jobs were delivered", dl)
 	}
 }
