@@ -22,7 +22,7 @@ import (
 // The response decides the job's fate:
 //
 //	2xx                      ack
-//	429, 503                 retry, no sooner than Retry-After (seconds or HTTP date)
+//	408, 425, 429, 503       retry, no sooner than Retry-After (seconds or HTTP date)
 //	other 4xx                permanent: dead-letter
 //	5xx, timeout, no answer  retry with backoff
 //
@@ -34,8 +34,9 @@ import (
 type Webhook struct {
 	URL    string
 	Secret string
-	// Client defaults to one with a 30 s timeout that does not follow
-	// redirects (a redirected POST is re-sent as a GET without its body).
+	// Client defaults to one that does not follow redirects (a
+	// redirected POST is re-sent as a GET without its body). A request
+	// lasts at most the drainer's handler timeout (its context).
 	Client *http.Client
 }
 
@@ -50,7 +51,10 @@ type webhookBody struct {
 }
 
 var defaultWebhookClient = &http.Client{
-	Timeout: 30 * time.Second,
+	// No Timeout of its own: the request's context carries the drainer's
+	// --handler-timeout. A 30 s one here cut every slower webhook short
+	// whatever that flag said (found in review).
+	//
 	// A redirect is answered, not followed: Go's client re-sends a POST
 	// redirected by 301, 302 or 303 as a GET without its body, so a 2xx
 	// from the new location acked a job that was never delivered (found
@@ -106,7 +110,7 @@ func ClassifyHTTPStatus(code int, retryAfter string, now time.Time, body string)
 	switch {
 	case code >= 200 && code < 300:
 		return nil
-	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+	case transientHTTP(code):
 		err := fmt.Errorf("webhook: %d %s", code, http.StatusText(code))
 		if d, ok := parseRetryAfter(retryAfter, now); ok {
 			return RetryAfter(err, d)
@@ -119,20 +123,38 @@ func ClassifyHTTPStatus(code int, retryAfter string, now time.Time, body string)
 	}
 }
 
+// transientHTTP reports whether a 4xx or 5xx answer says "not now"
+// rather than "never": 408 (the server gave up waiting for the request),
+// 425 (too early), 429 (too many requests) and 503 (unavailable). These
+// are retried no sooner than their Retry-After; the other 4xx are
+// permanent.
+func transientHTTP(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return true
+	}
+	return false
+}
+
+// maxRetryAfter bounds a Retry-After: longer waits are read as this one
+// (the retry delay is capped far below it anyway), where multiplying
+// them into a time.Duration overflowed to a negative, ignored wait.
+const maxRetryAfter = 365 * 24 * time.Hour
+
 // parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.Atoi(v); err == nil {
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
 		if s < 0 {
 			return 0, false
 		}
-		return time.Duration(s) * time.Second, true
+		return time.Duration(min(s, int64(maxRetryAfter/time.Second))) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
-	return max(t.Sub(now), 0), true
+	return min(max(t.Sub(now), 0), maxRetryAfter), true
 }

@@ -36,6 +36,13 @@ func TestClassifyHTTPStatus(t *testing.T) {
 		{500, "", "retry", 0},
 		{502, "", "retry", 0},
 		{301, "", "retry", 0},
+		// The server gave up waiting for the request, or it came too
+		// early: try again (they were dead-lettered at once).
+		{408, "", "retry", 0},
+		{425, "2", "retry", 2 * time.Second},
+		// A huge Retry-After is capped, not overflowed into no wait.
+		{503, "99999999999999999", "retry", maxRetryAfter},
+		{503, "Fri, 01 Jan 2100 00:00:00 GMT", "retry", maxRetryAfter},
 	}
 	for _, tt := range tests {
 		err := ClassifyHTTPStatus(tt.code, tt.retryAfter, now, "")

@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if *grace <= 0 {
 		return fmt.Errorf("--shutdown-grace %s: must be positive, such as 30s (deliveries in flight need time to end)", *grace)
 	}
-	if err := errors.Join(consoleFlags.Validate(), pullFlags.Validate(), node.CheckPolicyFlags(policy, share, readAhead)); err != nil {
+	if err := errors.Join(consoleFlags.Validate(), pullFlags.Validate(), node.CheckPolicyFlags(policy, share, readAhead), target.Validate()); err != nil {
 		return err
 	}
 	*concurrency = target.Concurrency(*concurrency)
@@ -173,7 +173,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	return node.RunDrain(ctx, node.DrainConfig{
 		Pull: pullFlags, WorkerKeys: node.WorkerKeys(tenants, workerKey), WorkerTLS: tlsCfg.Ingest, WorkerTLSMode: tlsCfg.IngestMode,
-		Backend: backend, Topology: topo, Handler: handler, Concurrency: *concurrency,
+		Backend: backend, Topology: topo, Handler: handler, HandlerTimeout: target.HandlerTimeout, Concurrency: *concurrency,
 		Tenants: tenants, Policy: policy, SidelineShare: share, ReadAhead: readAhead, ReceiveLinger: bf.DrainReceiveLinger(), Metrics: obs.Metrics,
 		AdminListen: *adminListen, AdminKey: key, ShutdownGrace: *grace, Logger: log,
 		AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,

@@ -110,7 +110,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	case c.idemWindow < 0:
 		return c, fmt.Errorf("--idempotency-window %s: must not be negative (0 for the default, %s)", c.idemWindow, gateway.IdempotencyWindowDefault)
 	}
-	if err := errors.Join(c.console.Validate(), c.pull.Validate(), node.CheckPolicyFlags(c.policy, c.sidelineShare, c.readAhead)); err != nil {
+	if err := errors.Join(c.console.Validate(), c.pull.Validate(), node.CheckPolicyFlags(c.policy, c.sidelineShare, c.readAhead), c.target.Validate()); err != nil {
 		return c, err
 	}
 	c.concurrency = c.target.Concurrency(c.concurrency)
@@ -242,7 +242,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.drain {
 		g.Go(func() error {
 			return node.RunDrain(gctx, node.DrainConfig{
-				Backend: backend, Topology: topo, Handler: handler, Tenants: tenants, Concurrency: c.concurrency,
+				Backend: backend, Topology: topo, Handler: handler, HandlerTimeout: c.target.HandlerTimeout, Tenants: tenants, Concurrency: c.concurrency,
 				Policy: c.policy, SidelineShare: c.sidelineShare, ReadAhead: c.readAhead, ReceiveLinger: c.backend.DrainReceiveLinger(), Metrics: obs.Metrics,
 				AdminListen: c.adminListen, AdminKey: adminKey, ShutdownGrace: c.shutdownGrace, Logger: log,
 				AdminTLS: tlsCfg.Admin, AdminTLSMode: tlsCfg.AdminMode, Console: consoleHook,

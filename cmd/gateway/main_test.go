@@ -26,6 +26,7 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"--sideline-share=150", "--sideline-share"},
 		{"--read-ahead=-1", "--read-ahead"},
 		{"--worker-lease-timeout=-1s", "--worker-lease-timeout"},
+		{"--handler-timeout=0s", "--handler-timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {

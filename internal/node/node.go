@@ -211,6 +211,10 @@ type Target struct {
 	WebhookURL    string
 	WebhookSecret string
 	LogSink       bool
+	// HandlerTimeout bounds one push delivery (a gRPC worker's Process
+	// call or a webhook request); past it the attempt fails and is
+	// retried. Pull workers hold leases instead (--worker-lease-timeout).
+	HandlerTimeout time.Duration
 	// WorkerDial sets the worker connection's transport (TLS.Worker);
 	// nil is plaintext.
 	WorkerDial grpc.DialOption
@@ -222,6 +226,15 @@ func (t *Target) Register(fs *flag.FlagSet) {
 	fs.StringVar(&t.WebhookURL, "webhook-url", "", "push jobs to this HTTP URL instead of serving pull workers")
 	fs.StringVar(&t.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key for the X-Sluice-Signature header of webhook posts")
 	fs.BoolVar(&t.LogSink, "log-sink", false, "log each job and ack it instead of serving pull workers (a quick look, no worker needed)")
+	fs.DurationVar(&t.HandlerTimeout, "handler-timeout", drainer.HandlerTimeoutDefault, "most time one pushed delivery (a gRPC worker's call or a webhook request) may take before it counts as failed and is retried")
+}
+
+// Validate checks the flags' values, naming the flag at fault.
+func (t Target) Validate() error {
+	if t.HandlerTimeout <= 0 {
+		return fmt.Errorf("--handler-timeout %s: must be positive, such as 15m (the longest a job may run)", t.HandlerTimeout)
+	}
+	return nil
 }
 
 // Pull reports whether the drainers serve pull workers (no push target).
@@ -292,7 +305,10 @@ type DrainConfig struct {
 	// Handler receives the jobs; nil serves pull workers on Pull.Listen,
 	// authenticated by WorkerKeys.
 	Handler drainer.Handler
-	Pull    PullFlags
+	// HandlerTimeout bounds each delivery to Handler (Target.HandlerTimeout;
+	// 0 is the drainer's default).
+	HandlerTimeout time.Duration
+	Pull           PullFlags
 	// WorkerKeys authenticates pull workers (see WorkerKeys).
 	WorkerKeys func(string) (*tenant.Worker, bool)
 	// WorkerTLS and WorkerTLSMode are the pull listener's, as AdminTLS.
@@ -330,7 +346,7 @@ type DrainConfig struct {
 // both: the admin listener first, then the drainers within the grace
 // period.
 func RunDrain(ctx context.Context, cfg DrainConfig) error {
-	handler, handlerTimeout := cfg.Handler, time.Duration(0)
+	handler, handlerTimeout := cfg.Handler, cfg.HandlerTimeout
 	var d *drainer.Drainer
 	var hub *pull.Hub
 	if handler == nil {
