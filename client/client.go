@@ -346,12 +346,12 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 		if !quota.hasRetry || quota.RetryAfter > c.cfg.MaxRetryWait {
 			return 0, false
 		}
-		wait = hinted(quota.RetryAfter)
+		wait = c.hinted(quota.RetryAfter, attempt)
 	case errors.As(err, &backlog):
 		if !backlog.hasRetry || backlog.RetryAfter > c.cfg.MaxRetryWait {
 			return 0, false
 		}
-		wait = hinted(backlog.RetryAfter)
+		wait = c.hinted(backlog.RetryAfter, attempt)
 	case status.Code(err) == codes.Unavailable:
 		wait = c.backoff(attempt)
 	case status.Code(err) == codes.DeadlineExceeded && c.cfg.AttemptTimeout > 0:
@@ -384,8 +384,14 @@ func (c *Client) callRetryWait(ctx context.Context, err error, attempts iter.Seq
 // at most hintJitterMax). The gateway itself tells callers refused together
 // distinct times, each a token of its own that it holds for a short grace
 // after it is due; the jitter only spreads callers told the same time
-// (a gateway past its limit on promises).
-func hinted(d time.Duration) time.Duration {
+// (a gateway past its limit on promises). A hint of zero or less, which
+// the gateway never gives, is read as none, and the backoff applies: a
+// Producer does not count these refusals as attempts, and a server or
+// proxy answering such hints would have it retry in a tight loop.
+func (c *Client) hinted(d time.Duration, attempt int) time.Duration {
+	if d <= 0 {
+		return c.backoff(attempt)
+	}
 	return d + jitter(min(d/5, hintJitterMax))
 }
 

@@ -50,3 +50,38 @@ func TestProducerCallRefusalWaitsItsHint(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerZeroHintBacksOff: refusals whose RetryInfo says 0 (no
+// gateway sends one; a proxy might) are retried after the client's
+// backoff, not at once: a Producer does not count rate refusals as
+// attempts, so it sent call after call as fast as they were answered.
+func TestProducerZeroHintBacksOff(t *testing.T) {
+	t.Parallel()
+	const refusals, base = 4, 20 * time.Millisecond
+	s := &scripted{batch: func(_ context.Context, n int, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+		if n < refusals {
+			return batchAnswer(req, quotaStatus("rate", 0)), nil
+		}
+		return batchAnswer(req), nil
+	}}
+	serveScripted(t, s)
+	p := newProducer(t, dial(t, s.addr, client.Config{BackoffBase: base, BackoffMax: base}), client.ProducerConfig{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	f, err := p.Send(ctx, client.Job{Payload: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Wait(ctx); err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	calls := s.recorded()
+	if len(calls) != refusals+1 {
+		t.Fatalf("%d calls, want %d", len(calls), refusals+1)
+	}
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].at.Sub(calls[i-1].at); gap < base/2 {
+			t.Errorf("call %d came %s after a refusal with a zero hint; want the backoff (at least %s)", i, gap, base/2)
+		}
+	}
+}
