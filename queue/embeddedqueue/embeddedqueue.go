@@ -259,8 +259,14 @@ func (b *Backend) init(logPath string) error {
 		return err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.loadLocked()
+	err = b.loadLocked()
+	b.mu.Unlock()
+	if err != nil {
+		// No writer will close the logs recoverLog opened: a caller that
+		// retries Open would leak two descriptors a try.
+		return errors.Join(err, b.logs[0].close(), b.logs[1].close())
+	}
+	return nil
 }
 
 // loadLocked rebuilds the in-memory index from disk, scanning only the

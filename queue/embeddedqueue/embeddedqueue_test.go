@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/queue/queuetest"
 )
@@ -797,5 +799,39 @@ func TestMove(t *testing.T) {
 				t.Fatalf("received from to after reopen: %v", got)
 			}
 		})
+	}
+}
+
+// TestFailedOpenClosesTheLogs: an Open that fails after it has opened
+// the redo logs (here the index cannot be built from a bad state record)
+// leaves no file of the store open, so a process that retries Open does
+// not run out of descriptors.
+func TestFailedOpenClosesTheLogs(t *testing.T) {
+	t.Parallel()
+	b, bun := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(bun.path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(stateBucket("q")).Put(seqKey(1), []byte("short")) })
+	if err = errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(bun.path, Options{Logger: quiet}); err == nil || !strings.Contains(err.Error(), "bad state record") {
+		t.Fatalf("open of a store with a bad state record: %v, want its error", err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && strings.HasPrefix(target, bun.path) {
+			t.Errorf("descriptor %s still open on %s after the failed Open", fd.Name(), target)
+		}
 	}
 }
