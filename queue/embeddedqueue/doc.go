@@ -88,7 +88,9 @@
 // answered in the last interval (plus the sync under way). Checkpoints
 // come every max(interval, 50 ms). Log records carry a CRC and their
 // epoch, so a record torn by a power loss, or left from before the last
-// checkpoint, ends the replay (wal.go).
+// checkpoint, ends the replay; so does a gap, where a power loss during a
+// checkpoint kept the next epoch's records and lost the tail of the one
+// the checkpoint was committing (wal.go).
 //
 // A full disk: if a checkpoint fails (bbolt cannot grow the file), the
 // backend commits each group at once instead, and fails it with

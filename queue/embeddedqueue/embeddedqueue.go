@@ -139,6 +139,7 @@ type Backend struct {
 	log            *redoLog
 	epoch          uint64
 	storeEpoch     uint64
+	prevEnd        int64 // where the records of epoch-1 end in their log
 	tx             *bolt.Tx
 	pending        bool
 	checkpointing  bool

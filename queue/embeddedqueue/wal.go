@@ -1,6 +1,7 @@
 package embeddedqueue
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,6 +46,18 @@ import (
 // holds changes nothing.
 //
 // A change is kind (1) ‖ uvarint-prefixed bucket ‖ key ‖ value.
+//
+// The first record of an epoch starts with a put of "log_prev_end" in
+// the meta bucket: where the records of the epoch before ended in their
+// log. A replay of two epochs applies the second only if the first
+// replayed to exactly there. In interval mode a checkpoint moves to the
+// next epoch before its commit has made the records of the one before
+// durable, so a power loss can keep the next epoch's records (synced by
+// an interval sync, or written back by the operating system) and lose
+// the tail of the one before: applied over that gap they would lease or
+// delete messages whose sends were lost, leaving states with no body.
+// Then the replay stops at the gap, as it does at a torn record. Older
+// builds apply the put like any other and never read it.
 
 const (
 	logPut byte = 1 + iota
@@ -66,8 +79,9 @@ const (
 )
 
 var (
-	logEpochKey = []byte("log_epoch")
-	castagnoli  = crc32.MakeTable(crc32.Castagnoli)
+	logEpochKey   = []byte("log_epoch")
+	logPrevEndKey = []byte("log_prev_end")
+	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
 )
 
 // redoLog is the open log file; only the writer uses it.
@@ -196,27 +210,66 @@ func cutVarlen(b []byte) (field, rest []byte, ok bool) {
 }
 
 // replayLog applies to tx, in order, the records at the start of data
-// that carry epoch, and returns how many it applied. A torn or older
-// record ends the replay; a record that passes its CRC but does not
-// parse is an error.
-func replayLog(tx *bolt.Tx, data []byte, epoch uint64) (int, error) {
-	n := 0
-	for len(data) >= logHeaderLen {
-		size := int(binary.BigEndian.Uint32(data[0:]))
-		if size > len(data)-logHeaderLen {
-			break
+// that carry epoch, and returns how many it applied and where they end.
+// A torn or older record ends the replay; a record that passes its CRC
+// but does not parse is an error.
+func replayLog(tx *bolt.Tx, data []byte, epoch uint64) (n int, end int64, err error) {
+	for {
+		changes, size, ok := nextRecord(data[end:], epoch)
+		if !ok {
+			return n, end, nil
 		}
-		rec := data[8 : logHeaderLen+size]
-		if crc32.Checksum(rec, castagnoli) != binary.BigEndian.Uint32(data[4:]) || binary.BigEndian.Uint64(rec) != epoch {
-			break
-		}
-		if err := applyChanges(tx, rec[8:]); err != nil {
-			return n, fmt.Errorf("redo log record %d: %w", n, err)
+		if err := applyChanges(tx, changes); err != nil {
+			return n, end, fmt.Errorf("redo log record %d: %w", n, err)
 		}
 		n++
-		data = data[logHeaderLen+size:]
+		end += int64(size)
 	}
-	return n, nil
+}
+
+// nextRecord returns the changes of the record at the start of data and
+// its size, if it is whole and carries epoch.
+func nextRecord(data []byte, epoch uint64) (changes []byte, size int, ok bool) {
+	if len(data) < logHeaderLen {
+		return nil, 0, false
+	}
+	n := int(binary.BigEndian.Uint32(data[0:]))
+	if n > len(data)-logHeaderLen {
+		return nil, 0, false
+	}
+	rec := data[8 : logHeaderLen+n]
+	if crc32.Checksum(rec, castagnoli) != binary.BigEndian.Uint32(data[4:]) || binary.BigEndian.Uint64(rec) != epoch {
+		return nil, 0, false
+	}
+	return rec[8:], logHeaderLen + n, true
+}
+
+// appendPrevEnd adds the change that starts an epoch's first record: the
+// end of the records of the epoch before.
+func appendPrevEnd(dst []byte, end int64) []byte {
+	return appendChange(dst, logPut, metaBucket, logPrevEndKey, binary.BigEndian.AppendUint64(nil, uint64(end)))
+}
+
+// followsOn reports whether the records of epoch at the start of data
+// may be replayed after those of the epoch before, which replayed up to
+// end: unless the first record says the epoch before ended elsewhere. A
+// log without the mark (an older build's, or no record of epoch) does.
+func followsOn(data []byte, epoch uint64, end int64) bool {
+	changes, _, ok := nextRecord(data, epoch)
+	if !ok || len(changes) == 0 || changes[0] != logPut {
+		return true
+	}
+	var parts [3][]byte
+	rest := changes[1:]
+	for i := range parts {
+		if parts[i], rest, ok = cutVarlen(rest); !ok {
+			return true // applyChanges reports it
+		}
+	}
+	if !bytes.Equal(parts[0], metaBucket) || !bytes.Equal(parts[1], logPrevEndKey) || len(parts[2]) != 8 {
+		return true
+	}
+	return int64(binary.BigEndian.Uint64(parts[2])) == end
 }
 
 func applyChanges(tx *bolt.Tx, changes []byte) error {

@@ -233,6 +233,9 @@ func (b *Backend) afterAppend(changes []byte) {
 // a rebuild leaves the group out.
 func (b *Backend) appendLog(changes []byte) error {
 	start := b.log.off
+	if start == 0 { // the epoch's first record says where the one before ended (wal.go)
+		changes = append(appendPrevEnd(make([]byte, 0, 32+len(changes)), b.prevEnd), changes...)
+	}
 	err := b.log.append(b.epoch, changes)
 	if err == nil && b.opts.SyncInterval == 0 {
 		if err = b.log.sync(); err == nil {
@@ -418,12 +421,15 @@ func (b *Backend) commitTx(tx *bolt.Tx) error {
 // nextEpoch moves the writer to the next epoch and its log file, written
 // again from its start: that file's records are two epochs old, and the
 // store holds them. Records not yet synced in interval mode become
-// durable with the commit that bumps the epoch.
+// durable with the commit that bumps the epoch; until it ends, a replay
+// takes the next epoch's records only if they follow on from the last
+// of these (prevEnd, wal.go).
 func (b *Backend) nextEpoch() {
 	if b.log.unsynced {
 		b.log.unsynced = false
 		b.commits.Add(1)
 	}
+	b.prevEnd = b.log.off
 	b.epoch++
 	b.log = b.logs[b.epoch%2]
 	if err := b.log.rewind(); err != nil {
@@ -465,10 +471,11 @@ func (b *Backend) rebuild() {
 }
 
 // replayLogs applies to tx the records of storeEpoch, then those of the
-// epoch after it, from the open log files.
+// epoch after it if they follow on, from the open log files.
 func (b *Backend) replayLogs(tx *bolt.Tx) (int, error) {
 	total := 0
-	for _, epoch := range []uint64{b.storeEpoch, b.storeEpoch + 1} {
+	var end int64 // of the records of the epoch before
+	for i, epoch := range []uint64{b.storeEpoch, b.storeEpoch + 1} {
 		l := b.logs[epoch%2]
 		if epoch > b.epoch {
 			break
@@ -477,8 +484,11 @@ func (b *Backend) replayLogs(tx *bolt.Tx) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		n, err := replayLog(tx, data, epoch)
-		total += n
+		if i > 0 && !followsOn(data, epoch, end) {
+			break
+		}
+		n, e, err := replayLog(tx, data, epoch)
+		total, end = total+n, e
 		if err != nil {
 			return total, err
 		}
@@ -504,13 +514,19 @@ func (b *Backend) recoverLog(path string) error {
 			b.epoch = binary.BigEndian.Uint64(v)
 		}
 		total := 0
-		for _, epoch := range []uint64{b.epoch, b.epoch + 1} {
+		var end int64 // of the records of the epoch before
+		for i, epoch := range []uint64{b.epoch, b.epoch + 1} {
 			for _, d := range data {
-				n, err := replayLog(tx, d, epoch)
+				if i > 0 && !followsOn(d, epoch, end) {
+					b.opts.Logger.Warn("redo log: the records of the last epoch do not follow on from those before, which end early (lost at a power loss); left out")
+					continue
+				}
+				n, e, err := replayLog(tx, d, epoch)
 				if err != nil {
 					return err
 				}
 				if total += n; n > 0 {
+					end = e
 					break
 				}
 			}
