@@ -283,6 +283,49 @@ func TestRedriveKeepsIdentity(t *testing.T) {
 	}
 }
 
+// TestRedriveInBoundedSteps: when many messages are past their max
+// receive count at once (say a drainer that received a backlog and died,
+// the leases ending together), the receive that finds them redrives them
+// in operations of bounded size. In one operation, their bodies all went
+// into one redo log record, held in memory twice over, while the writer
+// served no other call; past 4 GiB the record's length wrapped.
+func TestRedriveInBoundedSteps(t *testing.T) {
+	t.Parallel()
+	b, bun := setup(t)
+	mustEnsure(t, b,
+		queue.QueueSpec{Name: "dlq"},
+		queue.QueueSpec{Name: "q", VisibilityTimeout: 10 * time.Second, DeadLetterQueue: "dlq", MaxReceiveCount: 1})
+	const n, size = 200, 64 << 10
+	body := bytes.Repeat([]byte("x"), size)
+	for range n / queue.MaxBatch {
+		entries := make([]queue.SendEntry, queue.MaxBatch)
+		for i := range entries {
+			entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
+		}
+		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n / queue.MaxBatch {
+		if got := receive(t, b, "q", queue.MaxBatch, 0); len(got) != queue.MaxBatch {
+			t.Fatalf("received %d, want %d", len(got), queue.MaxBatch)
+		}
+	}
+	bun.clock.Advance(11 * time.Second) // every lease ends: all past their max
+	before := b.CommitStats().Commits
+	if got := receive(t, b, "q", 1, 0); len(got) != 0 {
+		t.Fatalf("received %d, want every message redriven", len(got))
+	}
+	commits := b.CommitStats().Commits - before
+	if s := stats(t, b, "dlq"); s.Visible != n {
+		t.Fatalf("%d in the DLQ, want %d", s.Visible, n)
+	}
+	if want := int64(n * size / redriveBytes); commits < want {
+		t.Fatalf("%d MiB of messages redriven in %d commits, want at least %d: at most %d MiB each",
+			n*size>>20, commits, want, redriveBytes>>20)
+	}
+}
+
 // TestReceiptFencing covers what the conformance suite cannot: handles
 // from another queue, malformed ones, and the documented choice for an
 // expired lease nobody has taken over.

@@ -15,6 +15,12 @@ import (
 // large expiry never holds the writer for long.
 const sweepChunk = 4096
 
+// redriveBytes bounds the changes one receive logs. A redrive copies the
+// message's body into the dead-letter queue; a receive that finds many
+// messages past their max receive count at once stops there, and the
+// next operation goes on.
+const redriveBytes = 4 << 20
+
 // EnsureQueues creates the queues that do not exist and updates the
 // attributes of those that do; specs equal to the stored ones cost no
 // write. A dead-letter queue must exist already or be in the same call.
@@ -381,7 +387,9 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 
 // claim takes visible messages in one operation: it bumps each one's
 // receive count and generation and hides it, or, past the max receive
-// count, moves it to the dead-letter queue in the same transaction.
+// count, moves it to the dead-letter queue in the same transaction. It
+// may return fewer than p.Max, none at all, when its redrives reach
+// redriveBytes; Receive then claims again.
 func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
 	var out []queue.Message
 	err := b.doBlind(ctx, 0, func(w *writeTx) error {
@@ -392,7 +400,8 @@ func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Me
 		vis := int64(cmp.Or(p.VisibilityTimeout, q.spec.VisibilityTimeout))
 		dlq := b.queues[q.spec.DeadLetterQueue]
 		changed := false
-		for len(out) < p.Max {
+		start := len(w.log) // of this operation's changes in the group's record
+		for len(out) < p.Max && len(w.log)-start < redriveBytes {
 			if w.tx == nil { // a checkpoint is committing: memory only
 				if seq, ok := q.peekVisible(w.now); ok {
 					if _, inMemory := q.record(seq); !inMemory {
