@@ -326,6 +326,71 @@ func TestRedriveInBoundedSteps(t *testing.T) {
 	}
 }
 
+// TestRedrivesKeepTheGroupBound: receives carry no bytes of their own
+// when handed to the writer, so a group can gather many; their redrives
+// must still stop once the group's record reaches maxGroupBytes, as
+// sends stop the gathering, each receive redriving at least one message
+// so that every one goes on.
+func TestRedrivesKeepTheGroupBound(t *testing.T) {
+	t.Parallel()
+	var (
+		armed   = make(chan struct{})
+		entered = make(chan struct{})
+		release = make(chan struct{})
+		once    sync.Once
+	)
+	b, bun := setupWith(t, Options{}, knobs{beforeGroup: func() {
+		select {
+		case <-armed:
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		default:
+		}
+	}})
+	mustEnsure(t, b,
+		queue.QueueSpec{Name: "dlq"},
+		queue.QueueSpec{Name: "q", VisibilityTimeout: 10 * time.Second, DeadLetterQueue: "dlq", MaxReceiveCount: 1})
+	const receivers = 10
+	n := receivers * redriveBytes / queue.MaxBodyBytes // each receive redrives its most
+	body := bytes.Repeat([]byte("x"), queue.MaxBodyBytes)
+	for range n / queue.MaxBatch {
+		entries := make([]queue.SendEntry, queue.MaxBatch)
+		for i := range entries {
+			entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: body}
+		}
+		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+		if got := receive(t, b, "q", queue.MaxBatch, 0); len(got) != queue.MaxBatch {
+			t.Fatalf("received %d, want %d", len(got), queue.MaxBatch)
+		}
+	}
+	bun.clock.Advance(11 * time.Second) // every lease ends: all past their max
+	before := b.CommitStats().Commits
+	close(armed)
+	var wg sync.WaitGroup
+	for range receivers {
+		wg.Go(func() {
+			if got := receive(t, b, "q", 1, 0); len(got) != 0 {
+				t.Errorf("received %d, want every message redriven", len(got))
+			}
+		})
+	}
+	<-entered // the writer holds the first receive
+	waitUntil(t, "the other receives queued behind it", func() bool { return len(b.ops) == receivers-1 })
+	close(release)
+	wg.Wait()
+	if s := stats(t, b, "dlq"); s.Visible != int64(n) {
+		t.Fatalf("%d in the DLQ, want %d", s.Visible, n)
+	}
+	if commits, want := b.CommitStats().Commits-before, int64(n*queue.MaxBodyBytes/maxGroupBytes+1); commits < want {
+		t.Fatalf("%d MiB of messages redriven by %d receives in one group in %d commits, want at least %d: at most %d MiB each",
+			n*queue.MaxBodyBytes>>20, receivers, commits, want, maxGroupBytes>>20)
+	}
+}
+
 // TestReceiptFencing covers what the conformance suite cannot: handles
 // from another queue, malformed ones, and the documented choice for an
 // expired lease nobody has taken over.

@@ -21,6 +21,15 @@ const sweepChunk = 4096
 // next operation goes on.
 const redriveBytes = 4 << 20
 
+// full reports whether an operation whose changes began at start in the
+// group's record has logged its most: redriveBytes of its own, or the
+// group's record maxGroupBytes. A receive is handed to the writer with
+// no bytes, so the gathering of a group does not count its redrives; it
+// stops itself, having taken at least one message.
+func (w *writeTx) full(start int) bool {
+	return len(w.log)-start >= redriveBytes || len(w.log) >= maxGroupBytes
+}
+
 // EnsureQueues creates the queues that do not exist and updates the
 // attributes of those that do; specs equal to the stored ones cost no
 // write. A dead-letter queue must exist already or be in the same call.
@@ -388,8 +397,8 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 // claim takes visible messages in one operation: it bumps each one's
 // receive count and generation and hides it, or, past the max receive
 // count, moves it to the dead-letter queue in the same transaction. It
-// may return fewer than p.Max, none at all, when its redrives reach
-// redriveBytes; Receive then claims again.
+// may return fewer than p.Max, none at all, when its redrives fill it
+// (writeTx.full); Receive then claims again.
 func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
 	var out []queue.Message
 	err := b.doBlind(ctx, 0, func(w *writeTx) error {
@@ -401,7 +410,7 @@ func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Me
 		dlq := b.queues[q.spec.DeadLetterQueue]
 		changed := false
 		start := len(w.log) // of this operation's changes in the group's record
-		for len(out) < p.Max && len(w.log)-start < redriveBytes {
+		for len(out) < p.Max && (!changed || !w.full(start)) {
 			if w.tx == nil { // a checkpoint is committing: memory only
 				if seq, ok := q.peekVisible(w.now); ok {
 					if _, inMemory := q.record(seq); !inMemory {
