@@ -78,6 +78,8 @@ type memQueue struct {
 	pending heap[pendingEntry]
 	age     heap[ageEntry]
 	counts  [numClasses]int64
+	// peak is the most messages held since the index last shrank.
+	peak int
 	// signal is closed when a receive might now find a message, or the
 	// earliest pending time moved; nil while nobody waits.
 	signal chan struct{}
@@ -139,6 +141,7 @@ func (q *memQueue) put(seq uint64, m msgState, now int64) msgState {
 	} else {
 		q.age.push(ageEntry{at: m.sentAt, seq: seq})
 		q.nextSeq = max(q.nextSeq, seq+1)
+		q.peak = max(q.peak, len(q.msgs)+1)
 	}
 	m.class = classOf(m, now)
 	q.counts[m.class]++
@@ -172,6 +175,9 @@ func (q *memQueue) remove(seq uint64) {
 	if m, ok := q.msgs[seq]; ok {
 		q.counts[m.class]--
 		delete(q.msgs, seq)
+	}
+	if q.peak > shrinkMin && len(q.msgs) < q.peak/4 {
+		q.shrink()
 	}
 }
 
@@ -291,24 +297,56 @@ func (q *memQueue) compact() {
 	const slack = 1024
 	live := len(q.msgs)
 	if q.ready.len()+q.pending.len() > 2*live+slack {
-		q.ready.items, q.pending.items = q.ready.items[:0], q.pending.items[:0]
-		for seq, m := range q.msgs {
-			if m.class == classVisible {
-				q.ready.items = append(q.ready.items, readyEntry{seq: seq, ver: m.ver})
-			} else {
-				q.pending.items = append(q.pending.items, pendingEntry{at: m.visibleAt, seq: seq, ver: m.ver})
-			}
-		}
-		q.ready.init()
-		q.pending.init()
+		q.refileLeases()
 	}
 	if q.age.len() > 2*live+slack {
-		q.age.items = q.age.items[:0]
-		for seq, m := range q.msgs {
-			q.age.items = append(q.age.items, ageEntry{at: m.sentAt, seq: seq})
-		}
-		q.age.init()
+		q.refileAges()
 	}
+}
+
+// shrinkMin is the fewest messages an index must have held before it
+// shrinks: below it the storage is small anyway.
+const shrinkMin = 4096
+
+// shrink moves the index into storage sized for the messages it holds,
+// once they are under a quarter of the most it held since it last
+// shrank: Go maps never give back their buckets, nor slices their
+// arrays, so a drained backlog of millions kept its memory until a
+// restart. Each shrink costs the messages left, at least three times as
+// many removes ago.
+func (q *memQueue) shrink() {
+	msgs := make(map[uint64]msgState, len(q.msgs))
+	for seq, m := range q.msgs {
+		msgs[seq] = m
+	}
+	q.msgs, q.peak = msgs, len(msgs)
+	q.ready.items, q.pending.items, q.age.items = nil, nil, nil
+	q.refileLeases()
+	q.refileAges()
+}
+
+// refileLeases rebuilds the ready and pending heaps from the messages,
+// dropping stale entries.
+func (q *memQueue) refileLeases() {
+	q.ready.items, q.pending.items = q.ready.items[:0], q.pending.items[:0]
+	for seq, m := range q.msgs {
+		if m.class == classVisible {
+			q.ready.items = append(q.ready.items, readyEntry{seq: seq, ver: m.ver})
+		} else {
+			q.pending.items = append(q.pending.items, pendingEntry{at: m.visibleAt, seq: seq, ver: m.ver})
+		}
+	}
+	q.ready.init()
+	q.pending.init()
+}
+
+// refileAges rebuilds the age heap from the messages.
+func (q *memQueue) refileAges() {
+	q.age.items = q.age.items[:0]
+	for seq, m := range q.msgs {
+		q.age.items = append(q.age.items, ageEntry{at: m.sentAt, seq: seq})
+	}
+	q.age.init()
 }
 
 // heap is a binary min-heap. Unlike container/heap it does not box each

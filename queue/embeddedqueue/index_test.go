@@ -171,3 +171,35 @@ func BenchmarkIndexMemory(b *testing.B) {
 		}
 	}
 }
+
+// TestIndexShrinksAfterABacklog drains a backlog: the index's memory must
+// follow the messages it still holds, not the most it ever held (Go maps
+// never give back their buckets, nor slices their arrays). Not parallel:
+// it reads the heap's size.
+func TestIndexShrinksAfterABacklog(t *testing.T) {
+	const n, left = 200_000, 10
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	q := newMemQueue(queue.QueueSpec{Name: "q"}, 1)
+	for i := range uint64(n) {
+		m := msgState{sentAt: int64(i)}
+		if i%2 == 0 {
+			m = msgState{sentAt: int64(i), visibleAt: int64(time.Hour), receives: 1}
+		}
+		q.put(i+1, m, 0)
+	}
+	for seq := uint64(1); seq <= n-left; seq++ {
+		q.remove(seq)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	runtime.KeepAlive(q)
+	if s := q.stats(time.Unix(0, 0)); s.Visible+s.InFlight != left {
+		t.Fatalf("stats %+v, want %d messages", s, left)
+	}
+	if held > 1<<20 {
+		t.Fatalf("the index of %d messages, once %d, holds %d KiB", left, n, held>>10)
+	}
+}
