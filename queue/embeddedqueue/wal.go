@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"os"
 	"time"
 
@@ -49,8 +50,9 @@ import (
 //
 // The first record of an epoch starts with a put of "log_prev_end" in
 // the meta bucket: where the records of the epoch before ended in their
-// log. A replay of two epochs applies the second only if the first
-// replayed to exactly there. In interval mode a checkpoint moves to the
+// log. A replay of two epochs replays the first up to there (beyond are
+// the leftovers of an append that failed) and the second only if the
+// first reached there (replayEpochs). In interval mode a checkpoint moves to the
 // next epoch before its commit has made the records of the one before
 // durable, so a power loss can keep the next epoch's records (synced by
 // an interval sync, or written back by the operating system) and lose
@@ -244,32 +246,75 @@ func nextRecord(data []byte, epoch uint64) (changes []byte, size int, ok bool) {
 	return rec[8:], logHeaderLen + n, true
 }
 
+// replayEpochs applies to tx the records of epoch, then those of the
+// epoch after it if they follow on, each from whichever of files holds
+// them (an older build kept one log file), and returns how many it
+// applied. The first record of the epoch after says where epoch's
+// records end: records of epoch found past there are the leftovers of
+// an append that failed (its group was refused and the log's end set
+// back), and are not replayed; if epoch's end short of there, the
+// epoch after is not replayed (a power loss kept it and lost their
+// tail).
+func replayEpochs(tx *bolt.Tx, files [2][]byte, epoch uint64, log *slog.Logger) (int, error) {
+	end := int64(-1) // unknown: no record of the next epoch, or no mark
+	for _, d := range files {
+		if e, ok := prevEnd(d, epoch+1); ok {
+			end = e
+		}
+	}
+	total, reached := 0, int64(0)
+	for _, d := range files {
+		if end >= 0 && end < int64(len(d)) {
+			d = d[:end]
+		}
+		n, e, err := replayLog(tx, d, epoch)
+		if err != nil {
+			return total, err
+		}
+		if n > 0 {
+			total, reached = n, e
+			break
+		}
+	}
+	if end >= 0 && reached != end {
+		log.Warn("redo log: the records of the last epoch do not follow on from those before, which end early (lost at a power loss); left out",
+			slog.Int64("want_end", end), slog.Int64("end", reached))
+		return total, nil
+	}
+	for _, d := range files {
+		n, _, err := replayLog(tx, d, epoch+1)
+		if total += n; err != nil || n > 0 {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // appendPrevEnd adds the change that starts an epoch's first record: the
 // end of the records of the epoch before.
 func appendPrevEnd(dst []byte, end int64) []byte {
 	return appendChange(dst, logPut, metaBucket, logPrevEndKey, binary.BigEndian.AppendUint64(nil, uint64(end)))
 }
 
-// followsOn reports whether the records of epoch at the start of data
-// may be replayed after those of the epoch before, which replayed up to
-// end: unless the first record says the epoch before ended elsewhere. A
-// log without the mark (an older build's, or no record of epoch) does.
-func followsOn(data []byte, epoch uint64, end int64) bool {
+// prevEnd returns where the records of the epoch before end, as the
+// first record of epoch at the start of data says; false if there is no
+// such record or it does not say (an older build's).
+func prevEnd(data []byte, epoch uint64) (int64, bool) {
 	changes, _, ok := nextRecord(data, epoch)
 	if !ok || len(changes) == 0 || changes[0] != logPut {
-		return true
+		return 0, false
 	}
 	var parts [3][]byte
 	rest := changes[1:]
 	for i := range parts {
 		if parts[i], rest, ok = cutVarlen(rest); !ok {
-			return true // applyChanges reports it
+			return 0, false // applyChanges reports it
 		}
 	}
 	if !bytes.Equal(parts[0], metaBucket) || !bytes.Equal(parts[1], logPrevEndKey) || len(parts[2]) != 8 {
-		return true
+		return 0, false
 	}
-	return int64(binary.BigEndian.Uint64(parts[2])) == end
+	return int64(binary.BigEndian.Uint64(parts[2])), true
 }
 
 func applyChanges(tx *bolt.Tx, changes []byte) error {

@@ -473,27 +473,14 @@ func (b *Backend) rebuild() {
 // replayLogs applies to tx the records of storeEpoch, then those of the
 // epoch after it if they follow on, from the open log files.
 func (b *Backend) replayLogs(tx *bolt.Tx) (int, error) {
-	total := 0
-	var end int64 // of the records of the epoch before
-	for i, epoch := range []uint64{b.storeEpoch, b.storeEpoch + 1} {
-		l := b.logs[epoch%2]
-		if epoch > b.epoch {
-			break
-		}
-		data, err := l.contents()
-		if err != nil {
-			return total, err
-		}
-		if i > 0 && !followsOn(data, epoch, end) {
-			break
-		}
-		n, e, err := replayLog(tx, data, epoch)
-		total, end = total+n, e
-		if err != nil {
-			return total, err
+	var files [2][]byte
+	for i, l := range b.logs {
+		var err error
+		if files[i], err = l.contents(); err != nil {
+			return 0, err
 		}
 	}
-	return total, nil
+	return replayEpochs(tx, files, b.storeEpoch, b.opts.Logger)
 }
 
 // recoverLog commits what the redo logs of an earlier run hold beyond the
@@ -513,23 +500,9 @@ func (b *Backend) recoverLog(path string) error {
 		if v := meta.Get(logEpochKey); len(v) == 8 {
 			b.epoch = binary.BigEndian.Uint64(v)
 		}
-		total := 0
-		var end int64 // of the records of the epoch before
-		for i, epoch := range []uint64{b.epoch, b.epoch + 1} {
-			for _, d := range data {
-				if i > 0 && !followsOn(d, epoch, end) {
-					b.opts.Logger.Warn("redo log: the records of the last epoch do not follow on from those before, which end early (lost at a power loss); left out")
-					continue
-				}
-				n, e, err := replayLog(tx, d, epoch)
-				if err != nil {
-					return err
-				}
-				if total += n; n > 0 {
-					end = e
-					break
-				}
-			}
+		total, err := replayEpochs(tx, data, b.epoch, b.opts.Logger)
+		if err != nil {
+			return err
 		}
 		if total > 0 {
 			b.opts.Logger.Info("replayed the redo log", slog.Int("num_records", total))
