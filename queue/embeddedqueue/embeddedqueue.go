@@ -116,6 +116,12 @@ type Backend struct {
 	writerDone chan struct{}
 	sweepDone  chan struct{}
 
+	// unusable holds the writer's broken error once it is set: the index
+	// may then hold the changes of the group that failed, so the calls
+	// that read it without the writer (Stats, LookupKey, Receive's wait)
+	// refuse too.
+	unusable atomic.Pointer[error]
+
 	commits     atomic.Int64 // durable points: log syncs, or commits when degraded
 	grouped     atomic.Int64
 	checkpoints atomic.Int64
@@ -318,6 +324,19 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 		old.wake() // waiters re-check against the new index
 	}
 	b.queues, b.keys = queues, keys
+	return nil
+}
+
+// usable returns queue.ErrClosed after Close, the cause wrapped in
+// queue.ErrUnavailable once the backend is broken (see Backend.unusable),
+// and nil otherwise.
+func (b *Backend) usable() error {
+	if b.closed.Load() {
+		return queue.ErrClosed
+	}
+	if err := b.unusable.Load(); err != nil {
+		return fmt.Errorf("%w: %w", queue.ErrUnavailable, *err)
+	}
 	return nil
 }
 

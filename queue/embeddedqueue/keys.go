@@ -187,8 +187,8 @@ func (w *writeTx) sweepKeys(index *keyIndex, limit int) (int, error) {
 // or nil. It reads the in-memory index, which in interval mode holds the
 // sends answered since the last commit too.
 func (b *Backend) LookupKey(ctx context.Context, p *queue.LookupKeyParams) (*queue.StoredKey, error) {
-	if b.closed.Load() {
-		return nil, fmt.Errorf("lookup key: %w", queue.ErrClosed)
+	if err := b.usable(); err != nil {
+		return nil, fmt.Errorf("lookup key: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("lookup key: %w", err)

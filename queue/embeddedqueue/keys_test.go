@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,5 +371,36 @@ func TestKeyStoredAgainWithAnEarlierExpiry(t *testing.T) {
 	b = reopenKeyTest(t, b, path, opts)
 	if afterReopen := lookup(t, b, "k"); afterSweep != "first" || afterReopen != "first" {
 		t.Errorf("key after the earlier expiry's sweep %q, after a reopen %q; want %q both", afterSweep, afterReopen, "first")
+	}
+}
+
+// TestBrokenStoreAnswersNoIndex: a send is refused when its record
+// cannot be written, and if the transaction then cannot be rebuilt from
+// the log either (here both fail on a log file closed underneath), the
+// backend is unusable until reopened. Its index still held the refused
+// send: LookupKey answered its key, so a retry of the submit was told
+// its job was stored, and Stats counted the message. Both must refuse.
+func TestBrokenStoreAnswersNoIndex(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	var b *Backend
+	b, _ = setupWith(t, Options{}, knobs{beforeGroup: func() {
+		if armed.CompareAndSwap(true, false) {
+			_ = b.log.f.Close() // the writer's: the hook runs on it
+		}
+	}})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	armed.Store(true)
+	_, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{
+		{ID: "0", Body: []byte("refused"), Key: &queue.StoredKey{Key: "k", Value: "job-1", Expires: time.Now().Add(time.Hour)}},
+	}})
+	if !errors.Is(err, queue.ErrUnavailable) {
+		t.Fatalf("send with the log closed: %v, want ErrUnavailable", err)
+	}
+	if k, err := b.LookupKey(t.Context(), &queue.LookupKeyParams{Key: "k"}); k != nil || !errors.Is(err, queue.ErrUnavailable) {
+		t.Errorf("lookup of the refused send's key: %+v, %v; want nothing and ErrUnavailable", k, err)
+	}
+	if s, err := b.Stats(t.Context(), &queue.StatsParams{Queues: []string{"q"}}); !errors.Is(err, queue.ErrUnavailable) {
+		t.Errorf("stats: %+v, %v; want ErrUnavailable", s, err)
 	}
 }

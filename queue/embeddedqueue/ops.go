@@ -134,10 +134,11 @@ func hasName(m map[string]queue.QueueSpec, name string) bool {
 	return ok
 }
 
-// checkQueue reports ErrClosed or ErrQueueNotFound before any work.
+// checkQueue reports ErrClosed, a broken backend or ErrQueueNotFound
+// before any work.
 func (b *Backend) checkQueue(name string) error {
-	if b.closed.Load() {
-		return queue.ErrClosed
+	if err := b.usable(); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -346,11 +347,11 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 	case p.VisibilityTimeout < 0 || p.VisibilityTimeout > queue.MaxVisibilityTimeout:
 		return nil, fmt.Errorf("receive %s: %w: visibility timeout %s, want 0 to %s", p.Queue, queue.ErrInvalidArgument, p.VisibilityTimeout, queue.MaxVisibilityTimeout)
 	}
-	if b.closed.Load() {
-		return nil, fmt.Errorf("receive %s: %w", p.Queue, queue.ErrClosed)
-	}
 	deadline := time.Now().Add(p.Wait)
 	for {
+		if err := b.usable(); err != nil {
+			return nil, fmt.Errorf("receive %s: %w", p.Queue, err)
+		}
 		b.mu.Lock()
 		q := b.queues[p.Queue]
 		if q == nil {
@@ -568,8 +569,8 @@ func (b *Backend) ChangeVisibility(ctx context.Context, p *queue.ChangeVisibilit
 
 // Stats reads the counts the index keeps; it touches no disk.
 func (b *Backend) Stats(_ context.Context, p *queue.StatsParams) ([]queue.Stats, error) {
-	if b.closed.Load() {
-		return nil, fmt.Errorf("stats: %w", queue.ErrClosed)
+	if err := b.usable(); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
 	}
 	now := b.opts.Clock()
 	b.mu.Lock()

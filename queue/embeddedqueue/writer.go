@@ -466,6 +466,7 @@ func (b *Backend) rebuild() {
 	}()
 	if err != nil {
 		b.broken = fmt.Errorf("rebuild from the redo log (reopen the store to recover): %w", err)
+		b.unusable.Store(&b.broken)
 		b.opts.Logger.Error("embedded queue unusable", slog.Any("error", b.broken))
 	}
 }
