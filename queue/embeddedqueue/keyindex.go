@@ -22,6 +22,7 @@ import (
 type keyIndex struct {
 	m     map[keyDigest]keyEntry
 	other map[keyDigest]string // values that are not ULIDs in canonical form
+	peak  int                  // the most keys held since the index last shrank
 }
 
 type keyDigest [16]byte
@@ -55,6 +56,7 @@ func (x *keyIndex) put(key, value string, expires int64) {
 		x.other[d] = value
 	}
 	x.m[d] = e
+	x.peak = max(x.peak, len(x.m))
 }
 
 // canonical reports whether value is id's own spelling (ParseStrict also
@@ -85,6 +87,25 @@ func (x *keyIndex) forget(key string, expires int64) {
 		delete(x.m, d)
 		delete(x.other, d)
 	}
+	if x.peak > shrinkMin && len(x.m) < x.peak/4 {
+		x.shrink()
+	}
+}
+
+// shrink moves the index into maps sized for the keys it holds, once
+// they are under a quarter of the most it held since it last shrank: Go
+// maps never give back their buckets, so the keys of a burst, once
+// swept, kept their memory until a restart (as memQueue.shrink).
+func (x *keyIndex) shrink() {
+	m := make(map[keyDigest]keyEntry, len(x.m))
+	for d, e := range x.m {
+		m[d] = e
+	}
+	other := make(map[keyDigest]string, len(x.other))
+	for d, v := range x.other {
+		other[d] = v
+	}
+	x.m, x.other, x.peak = m, other, len(m)
 }
 
 func (x *keyIndex) len() int { return len(x.m) }

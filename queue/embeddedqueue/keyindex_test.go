@@ -71,3 +71,35 @@ func BenchmarkKeyIndexMemory(b *testing.B) {
 		}
 	}
 }
+
+// TestKeyIndexShrinksAfterABurst forgets all but a few keys of a burst:
+// the index's memory must follow the keys it still holds, not the most
+// it ever held (Go maps never give back their buckets). Not parallel: it
+// reads the heap's size.
+func TestKeyIndexShrinksAfterABurst(t *testing.T) {
+	const n, left = 200_000, 10
+	id := ulid.Make().String()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := newKeyIndex()
+	for i := range n {
+		x.put(fmt.Sprint("t\x00key-", i), id, int64(i))
+	}
+	for i := range n - left {
+		x.forget(fmt.Sprint("t\x00key-", i), int64(i))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	runtime.KeepAlive(x)
+	if x.len() != left {
+		t.Fatalf("%d keys left, want %d", x.len(), left)
+	}
+	if v, _, ok := x.get(fmt.Sprint("t\x00key-", n-1)); !ok || v != id {
+		t.Fatalf("the last key: %q, %t; want %q", v, ok, id)
+	}
+	if held > 1<<20 {
+		t.Fatalf("the index of %d keys, once %d, holds %d KiB", left, n, held>>10)
+	}
+}
