@@ -165,6 +165,12 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 	if len(bad) > 0 {
 		return nil, badRequest(bad)
 	}
+	// Wait for another list or dry run; refuse while a replay holds jobs.
+	leave, err := a.replays.gate.enter(ctx, order, scanHolder{})
+	if err != nil {
+		return nil, scanRefused("list DLQ", err)
+	}
+	defer leave()
 	scan := newDLQScan(a.backend, a.log)
 	defer scan.release()
 	resp := &adminv1.ListDLQResponse{}
@@ -239,6 +245,10 @@ func (a *Server) ReplayDLQ(ctx context.Context, req *adminv1.ReplayDLQRequest) (
 	if errors.Is(err, errStopping) {
 		return nil, status.Error(codes.Unavailable, "start replay: the admin API is stopping; retry on a running drainer")
 	}
+	var held *replayHoldsError
+	if errors.As(err, &held) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, scanRefused("dry run", err)
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "start replay: %v", err)
 	}
@@ -266,6 +276,17 @@ func (a *Server) CancelReplay(_ context.Context, req *adminv1.CancelReplayReques
 		return nil, status.Errorf(codes.NotFound, "no replay %q on this drainer", req.GetReplayId())
 	}
 	return &adminv1.CancelReplayResponse{Replay: r}, nil
+}
+
+// scanRefused is the status of a scan the scan gate refused
+// (FAILED_PRECONDITION, naming the replay in the way), or that gave up
+// waiting for another scan (the context's code).
+func scanRefused(what string, err error) error {
+	var held *replayHoldsError
+	if errors.As(err, &held) {
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+	}
+	return status.FromContextError(fmt.Errorf("%s: waiting for another scan of the DLQ: %w", what, err)).Err()
 }
 
 func violation(field, format string, args ...any) *errdetails.BadRequest_FieldViolation {

@@ -33,6 +33,7 @@ type replayer struct {
 	backend queue.Backend
 	topo    topology.Topology
 	log     *slog.Logger
+	gate    *scanGate // one scan of a DLQ at a time in this process
 
 	mu      sync.Mutex
 	runs    map[string]*replayRun
@@ -68,7 +69,7 @@ func (r *replayRun) update(f func(pb *adminv1.Replay)) {
 }
 
 func newReplayer(backend queue.Backend, topo topology.Topology, log *slog.Logger) *replayer {
-	return &replayer{backend: backend, topo: topo, log: log, runs: map[string]*replayRun{}}
+	return &replayer{backend: backend, topo: topo, log: log, gate: newScanGate(), runs: map[string]*replayRun{}}
 }
 
 // start begins a replay. A dry run completes before start returns.
@@ -93,20 +94,39 @@ func (p *replayer) start(ctx context.Context, req *adminv1.ReplayDLQRequest) (*a
 	}, done: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	run.cancel = cancel
+	if req.GetDryRun() {
+		// A dry run waits for a list or another dry run, and is refused
+		// while a replay holds the DLQs' jobs: it would under-count.
+		leave, err := p.gate.enter(ctx, order, scanHolder{replayID: run.pb.GetId()})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		if err := p.remember(run); err != nil {
+			leave()
+			cancel()
+			return nil, err
+		}
+		defer p.wg.Done()
+		p.run(runCtx, run, queues, order, leave)
+		cancel()
+		return run.snapshot(), nil
+	}
 	if err := p.remember(run); err != nil {
 		cancel()
 		return nil, err
 	}
-	if req.GetDryRun() {
-		defer p.wg.Done()
-		p.run(runCtx, run, queues, order)
-		cancel()
-		return run.snapshot(), nil
-	}
 	go func() {
 		defer p.wg.Done()
 		defer cancel()
-		p.run(runCtx, run, queues, order)
+		// A replay waits until no other scan of this process reads its
+		// DLQs (it would miss what they hold), cancellable meanwhile.
+		leave, err := p.gate.enter(runCtx, order, scanHolder{replayID: run.pb.GetId(), long: true})
+		if err != nil {
+			p.finish(runCtx, run, err)
+			return
+		}
+		p.run(runCtx, run, queues, order, leave)
 	}()
 	return run.snapshot(), nil
 }
@@ -133,7 +153,9 @@ func (p *replayer) remember(run *replayRun) error {
 	return nil
 }
 
-func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]string, order []string) {
+// run scans and moves; leave (the scan gate's) is called once the scan
+// has handed back what it held, before the run is reported settled.
+func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]string, order []string, leave func()) {
 	pb := run.snapshot()
 	f, dry, maxJobs := pb.GetFilter(), pb.GetDryRun(), pb.GetMaxJobs()
 	lim := rate.NewLimiter(rate.Limit(pb.GetRatePerSecond()), 1)
@@ -169,6 +191,12 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 		return true, nil
 	})
 	scan.release()
+	leave()
+	p.finish(ctx, run, err)
+}
+
+// finish records how a run ended and marks it settled.
+func (p *replayer) finish(ctx context.Context, run *replayRun, err error) {
 	run.update(func(pb *adminv1.Replay) {
 		pb.FinishedAt = timestamppb.Now()
 		switch {
@@ -183,7 +211,7 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 	close(run.done)
 	final := run.snapshot()
 	p.log.InfoContext(ctx, "replay finished", slog.String("replay_id", final.GetId()), slog.String("state", final.GetState().String()),
-		slog.Bool("dry_run", dry), slog.Int64("matched", final.GetMatched()), slog.Int64("moved", final.GetMoved()), slog.Int64("failed", final.GetFailed()))
+		slog.Bool("dry_run", final.GetDryRun()), slog.Int64("matched", final.GetMatched()), slog.Int64("moved", final.GetMoved()), slog.Int64("failed", final.GetFailed()))
 }
 
 // moveBack moves a dead-lettered job to its tenant's shard with a fresh
