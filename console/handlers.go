@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -410,8 +411,14 @@ func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter,
 		c.render(w, http.StatusBadRequest, "dlq", v)
 		return
 	}
-	maxJobs, _ := strconv.ParseInt(r.PostFormValue("max"), 10, 64)
-	rate, _ := strconv.ParseFloat(r.PostFormValue("rate"), 64)
+	// An unreadable number is refused: read as 0 it meant every job, or
+	// the default rate (found in review).
+	maxJobs, rate, err := replayLimits(r.PostFormValue("max"), r.PostFormValue("rate"))
+	if err != nil {
+		v.Error = err.Error()
+		c.render(w, http.StatusBadRequest, "dlq", v)
+		return
+	}
 	req := &adminv1.ReplayDLQRequest{Filter: f, DryRun: dry, MaxJobs: maxJobs, RatePerSecond: rate}
 	resp, err := c.cfg.Admin.ReplayDLQ(ctx, req)
 	if err != nil {
@@ -429,6 +436,24 @@ func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter,
 	}
 	data["Dry"], data["Max"], data["Rate"] = rp, r.PostFormValue("max"), r.PostFormValue("rate")
 	c.render(w, http.StatusOK, "dryrun", v)
+}
+
+// replayLimits reads the replay form's "most jobs" and "jobs per second"
+// fields; empty means all jobs and the API's default rate.
+func replayLimits(maxText, rateText string) (maxJobs int64, rate float64, err error) {
+	if maxText = strings.TrimSpace(maxText); maxText != "" {
+		maxJobs, err = strconv.ParseInt(maxText, 10, 64)
+		if err != nil || maxJobs < 0 {
+			return 0, 0, fmt.Errorf("most jobs %q: give a whole number of jobs such as 500 (no commas or units), or leave it empty for every job that matches", maxText)
+		}
+	}
+	if rateText = strings.TrimSpace(rateText); rateText != "" {
+		rate, err = strconv.ParseFloat(rateText, 64)
+		if err != nil || !(rate > 0) || math.IsInf(rate, 0) {
+			return 0, 0, fmt.Errorf("jobs per second %q: give a positive number such as 50 (no units), or leave it empty for the default", rateText)
+		}
+	}
+	return maxJobs, rate, nil
 }
 
 func (c *Console) replays(ctx context.Context, _ *session, _ *http.Request, v *view) string {

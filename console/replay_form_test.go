@@ -1,0 +1,105 @@
+package console
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluice-dev/sluice/admin"
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
+)
+
+// servedConsole is a console over a real admin API on loopback, over an
+// embedded store whose std lane's DLQ holds n jobs of tenant a.
+func servedConsole(t *testing.T, n int) (*Console, *topotest.Bundle) {
+	t.Helper()
+	tb := topotest.Setup(t, topotest.OneLane)
+	for i := range n {
+		tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-"+string(rune('a'+i)), time.Now().Add(-time.Hour)))
+	}
+	a := admin.NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	unary, stream := admin.Auth("admin-key")
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
+	adminv1.RegisterAdminServiceServer(srv, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		srv.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Stop(ctx)
+	})
+	c, err := New(Config{Admin: adminv1.NewAdminServiceClient(conn), AdminKey: "admin-key", Logger: topotest.QuietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, tb
+}
+
+// post sends form as s's POST to path and returns the response.
+func post(t *testing.T, c *Console, s *session, path string, form url.Values) *httptest.ResponseRecorder {
+	t.Helper()
+	form.Set("csrf", s.csrf)
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: s.id})
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, req)
+	return w
+}
+
+// TestReplayFormRefusesNumbersItCannotRead: the replay form's "most jobs"
+// and "jobs per second" fields were parsed with their errors dropped, so
+// "1,000" or "10 jobs" became 0, which means every job (or the default
+// rate): a confirmed replay meant to move a few moved the whole DLQ. Each
+// must be refused, naming the field, and move nothing.
+func TestReplayFormRefusesNumbersItCannotRead(t *testing.T) {
+	t.Parallel()
+	c, tb := servedConsole(t, 5)
+	s := c.newSession(roleAdmin)
+	for _, tc := range []struct {
+		name, max, rate, field string
+	}{
+		{"max with a comma", "1,000", "", "most jobs"},
+		{"max with a word", "2 jobs", "", "most jobs"},
+		{"negative max", "-1", "", "most jobs"},
+		{"rate with a unit", "", "5/s", "jobs per second"},
+		{"rate not a number", "2", "fast", "jobs per second"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, confirm := range []string{"", "1"} {
+				form := url.Values{"tenant": {"a"}, "max": {tc.max}, "rate": {tc.rate}, "confirm": {confirm}}
+				w := post(t, c, s, "/replays", form)
+				if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tc.field) {
+					t.Errorf("confirm=%q max=%q rate=%q: status %d, want 400 naming %q; body:\n%s", confirm, tc.max, tc.rate, w.Code, tc.field, w.Body.String())
+				}
+			}
+			if st := tb.Stats(t, tb.Topo.DLQ("std")); st.Visible != 5 {
+				t.Fatalf("the DLQ holds %d visible jobs after a refused form, want all 5", st.Visible)
+			}
+		})
+	}
+	// Blank fields are the defaults, and a good number still works.
+	w := post(t, c, s, "/replays", url.Values{"tenant": {"a"}, "max": {" 2 "}, "rate": {"1000"}, "confirm": {"1"}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("a well-formed replay: status %d; body:\n%s", w.Code, w.Body.String())
+	}
+	topotest.WaitFor(t, func() bool { return tb.Stats(t, tb.Topo.DLQ("std")).Visible == 3 })
+}
