@@ -215,5 +215,27 @@ func reasonOf(m *dlqMessage) string {
 	if r := m.env.GetDeadLetterReason(); r != "" {
 		return r
 	}
-	return "max_receives_exceeded"
+	return reasonMaxReceives
+}
+
+// reasonMaxReceives is the reason of a job the backend redrove after too
+// many receives: it carries none of its own.
+const reasonMaxReceives = "max_receives_exceeded"
+
+// deadLetterReasons are every reason reasonOf can give, before any detail
+// after ": ".
+var deadLetterReasons = []string{
+	string(sideliner.ReasonAttemptsExhausted), string(sideliner.ReasonPermanentFailure),
+	string(sideliner.ReasonMalformed), reasonMaxReceives,
+}
+
+// knownReasonPrefix reports whether some dead letter's reason can start
+// with p: p is the start of a reason, or a reason and then its detail.
+func knownReasonPrefix(p string) bool {
+	for _, r := range deadLetterReasons {
+		if strings.HasPrefix(r, p) || strings.HasPrefix(p, r+": ") {
+			return true
+		}
+	}
+	return false
 }

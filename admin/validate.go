@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -51,8 +52,13 @@ func filterViolations(f *adminv1.DLQFilter) []*errdetails.BadRequest_FieldViolat
 	if n := len(f.GetLanes()); n > MaxFilterLanes {
 		bad = append(bad, violation("filter.lanes", "names %d lanes, over the limit of %d", n, MaxFilterLanes))
 	}
-	if n := len(f.GetReasonPrefix()); n > MaxReasonPrefixBytes {
-		bad = append(bad, violation("filter.reason_prefix", "is %d bytes, over the limit of %d", n, MaxReasonPrefixBytes))
+	switch p := f.GetReasonPrefix(); {
+	case len(p) > MaxReasonPrefixBytes:
+		bad = append(bad, violation("filter.reason_prefix", "is %d bytes, over the limit of %d", len(p), MaxReasonPrefixBytes))
+	case !knownReasonPrefix(p):
+		// It would match nothing, silently (found in review).
+		bad = append(bad, violation("filter.reason_prefix", "%q starts no dead-letter reason: the reasons are %s (a prefix of one, or one followed by \": \" and its detail)",
+			truncate(p, 70), strings.Join(deadLetterReasons, ", ")))
 	}
 	after, before := f.GetEnqueuedAfter(), f.GetEnqueuedBefore()
 	okAfter := checkTime(&bad, "filter.enqueued_after", after)
