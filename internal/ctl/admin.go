@@ -446,7 +446,9 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 	r := resp.GetReplay()
 	if req.GetDryRun() || noWait {
 		if c.json {
-			return printJSON(c.out, r)
+			// The JSON, and the exit status the text would have had: a
+			// failed dry run exited 0 with --json (found in review).
+			return cmp.Or(printJSON(c.out, r), replayOutcome(r))
 		}
 		if req.GetDryRun() {
 			if err := replayOutcome(r); err != nil {

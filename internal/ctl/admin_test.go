@@ -3,6 +3,7 @@ package ctl_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -123,5 +124,24 @@ func TestScanLimitAsksToNarrowTheFilter(t *testing.T) {
 	out, err := run(t, "dlq", "list", "--tenant", "nobody", "--admin-addr", addr, "--admin-key", "k")
 	if err == nil || strings.Contains(err.Error(), "cannot reach the admin API") || !strings.Contains(err.Error(), "narrow the filter") {
 		t.Errorf("dlq list over a huge DLQ: err=%v, want one asking to narrow the filter; output:\n%s", err, out)
+	}
+}
+
+// TestDryRunThatFailedFailsWithJSON: with --json a dry run that ended
+// FAILED printed its JSON and exited 0, so a script that reads --json
+// took the failed preview for an empty one. The JSON is still printed
+// (valid, with the state), and the command exits with the error.
+func TestDryRunThatFailedFailsWithJSON(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-1", time.Now()))
+	addr := serveAdmin(t, &faulty{Backend: tb.Backend, dlq: tb.Topo.DLQ("std"), failReceive: true}, tb)
+	var out, errOut bytes.Buffer
+	err := ctl.Run(t.Context(), []string{"dlq", "replay", "--all-tenants", "--dry-run", "--json", "--admin-addr", addr, "--admin-key", "k"}, &out, &errOut)
+	var r struct{ State string }
+	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil || r.State != "STATE_FAILED" {
+		t.Errorf("stdout is not the failed replay's JSON (%v):\n%s", jerr, out.String())
+	}
+	if err == nil || !strings.Contains(err.Error(), "failed") {
+		t.Errorf("dry run --json on an unreadable DLQ: err=%v, want a failure", err)
 	}
 }
