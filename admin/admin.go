@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -153,7 +155,7 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 	if preview < 0 || preview > previewBytesMax {
 		bad = append(bad, violation("preview_bytes", "must be 0 to %d", previewBytesMax))
 	}
-	offset, err := decodePageToken(req.GetPageToken())
+	offset, digest, err := decodePageToken(req.GetPageToken())
 	if err != nil {
 		bad = append(bad, violation("page_token", "%v", err))
 	}
@@ -161,6 +163,13 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 	queues, order, err := dlqQueues(a.topology, req.GetFilter())
 	if err != nil {
 		bad = append(bad, violation("filter.lanes", "%v", err))
+	}
+	// A token is an offset among what its listing's filter matched: with
+	// another filter it skipped that many of other jobs, silently (found
+	// in review).
+	want := filterDigest(order, req.GetFilter())
+	if err == nil && digest != "" && digest != want {
+		bad = append(bad, violation("page_token", "comes from a listing with another filter (lanes, tenants or reason): repeat that listing's filter with it, or leave it out to start from the first page"))
 	}
 	if len(bad) > 0 {
 		return nil, badRequest(bad)
@@ -184,7 +193,7 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 			return true, nil
 		}
 		if len(resp.Jobs) == size {
-			resp.NextPageToken = encodePageToken(offset + size)
+			resp.NextPageToken = encodePageToken(offset+size, want)
 			return false, nil
 		}
 		resp.Jobs = append(resp.Jobs, deadLetterOf(m, preview))
@@ -214,21 +223,42 @@ func deadLetterOf(m *dlqMessage, preview int) *adminv1.DeadLetter {
 	return d
 }
 
-func encodePageToken(offset int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("o" + strconv.Itoa(offset)))
+// A page token is "o<offset>.<digest>": the offset among the jobs its
+// listing's filter matched, and a digest of that filter (its queues,
+// tenants and reason; not its times, which "--since 2h" moves between
+// pages). A token without a digest, from an older server, is taken as is.
+func encodePageToken(offset int, digest string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o" + strconv.Itoa(offset) + "." + digest))
 }
 
-func decodePageToken(tok string) (int, error) {
+func decodePageToken(tok string) (offset int, digest string, err error) {
 	if tok == "" {
-		return 0, nil
+		return 0, "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err == nil && len(b) > 1 && b[0] == 'o' {
-		if n, err := strconv.Atoi(string(b[1:])); err == nil && n >= 0 {
-			return n, nil
+		num, digest, _ := strings.Cut(string(b[1:]), ".")
+		if n, err := strconv.Atoi(num); err == nil && n >= 0 {
+			return n, digest, nil
 		}
 	}
-	return 0, fmt.Errorf("not a token from a previous ListDLQ response")
+	return 0, "", fmt.Errorf("not a token from a previous ListDLQ response")
+}
+
+// filterDigest identifies what a listing matches apart from time: the
+// DLQs it reads, its tenants in any order, its reason prefix.
+func filterDigest(order []string, f *adminv1.DLQFilter) string {
+	h := sha256.New()
+	for _, q := range order {
+		h.Write([]byte(q + "\x00"))
+	}
+	h.Write([]byte{1})
+	for _, t := range slices.Sorted(slices.Values(f.GetTenants())) {
+		h.Write([]byte(t + "\x00"))
+	}
+	h.Write([]byte{1})
+	h.Write([]byte(f.GetReasonPrefix()))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
 }
 
 // ReplayDLQ starts a replay (or runs a dry run). The filter must name

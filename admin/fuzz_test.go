@@ -75,17 +75,17 @@ func FuzzDecodeEnvelope(f *testing.F) {
 // FuzzPageToken: every token decodes to an offset or an error, never a
 // negative offset, and every offset round-trips.
 func FuzzPageToken(f *testing.F) {
-	f.Add(encodePageToken(0), 50)
-	f.Add(encodePageToken(1500), 7)
+	f.Add(encodePageToken(0, "d"), 50)
+	f.Add(encodePageToken(1500, "d"), 7)
 	f.Add("nope", 0)
 	f.Add("bw", -1)
 	f.Fuzz(func(t *testing.T, tok string, n int) {
-		if off, err := decodePageToken(tok); err == nil && off < 0 {
+		if off, _, err := decodePageToken(tok); err == nil && off < 0 {
 			t.Fatalf("token %q decodes to %d", tok, off)
 		}
 		if n >= 0 {
-			if off, err := decodePageToken(encodePageToken(n)); err != nil || off != n {
-				t.Fatalf("offset %d round-trips to %d, %v", n, off, err)
+			if off, d, err := decodePageToken(encodePageToken(n, "dig")); err != nil || off != n || d != "dig" {
+				t.Fatalf("offset %d round-trips to %d, %q, %v", n, off, d, err)
 			}
 		}
 	})

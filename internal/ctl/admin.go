@@ -267,7 +267,7 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 	return adminCommand(func(fs *flag.FlagSet) {
 		ff.register(fs)
 		fs.IntVar(&pageSize, "limit", 50, "jobs per page (1-500)")
-		fs.StringVar(&page, "page", "", "page token from a previous listing")
+		fs.StringVar(&page, "page", "", "page token from a previous listing with the same filter flags")
 		fs.IntVar(&preview, "preview", 64, "payload bytes to show (0-4096)")
 	}, func(c *admin, _ *env, args []string) error {
 		if err := wantArgs(args, 0, "dlq list takes flags only (to see one job: sluicectl dlq show JOB_ID)"); err != nil {
@@ -300,7 +300,7 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(c.out, "(no dead-lettered jobs match)")
 		}
 		if t := resp.GetNextPageToken(); t != "" {
-			fmt.Fprintf(c.out, "more: --page %s\n", t)
+			fmt.Fprintf(c.out, "more: the same command with --page %s\n", t)
 		}
 		return nil
 	})(fs)
