@@ -145,3 +145,26 @@ func TestDryRunThatFailedFailsWithJSON(t *testing.T) {
 		t.Errorf("dry run --json on an unreadable DLQ: err=%v, want a failure", err)
 	}
 }
+
+// TestTopWithoutDrainersSaysSo: top against an admin API whose process
+// drains nothing (an SQS front door) got UNAVAILABLE from the API itself
+// and blamed the connection ("cannot reach the admin API … is
+// --admin-addr right?"). It must say that no drainer runs there.
+func TestTopWithoutDrainersSaysSo(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	addr := serveAdmin(t, tb.Backend, tb)
+	out, err := run(t, "top", "--once", "--admin-addr", addr, "--admin-key", "k")
+	if err == nil || strings.Contains(err.Error(), "cannot reach") || !strings.Contains(err.Error(), "no drainer runs") {
+		t.Errorf("top on a process without drainers: err=%v, want one saying no drainer runs there; output:\n%s", err, out)
+	}
+	// An address where nothing listens still blames the connection.
+	lis, lerr := net.Listen("tcp", "127.0.0.1:0")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	dead := lis.Addr().String()
+	_ = lis.Close()
+	if _, err := run(t, "top", "--once", "--timeout", "5s", "--admin-addr", dead, "--admin-key", "k"); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Errorf("top with nothing listening: err=%v, want cannot reach", err)
+	}
+}

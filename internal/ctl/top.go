@@ -7,6 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 )
 
@@ -37,7 +40,7 @@ func setupTop(fs *flag.FlagSet) runFunc {
 			resp, err := c.client.GetFairness(ctx, &adminv1.GetFairnessRequest{Top: int32(tenants)})
 			cancel()
 			if err != nil {
-				return c.explain(err)
+				return c.explainFairness(err)
 			}
 			if c.json {
 				err = printJSON(c.out, resp)
@@ -54,6 +57,22 @@ func setupTop(fs *flag.FlagSet) runFunc {
 			}
 		}
 	})(fs)
+}
+
+// explainFairness is explain for GetFairness, which answers UNAVAILABLE
+// itself where no drainer runs: when the API answers another call, that
+// is what its message says, not a connection failure (found in review).
+func (c *admin) explainFairness(err error) error {
+	st := status.Convert(err)
+	if st.Code() == codes.Unavailable {
+		ctx, cancel := c.call()
+		_, probe := c.client.GetQueueStats(ctx, &adminv1.GetQueueStatsRequest{})
+		cancel()
+		if probe == nil {
+			return fmt.Errorf("the admin API at %s has no fairness figures: %s", c.addr, st.Message())
+		}
+	}
+	return c.explain(err)
 }
 
 func printFairness(c *admin, resp *adminv1.GetFairnessResponse) error {
