@@ -103,3 +103,35 @@ func TestReplayFormRefusesNumbersItCannotRead(t *testing.T) {
 	}
 	topotest.WaitFor(t, func() bool { return tb.Stats(t, tb.Topo.DLQ("std")).Visible == 3 })
 }
+
+// get sends s's GET of path and returns the response.
+func get(t *testing.T, c *Console, s *session, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: s.id})
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, req)
+	return w
+}
+
+// TestTenantsPageSurvivesAnUnlistableDLQ: the Tenants page counts dead
+// letters from a DLQ listing, and any error of that listing (a replay
+// holding the DLQ, a DLQ past the scan bound) replaced the whole page,
+// shares and limits included, with the error. The page must render, with
+// the reason in the dead-letter section.
+func TestTenantsPageSurvivesAnUnlistableDLQ(t *testing.T) {
+	t.Parallel()
+	c, tb := servedConsole(t, 5)
+	s := c.newSession(roleAdmin)
+	// A slow replay holds the DLQ while it runs.
+	if w := post(t, c, s, "/replays", url.Values{"tenant": {"a"}, "rate": {"0.5"}, "confirm": {"1"}}); w.Code != http.StatusSeeOther {
+		t.Fatalf("start replay: %d\n%s", w.Code, w.Body.String())
+	}
+	topotest.WaitFor(t, func() bool { return tb.Stats(t, tb.Topo.DLQ("std")).InFlight > 0 })
+	w := get(t, c, s, "/tenants")
+	body := w.Body.String()
+	if w.Code != http.StatusOK || !strings.Contains(body, `id="shares"`) || !strings.Contains(body, `id="dead-note"`) || !strings.Contains(body, "sluicectl dlq cancel") {
+		t.Fatalf("tenants page while a replay runs: status %d, want 200 with the shares and a note on the dead letters:\n%s", w.Code, body)
+	}
+	checkInert(t, w.Body.Bytes())
+}
