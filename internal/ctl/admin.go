@@ -115,6 +115,9 @@ func (c *admin) explain(err error) error {
 		return fmt.Errorf("cannot reach the admin API at %s (is the gateway or drainer running, and is --admin-addr right?): %s", c.addr, st.Message())
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return fmt.Errorf("the admin API refused the credential: %s (use the admin key from <data-dir>/admin-key, not a tenant key)", st.Message())
+	case codes.DeadlineExceeded:
+		// It named no flag (found in review).
+		return fmt.Errorf("no answer from the admin API within --timeout %s (%s): give a longer --timeout; a replay or dry run it started goes on (sluicectl dlq status lists them)", c.timeout, st.Message())
 	}
 	return describe(st)
 }

@@ -27,6 +27,7 @@ type faulty struct {
 	dlq         string
 	failReceive bool
 	endless     bool // the DLQ yields fresh messages for ever
+	stall       bool // Receive from the DLQ waits until its context ends
 	n           int
 }
 
@@ -40,6 +41,10 @@ func (f *faulty) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendRes
 func (f *faulty) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
 	if f.failReceive {
 		return nil, fmt.Errorf("%w: throttled", queue.ErrUnavailable)
+	}
+	if f.stall && p.Queue == f.dlq {
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	if f.endless && p.Queue == f.dlq {
 		body, _ := envelope.Encode(topotest.Envelope("x", "j", time.Now()))
@@ -166,5 +171,23 @@ func TestTopWithoutDrainersSaysSo(t *testing.T) {
 	_ = lis.Close()
 	if _, err := run(t, "top", "--once", "--timeout", "5s", "--admin-addr", dead, "--admin-key", "k"); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("top with nothing listening: err=%v, want cannot reach", err)
+	}
+}
+
+// TestTimeoutSaysWhichFlag: a call that outlives --timeout (a dry run
+// over a slow DLQ) failed with "DeadlineExceeded: context deadline
+// exceeded", naming neither the flag nor that the server may still be
+// at it.
+func TestTimeoutSaysWhichFlag(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	addr := serveAdmin(t, &faulty{Backend: tb.Backend, dlq: tb.Topo.DLQ("std"), stall: true}, tb)
+	for _, args := range [][]string{
+		{"dlq", "replay", "--all-tenants", "--dry-run"},
+		{"dlq", "list"},
+	} {
+		out, err := run(t, append(args, "--timeout", "300ms", "--admin-addr", addr, "--admin-key", "k")...)
+		if err == nil || !strings.Contains(err.Error(), "--timeout") {
+			t.Errorf("%q past its --timeout: err=%v, want one naming --timeout; output:\n%s", args, err, out)
+		}
 	}
 }
