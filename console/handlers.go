@@ -440,6 +440,17 @@ func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter,
 		http.Redirect(w, r, "/replays/"+url.PathEscape(rp.GetId()), http.StatusSeeOther)
 		return
 	}
+	// A dry run that failed or was cancelled counted only part of the DLQ,
+	// or none of it: shown as a result, it read "0 of 0 would be
+	// replayed" (found in review).
+	if rp.GetState() != adminv1.Replay_STATE_DONE {
+		v.Error = fmt.Sprintf("The dry run %s after scanning %d dead-lettered jobs, so it cannot tell what a replay would move", replayState(rp), rp.GetScanned())
+		if e := rp.GetError(); e != "" {
+			v.Error += ": " + e
+		}
+		c.render(w, http.StatusBadGateway, "dlq", v)
+		return
+	}
 	data["Dry"], data["Max"], data["Rate"] = rp, r.PostFormValue("max"), r.PostFormValue("rate")
 	c.render(w, http.StatusOK, "dryrun", v)
 }
@@ -524,9 +535,7 @@ var funcs = template.FuncMap{
 		}
 		return humanDuration(time.Since(ts.AsTime())) + " ago"
 	},
-	"state": func(r *adminv1.Replay) string {
-		return strings.ToLower(strings.TrimPrefix(r.GetState().String(), "STATE_"))
-	},
+	"state":   replayState,
 	"running": func(r *adminv1.Replay) bool { return r.GetState() == adminv1.Replay_STATE_RUNNING },
 	"payload": payloadText,
 	"reason":  shortReason,
@@ -545,6 +554,12 @@ var funcs = template.FuncMap{
 	"jain":      indexText,
 	"stateText": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"weight":    weightText,
+}
+
+// replayState is a replay's state in lower case: running, done,
+// cancelled or failed.
+func replayState(r *adminv1.Replay) string {
+	return strings.ToLower(strings.TrimPrefix(r.GetState().String(), "STATE_"))
 }
 
 // percentText shows a figure in [0, 1] as a percentage, and indexText as

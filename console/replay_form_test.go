@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,17 +17,24 @@ import (
 	"github.com/sluice-dev/sluice/admin"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/topotest"
+	"github.com/sluice-dev/sluice/queue"
 )
 
 // servedConsole is a console over a real admin API on loopback, over an
 // embedded store whose std lane's DLQ holds n jobs of tenant a.
 func servedConsole(t *testing.T, n int) (*Console, *topotest.Bundle) {
 	t.Helper()
+	return servedConsoleOn(t, n, func(b queue.Backend) queue.Backend { return b })
+}
+
+// servedConsoleOn is servedConsole with the admin API over wrap's backend.
+func servedConsoleOn(t *testing.T, n int, wrap func(queue.Backend) queue.Backend) (*Console, *topotest.Bundle) {
+	t.Helper()
 	tb := topotest.Setup(t, topotest.OneLane)
 	for i := range n {
 		tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-"+string(rune('a'+i)), time.Now().Add(-time.Hour)))
 	}
-	a := admin.NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	a := admin.NewServer(wrap(tb.Backend), tb.Topo, topotest.QuietLog)
 	unary, stream := admin.Auth("admin-key")
 	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
 	adminv1.RegisterAdminServiceServer(srv, a)
@@ -132,6 +140,30 @@ func TestTenantsPageSurvivesAnUnlistableDLQ(t *testing.T) {
 	body := w.Body.String()
 	if w.Code != http.StatusOK || !strings.Contains(body, `id="shares"`) || !strings.Contains(body, `id="dead-note"`) || !strings.Contains(body, "sluicectl dlq cancel") {
 		t.Fatalf("tenants page while a replay runs: status %d, want 200 with the shares and a note on the dead letters:\n%s", w.Code, body)
+	}
+	checkInert(t, w.Body.Bytes())
+}
+
+// unreadable is a backend whose receives all fail.
+type unreadable struct{ queue.Backend }
+
+func (unreadable) Receive(context.Context, *queue.ReceiveParams) ([]queue.Message, error) {
+	return nil, fmt.Errorf("%w: throttled", queue.ErrUnavailable)
+}
+
+// TestFailedDryRunIsNotShownAsEmpty: a dry run that could not read the
+// DLQ ends FAILED with Matched 0, and the console showed it as "Dry run:
+// 0 of 0 dead-lettered jobs would be replayed" with status 200, so the
+// operator saw nothing to replay. The page must say the dry run failed
+// and why, with an error status, and offer no replay button.
+func TestFailedDryRunIsNotShownAsEmpty(t *testing.T) {
+	t.Parallel()
+	c, _ := servedConsoleOn(t, 2, func(b queue.Backend) queue.Backend { return unreadable{b} })
+	s := c.newSession(roleAdmin)
+	w := post(t, c, s, "/replays", url.Values{"tenant": {"a"}})
+	body := w.Body.String()
+	if w.Code == http.StatusOK || strings.Contains(body, "would be replayed") || !strings.Contains(body, "throttled") || strings.Contains(body, `id="confirm"`) {
+		t.Fatalf("dry run over an unreadable DLQ: status %d, want an error naming the failure and no replay button:\n%s", w.Code, body)
 	}
 	checkInert(t, w.Body.Bytes())
 }
