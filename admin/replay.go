@@ -244,7 +244,13 @@ func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
 	// The tenant as the group, as the gateway sends it: on SQS fair
 	// queues a large replay for one tenant does not hold up the others.
 	entry := queue.SendEntry{ID: "0", Body: body, GroupID: env.GetTenant()}
-	res, deleteErr, err := queue.Relocate(ctx, p.backend, m.queue, dest, []queue.SendEntry{entry}, []string{m.msg.ReceiptHandle})
+	// A move that has begun finishes: a cancel (CancelReplay, Stop)
+	// that reached the delete after the send left the job on its shard
+	// and in the DLQ, to be replayed again (found in review). The cancel
+	// stops the replay before its next job instead.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	res, deleteErr, err := queue.Relocate(mctx, p.backend, m.queue, dest, []queue.SendEntry{entry}, []string{m.msg.ReceiptHandle})
 	if err == nil && len(res) > 0 {
 		err = res[0].Err
 	}
