@@ -541,9 +541,15 @@ var funcs = template.FuncMap{
 	"reason":  shortReason,
 	"cut":     cut,
 	"keys":    func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) },
-	"total":   func(r *adminv1.Replay) int64 { return max(r.GetMatched(), r.GetMaxJobs(), 1) },
+	"total":   replayTotal,
 	"percent": func(r *adminv1.Replay) int64 {
-		return min(100, (r.GetMoved()+r.GetFailed())*100/max(r.GetMatched(), r.GetMaxJobs(), 1))
+		if t := replayTotal(r); t > 0 {
+			return min(100, (r.GetMoved()+r.GetFailed())*100/t)
+		}
+		if r.GetState() == adminv1.Replay_STATE_RUNNING {
+			return 0
+		}
+		return 100
 	},
 	"filter":    describeFilter,
 	"jobURL":    func(id string) string { return "/dlq/job?" + url.Values{"id": {id}}.Encode() },
@@ -554,6 +560,17 @@ var funcs = template.FuncMap{
 	"jain":      indexText,
 	"stateText": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"weight":    weightText,
+}
+
+// replayTotal is the jobs a replay's progress counts to: what it matched,
+// or its max while it runs. It showed "0 of 1" for a replay that matched
+// nothing and "4 of 10" for one done with all 4 it matched (found in
+// review).
+func replayTotal(r *adminv1.Replay) int64 {
+	if r.GetState() == adminv1.Replay_STATE_RUNNING {
+		return max(r.GetMatched(), r.GetMaxJobs())
+	}
+	return r.GetMatched()
 }
 
 // replayState is a replay's state in lower case: running, done,

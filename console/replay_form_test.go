@@ -167,3 +167,32 @@ func TestFailedDryRunIsNotShownAsEmpty(t *testing.T) {
 	}
 	checkInert(t, w.Body.Bytes())
 }
+
+// TestReplayPageTotalIsWhatMatched: the replay page showed "0 of 1
+// moved" for a replay that matched nothing, and "4 of 10" for one that
+// moved all 4 it matched under a max of 10.
+func TestReplayPageTotalIsWhatMatched(t *testing.T) {
+	t.Parallel()
+	c, _ := servedConsole(t, 4)
+	s := c.newSession(roleAdmin)
+	for _, tc := range []struct {
+		tenant, max, want string
+	}{
+		{"b", "", "0 of 0 moved"},
+		{"a", "10", "4 of 4 moved"},
+	} {
+		w := post(t, c, s, "/replays", url.Values{"tenant": {tc.tenant}, "max": {tc.max}, "rate": {"1000"}, "confirm": {"1"}})
+		if w.Code != http.StatusSeeOther {
+			t.Fatalf("start replay: %d\n%s", w.Code, w.Body.String())
+		}
+		page := w.Header().Get("Location")
+		var body string
+		topotest.WaitFor(t, func() bool {
+			body = get(t, c, s, page).Body.String()
+			return strings.Contains(body, `id="state">done`)
+		})
+		if !strings.Contains(body, tc.want) {
+			t.Errorf("replay of tenant %s (max %q) done: want %q on the page:\n%s", tc.tenant, tc.max, tc.want, body)
+		}
+	}
+}

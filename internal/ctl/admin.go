@@ -514,12 +514,19 @@ func replayOutcome(r *adminv1.Replay) error {
 // matched so far.
 func drawProgress(w io.Writer, r *adminv1.Replay) {
 	done := r.GetMoved() + r.GetFailed()
-	total := max(r.GetMatched(), 1)
-	if r.GetMaxJobs() > 0 {
+	// The total shown is what matched (or --max while it runs): with
+	// nothing matched it read "0/1 moved" (found in review).
+	total := r.GetMatched()
+	if r.GetMaxJobs() > 0 && r.GetState() == adminv1.Replay_STATE_RUNNING {
 		total = max(total, r.GetMaxJobs())
 	}
 	const width = 30
-	filled := int(min(done*width/total, width))
+	filled := 0
+	if total > 0 {
+		filled = int(min(done*width/total, width))
+	} else if r.GetState() != adminv1.Replay_STATE_RUNNING {
+		filled = width
+	}
 	fmt.Fprintf(w, "\r[%s%s] %d/%d moved, %d failed, %d scanned", strings.Repeat("#", filled), strings.Repeat(".", width-filled), r.GetMoved(), total, r.GetFailed(), r.GetScanned())
 }
 

@@ -191,3 +191,15 @@ func TestTimeoutSaysWhichFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayOfNothingSaysNothingMatched: a replay whose filter matched no
+// job drew "0/1 moved", as if one job had not moved. It must show 0 of 0.
+func TestReplayOfNothingSaysNothingMatched(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-1", time.Now()))
+	addr := serveAdmin(t, tb.Backend, tb)
+	out, err := run(t, "dlq", "replay", "--tenant", "b", "--admin-addr", addr, "--admin-key", "k")
+	if err != nil || !strings.Contains(out, "0/0 moved") || strings.Contains(out, "0/1") {
+		t.Errorf("replay matching nothing: err=%v, want progress 0/0 moved; output:\n%s", err, out)
+	}
+}
