@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -91,4 +92,23 @@ func FuzzPagesEscapeData(f *testing.F) {
 			checkInert(t, buf.Bytes())
 		}
 	})
+}
+
+// TestDescribeFilterShowsTheWholeTimeRange: a replay's filter read
+// "accepted since 10:00Z" with no date (a range days ago looked like
+// today's) and left out enqueued_before, so a replay of an old window
+// (sluicectl --until) looked like one of everything since.
+func TestDescribeFilterShowsTheWholeTimeRange(t *testing.T) {
+	t.Parallel()
+	after := timestamppb.New(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
+	before := timestamppb.New(time.Date(2026, 11, 21, 8, 30, 0, 0, time.UTC))
+	got := describeFilter(&adminv1.DLQFilter{Tenants: []string{"a"}, EnqueuedAfter: after, EnqueuedBefore: before})
+	for _, want := range []string{"2026-11-20 10:00Z", "before 2026-11-21 08:30Z"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("describeFilter = %q, want it to contain %q", got, want)
+		}
+	}
+	if got := describeFilter(&adminv1.DLQFilter{AllTenants: true, EnqueuedBefore: before}); !strings.Contains(got, "before 2026-11-21 08:30Z") {
+		t.Errorf("describeFilter = %q, want the before time", got)
+	}
 }

@@ -655,8 +655,17 @@ func describeFilter(f *adminv1.DLQFilter) string {
 	if r := f.GetReasonPrefix(); r != "" {
 		parts = append(parts, "reason "+r+"…")
 	}
-	if a := f.GetEnqueuedAfter(); a != nil {
-		parts = append(parts, "accepted since "+a.AsTime().UTC().Format("15:04Z"))
+	// The whole range, with dates: it showed only a time of day, and no
+	// end (found in review).
+	const at = "2006-01-02 15:04Z"
+	a, b := f.GetEnqueuedAfter(), f.GetEnqueuedBefore()
+	switch {
+	case a != nil && b != nil:
+		parts = append(parts, "accepted from "+a.AsTime().UTC().Format(at)+" and before "+b.AsTime().UTC().Format(at))
+	case a != nil:
+		parts = append(parts, "accepted since "+a.AsTime().UTC().Format(at))
+	case b != nil:
+		parts = append(parts, "accepted before "+b.AsTime().UTC().Format(at))
 	}
 	if len(parts) == 0 {
 		return "everything"
