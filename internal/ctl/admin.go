@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -61,12 +62,20 @@ type admin struct {
 func (a *adminFlags) connect(ctx context.Context, out io.Writer) (*admin, func(), error) {
 	key := a.key
 	if key == "" {
-		if b, err := os.ReadFile(filepath.Join(a.dataDir, "admin-key")); err == nil {
-			key = strings.TrimSpace(string(b))
+		// A file that is there but unreadable or empty is named as such:
+		// "run where it exists" sent the operator looking for a file
+		// that was there (found in review).
+		file := filepath.Join(a.dataDir, "admin-key")
+		b, err := os.ReadFile(file)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, nil, fmt.Errorf("no admin key: pass --admin-key, set SLUICE_ADMIN_KEY, or run where %s exists (or point --data-dir at the gateway's)", file)
+		case err != nil:
+			return nil, nil, fmt.Errorf("no admin key: cannot read %s (%w); pass --admin-key or set SLUICE_ADMIN_KEY instead", file, err)
 		}
-	}
-	if key == "" {
-		return nil, nil, fmt.Errorf("no admin key: pass --admin-key, set SLUICE_ADMIN_KEY, or run where %s exists (or point --data-dir at the gateway's)", filepath.Join(a.dataDir, "admin-key"))
+		if key = strings.TrimSpace(string(b)); key == "" {
+			return nil, nil, fmt.Errorf("no admin key: %s is empty; pass --admin-key, set SLUICE_ADMIN_KEY, or point --data-dir at the gateway's", file)
+		}
 	}
 	conn, err := cliconn.Dial(a.addr, "--admin-addr", key, a.tls)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +203,30 @@ func TestReplayOfNothingSaysNothingMatched(t *testing.T) {
 	out, err := run(t, "dlq", "replay", "--tenant", "b", "--admin-addr", addr, "--admin-key", "k")
 	if err != nil || !strings.Contains(out, "0/0 moved") || strings.Contains(out, "0/1") {
 		t.Errorf("replay matching nothing: err=%v, want progress 0/0 moved; output:\n%s", err, out)
+	}
+}
+
+// TestAdminKeyFileProblemsAreNamed: an admin-key file that exists but
+// cannot be read, or is empty, got "run where <dir>/admin-key exists",
+// which it does. The error must say what is wrong with the file.
+func TestAdminKeyFileProblemsAreNamed(t *testing.T) {
+	t.Setenv("SLUICE_ADMIN_KEY", "")
+	for _, tc := range []struct {
+		name, want string
+		make       func(dir string) error
+	}{
+		{"a directory", "is a directory", func(dir string) error { return os.Mkdir(filepath.Join(dir, "admin-key"), 0o700) }},
+		{"empty", "is empty", func(dir string) error { return os.WriteFile(filepath.Join(dir, "admin-key"), []byte("\n"), 0o600) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := tc.make(dir); err != nil {
+				t.Fatal(err)
+			}
+			_, err := run(t, "stats", "--data-dir", dir, "--admin-addr", "127.0.0.1:1")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("admin-key %s: err=%v, want it to say %q", tc.name, err, tc.want)
+			}
+		})
 	}
 }
