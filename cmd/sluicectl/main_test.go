@@ -398,6 +398,13 @@ func TestCommands(t *testing.T) {
 		{[]string{"completion", "tcsh"}, `no completion for shell "tcsh"`},
 		{[]string{"top", "--top", "0", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "give 1 to 1000 tenants per lane"},
 		{[]string{"top", "--interval", "1ms", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "give at least 100ms"},
+		// Values past int32 wrapped to small valid ones; negative times
+		// were ignored (found in review).
+		{[]string{"dlq", "list", "--limit", "4294967346", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "--limit 4294967346: give 1 to 500"},
+		{[]string{"dlq", "list", "--preview", "-1", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "--preview -1: give 0 to 4096"},
+		{[]string{"dlq", "redrive", "--lane", "standard", "--rate", "4294967297", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "--rate 4294967297: give 1 to 500"},
+		{[]string{"submit", "--addr", c.addr, "--key", c.devKey, "--ttl", "-1m", "x"}, "--ttl -1m0s: must not be negative"},
+		{[]string{"submit", "--addr", c.addr, "--key", c.devKey, "--delay", "-5s", "x"}, "--delay -5s: must not be negative"},
 	}
 	for _, m := range mistakes {
 		_, errOut, err := run(t, "sluicectl", m.args...)

@@ -285,6 +285,13 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args, 0, "dlq list takes flags only (to see one job: sluicectl dlq show JOB_ID)"); err != nil {
 			return err
 		}
+		// Checked here: a value past int32 wrapped to a small valid one.
+		switch {
+		case pageSize < 1 || pageSize > 500:
+			return fmt.Errorf("--limit %d: give 1 to 500 jobs per page", pageSize)
+		case preview < 0 || preview > 4096:
+			return fmt.Errorf("--preview %d: give 0 to 4096 payload bytes", preview)
+		}
 		f, err := ff.build(time.Now())
 		if err != nil {
 			return err
@@ -601,6 +608,9 @@ func setupDLQRedrive(fs *flag.FlagSet) runFunc {
 		}
 		if lane == "" {
 			return errors.New("give --lane: the lane whose whole DLQ to redrive")
+		}
+		if rate < 0 || rate > 500 {
+			return fmt.Errorf("--rate %d: give 1 to 500 messages per second, or 0 for as fast as SQS allows", rate)
 		}
 		ctx, cancel := c.call()
 		defer cancel()

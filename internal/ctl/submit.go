@@ -48,6 +48,12 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args, 1, "give exactly one payload argument (quote it, or - to read stdin)"); err != nil {
 			return err
 		}
+		switch {
+		case *ttl < 0:
+			return fmt.Errorf("--ttl %s: must not be negative (0 for no time to live)", *ttl)
+		case *delay < 0:
+			return fmt.Errorf("--delay %s: must not be negative (0 to deliver at once)", *delay)
+		}
 		payload := []byte(args[0])
 		if args[0] == "-" {
 			b, err := io.ReadAll(os.Stdin)

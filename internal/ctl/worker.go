@@ -134,7 +134,9 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 		}
 		opts := worker.ConnectOptions{Concurrency: *concurrency, TLS: tlsCfg, Logger: log}
 		if *lanes != "" {
-			opts.Lanes = strings.Split(*lanes, ",")
+			for l := range strings.SplitSeq(*lanes, ",") {
+				opts.Lanes = append(opts.Lanes, strings.TrimSpace(l))
+			}
 		}
 		err = worker.Connect(ctx, *addr, k, handler, opts)
 		log.InfoContext(context.WithoutCancel(ctx), "worker stopped")
