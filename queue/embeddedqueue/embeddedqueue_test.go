@@ -116,32 +116,18 @@ func TestGroupCommit(t *testing.T) {
 // receipts in one of them fail only their own entries.
 func TestGroupKeepsLogicalErrorsApart(t *testing.T) {
 	t.Parallel()
-	var (
-		armed   = make(chan struct{})
-		entered = make(chan struct{})
-		release = make(chan struct{})
-		once    sync.Once
-	)
-	b, _ := setupWith(t, Options{}, knobs{beforeGroup: func() {
-		select {
-		case <-armed:
-			once.Do(func() {
-				close(entered)
-				<-release
-			})
-		default:
-		}
-	}})
+	hold := newWriterHold()
+	b, _ := setupWith(t, Options{}, knobs{beforeGroup: hold.beforeGroup})
 	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
 	sendOne(t, b, "q", "held", 0)
 	m := receive(t, b, "q", 1, 0)[0]
 	before := b.CommitStats()
 
-	close(armed)
+	hold.arm()
 	var wg sync.WaitGroup
 	var delRes []error
 	wg.Go(func() { sendOne(t, b, "q", "first", 0) })
-	<-entered // the writer holds "first" and waits
+	hold.held() // the writer holds "first" and waits
 	wg.Go(func() {
 		var err error
 		delRes, err = b.Delete(t.Context(), &queue.DeleteParams{Queue: "q", ReceiptHandles: []string{"bogus", m.ReceiptHandle, m.ReceiptHandle}})
@@ -151,7 +137,7 @@ func TestGroupKeepsLogicalErrorsApart(t *testing.T) {
 	})
 	wg.Go(func() { sendOne(t, b, "q", "third", 0) })
 	waitUntil(t, "two more operations queued behind the writer", func() bool { return len(b.ops) == 2 })
-	close(release)
+	hold.release()
 	wg.Wait()
 
 	if c := b.CommitStats().Commits - before.Commits; c != 1 {
@@ -333,22 +319,8 @@ func TestRedriveInBoundedSteps(t *testing.T) {
 // so that every one goes on.
 func TestRedrivesKeepTheGroupBound(t *testing.T) {
 	t.Parallel()
-	var (
-		armed   = make(chan struct{})
-		entered = make(chan struct{})
-		release = make(chan struct{})
-		once    sync.Once
-	)
-	b, bun := setupWith(t, Options{}, knobs{beforeGroup: func() {
-		select {
-		case <-armed:
-			once.Do(func() {
-				close(entered)
-				<-release
-			})
-		default:
-		}
-	}})
+	hold := newWriterHold()
+	b, bun := setupWith(t, Options{}, knobs{beforeGroup: hold.beforeGroup})
 	mustEnsure(t, b,
 		queue.QueueSpec{Name: "dlq"},
 		queue.QueueSpec{Name: "q", VisibilityTimeout: 10 * time.Second, DeadLetterQueue: "dlq", MaxReceiveCount: 1})
@@ -369,7 +341,7 @@ func TestRedrivesKeepTheGroupBound(t *testing.T) {
 	}
 	bun.clock.Advance(11 * time.Second) // every lease ends: all past their max
 	before := b.CommitStats().Commits
-	close(armed)
+	hold.arm()
 	var wg sync.WaitGroup
 	for range receivers {
 		wg.Go(func() {
@@ -378,9 +350,9 @@ func TestRedrivesKeepTheGroupBound(t *testing.T) {
 			}
 		})
 	}
-	<-entered // the writer holds the first receive
+	hold.held() // the writer holds the first receive
 	waitUntil(t, "the other receives queued behind it", func() bool { return len(b.ops) == receivers-1 })
-	close(release)
+	hold.release()
 	wg.Wait()
 	if s := stats(t, b, "dlq"); s.Visible != int64(n) {
 		t.Fatalf("%d in the DLQ, want %d", s.Visible, n)
@@ -943,3 +915,31 @@ func TestFailedOpenClosesTheLogs(t *testing.T) {
 		}
 	}
 }
+
+// writerHold stops the writer once, before the first group it starts
+// after arm, until release: operations queued meanwhile share the next
+// group.
+type writerHold struct {
+	armed, entered, released chan struct{}
+	once                     sync.Once
+}
+
+func newWriterHold() *writerHold {
+	return &writerHold{armed: make(chan struct{}), entered: make(chan struct{}), released: make(chan struct{})}
+}
+
+// beforeGroup is the knob that holds the writer.
+func (h *writerHold) beforeGroup() {
+	select {
+	case <-h.armed:
+		h.once.Do(func() {
+			close(h.entered)
+			<-h.released
+		})
+	default:
+	}
+}
+
+func (h *writerHold) arm()     { close(h.armed) }
+func (h *writerHold) held()    { <-h.entered }
+func (h *writerHold) release() { close(h.released) }
