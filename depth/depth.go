@@ -9,6 +9,7 @@ package depth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -66,33 +67,59 @@ func New(cfg Config) *Cache {
 	return c
 }
 
-// Refresh reads every queue's Stats once.
+// Refresh reads every queue's Stats once. Backend.Stats fails a whole call
+// for one queue it cannot read, so a chunk that fails is read again queue
+// by queue: one deleted or unreadable queue leaves its own depth as it was
+// and the others are still refreshed. The error joins every queue's.
 func (c *Cache) Refresh(ctx context.Context) error {
+	var errs []error
 	for start := 0; start < len(c.cfg.Queues); start += 100 {
 		names := c.cfg.Queues[start:min(start+100, len(c.cfg.Queues))]
 		stats, err := c.cfg.Backend.Stats(ctx, &queue.StatsParams{Queues: names})
-		if err != nil {
-			return err
+		if err == nil {
+			c.store(stats)
+			continue
 		}
-		for _, s := range stats {
-			e := c.entries[s.Queue]
-			if e == nil {
+		if ctx.Err() != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if len(names) == 1 {
+			errs = append(errs, err)
+			continue
+		}
+		for _, name := range names {
+			stats, err := c.cfg.Backend.Stats(ctx, &queue.StatsParams{Queues: []string{name}})
+			if err != nil {
+				errs = append(errs, err)
+				if ctx.Err() != nil {
+					return errors.Join(errs...)
+				}
 				continue
 			}
-			e.waiting.Store(s.Visible + s.Delayed)
-			e.inFlight.Store(s.InFlight)
-			e.oldest.Store(int64(s.OldestAge))
-			if c.cfg.Observe != nil {
-				c.cfg.Observe(s)
-			}
+			c.store(stats)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+func (c *Cache) store(stats []queue.Stats) {
+	for _, s := range stats {
+		e := c.entries[s.Queue]
+		if e == nil {
+			continue
+		}
+		e.waiting.Store(s.Visible + s.Delayed)
+		e.inFlight.Store(s.InFlight)
+		e.oldest.Store(int64(s.OldestAge))
+		if c.cfg.Observe != nil {
+			c.cfg.Observe(s)
+		}
+	}
 }
 
 // Start refreshes once, then every Interval until Stop (see
 // internal/startstop). A failed first refresh fails Start; a later one is
-// logged and the old values are kept.
+// logged and the old values of the queues it could not read are kept.
 func (c *Cache) Start(ctx context.Context) error {
 	if err := c.Refresh(ctx); err != nil {
 		return err
