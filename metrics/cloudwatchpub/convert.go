@@ -1,7 +1,6 @@
 package cloudwatchpub
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -40,10 +39,36 @@ var dimensions = map[string]string{
 	"result":    "Result", // tenant config reloads: ok or refused (alarm on refused)
 }
 
-// EmptyDimensionValue stands for an empty label value (CloudWatch needs a
-// non-empty value), so a metric keeps one dimension set: a drain action
-// without a sideliner reason has Reason "none".
+// EmptyDimensionValue stands for an empty or blank label value (CloudWatch
+// needs a non-whitespace value), so a metric keeps one dimension set: a
+// drain action without a sideliner reason has Reason "none".
 const EmptyDimensionValue = "none"
+
+// maxDimensionValueLen is the longest dimension value CloudWatch takes.
+const maxDimensionValueLen = 1024
+
+// dimensionValue returns a label value as a dimension value CloudWatch
+// accepts: 1 to 1024 ASCII characters, not all whitespace, no control
+// characters (one bad value fails the whole PutMetricData call). Each
+// other character becomes '_', a value longer than 1024 is cut, and an
+// empty or blank one is EmptyDimensionValue. Label values that differ only
+// in what this changes are added up as one dimension value.
+func dimensionValue(v string) string {
+	if strings.TrimSpace(v) == "" {
+		return EmptyDimensionValue
+	}
+	var b strings.Builder
+	for _, r := range v {
+		if b.Len() == maxDimensionValueLen {
+			break
+		}
+		if r < 0x20 || r > 0x7e {
+			r = '_'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // Name returns the CloudWatch metric name and unit for a Prometheus family:
 // the name without the "sluice_" prefix, the "_total" suffix of counters
@@ -126,8 +151,7 @@ func (c *converter) convert(fams []*dto.MetricFamily, now time.Time) []types.Met
 				key.WriteByte(0xfe)
 				key.WriteString(lp.GetValue())
 				if dn, ok := dimensions[lp.GetName()]; ok {
-					v := cmp.Or(lp.GetValue(), EmptyDimensionValue)
-					dims = append(dims, types.Dimension{Name: aws.String(dn), Value: aws.String(v)})
+					dims = append(dims, types.Dimension{Name: aws.String(dn), Value: aws.String(dimensionValue(lp.GetValue()))})
 				}
 			}
 			seriesKey := key.String()

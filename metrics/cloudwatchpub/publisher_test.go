@@ -532,3 +532,54 @@ func TestLifecycle(t *testing.T) {
 		return p
 	})
 }
+
+// TestDimensionValuesCloudWatchAccepts: CloudWatch refuses a whole
+// PutMetricData call (up to 1000 datums) when one dimension value is not
+// ASCII, holds a control character, is only whitespace or is longer than
+// 1024 characters. A tier is any name the tenant file gives it, so one
+// tier named "prémium" lost every metric in its batch, every cycle. Such
+// values are now made acceptable (each offending character becomes '_',
+// a blank value "none", a long one cut), keeping the metric.
+func TestDimensionValuesCloudWatchAccepts(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ tier, want string }{
+		{"prémium", "pr_mium"},
+		{"gold tier", "gold tier"},
+		{"   ", cloudwatchpub.EmptyDimensionValue},
+		{"a\tb", "a_b"},
+		{"ok", "ok"},
+	}
+	p, bundle := setup(t)
+	for _, tt := range tests {
+		bundle.m.Submit("t", tt.tier, "std", metrics.OutcomeAdmitted)
+	}
+	long := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_test_long_queue"}, []string{"queue"})
+	bundle.reg.MustRegister(long)
+	long.WithLabelValues(strings.Repeat("q", 2000)).Set(1)
+
+	if err := p.Publish(t.Context()); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if n := bundle.cw.rejectedCount(); n != 0 {
+		t.Errorf("%d PutMetricData calls refused for an invalid dimension value", n)
+	}
+	got := byKey(t, bundle.cw.take())
+	for _, tt := range tests {
+		k := key("JobsSubmitted", map[string]string{"Tier": tt.want, "Lane": "std", "Outcome": metrics.OutcomeAdmitted})
+		if d, ok := got[k]; !ok || d.Value == nil || *d.Value != 1 {
+			t.Errorf("tier %q: %s = %+v, want 1 (published: %v)", tt.tier, k, d, keys(got))
+		}
+	}
+	if _, ok := got[key("TestLongQueue", map[string]string{"Queue": strings.Repeat("q", 1024)})]; !ok {
+		t.Errorf("a 2000-character queue label: no TestLongQueue with its first 1024 characters (published: %v)", keys(got))
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

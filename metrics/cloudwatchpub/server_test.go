@@ -31,6 +31,7 @@ type fakeCloudWatch struct {
 	mu       sync.Mutex
 	attempts int          // HTTP requests, retries included
 	puts     []putRequest // decoded successful requests
+	rejected int          // requests refused for an invalid dimension value
 	// fail scripts the answer to attempt n (1-based): a zero status is a
 	// success.
 	fail func(n int) (status int, errType, queryError string)
@@ -137,6 +138,27 @@ func (f *fakeCloudWatch) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// CloudWatch refuses the whole request when one dimension value is
+	// not 1 to 1024 ASCII characters with a non-whitespace one and no
+	// control character (API_Dimension.html).
+	for _, d := range req.Data {
+		for name, v := range d.Dims {
+			if msg := invalidDimensionValue(v); msg != "" {
+				f.mu.Lock()
+				f.rejected++
+				f.mu.Unlock()
+				w.Header().Set("Content-Type", "application/cbor")
+				w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write(cbor.Encode(cbor.Map{
+					"__type":  cbor.String("com.amazonaws.cloudwatch#InvalidParameterValueException"),
+					"message": cbor.String(fmt.Sprintf("The value %q for parameter MetricData.member.Dimensions %s %s", v, name, msg)),
+				}))
+				return
+			}
+		}
+	}
+
 	if fail != nil {
 		if status, errType, queryError := fail(n); status != 0 {
 			w.Header().Set("Content-Type", "application/cbor")
@@ -167,6 +189,12 @@ func (f *fakeCloudWatch) take() []putRequest {
 	out := f.puts
 	f.puts = nil
 	return out
+}
+
+func (f *fakeCloudWatch) rejectedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rejected
 }
 
 func (f *fakeCloudWatch) attemptCount() int {
@@ -245,4 +273,21 @@ func decodePut(body []byte, out *putRequest) error {
 		out.Data = append(out.Data, d)
 	}
 	return nil
+}
+
+// invalidDimensionValue says what is wrong with a dimension value by
+// CloudWatch's rules, or "".
+func invalidDimensionValue(v string) string {
+	if len(v) < 1 || len(v) > 1024 {
+		return "must be 1 to 1024 characters long"
+	}
+	if strings.TrimSpace(v) == "" {
+		return "must include a non-whitespace character"
+	}
+	for _, r := range v {
+		if r > 0x7e || r < 0x20 {
+			return "must contain only ASCII characters and no control characters"
+		}
+	}
+	return ""
 }
