@@ -417,3 +417,35 @@ BenchmarkEmbedded/fsync=interval/send/1KiB/concurrency=256-2 1	20000 ns/op	 5000
 		t.Errorf("enqueue figure = %q (%s), want %q (meets)", f.Measured, f.Status, want)
 	}
 }
+
+// TestQuietFigureReferenceNotDelivered checks that a reference run whose
+// quiet p99 is "not delivered" does not make the noisy run's ratio tiny
+// (and the figure "meets"): the ratio is not measured.
+func TestQuietFigureReferenceNotDelivered(t *testing.T) {
+	t.Parallel()
+	quiet := func(dwells ...time.Duration) []Outcome {
+		var os []Outcome
+		for _, d := range dwells {
+			os = append(os, Outcome{Delivered: d != Never, Dwell: d})
+		}
+		return os
+	}
+	cases := []fairCase{{label: "no noise", group: "q", ref: true}, {label: "3 noisy", group: "q"}}
+	fr := fairResults{set: fairSet{cases: cases}, runs: map[bool][]fairRun{}}
+	for _, fifo := range []bool{false, true} {
+		fr.runs[fifo] = []fairRun{
+			{fifo: fifo, c: cases[0], quiet: quiet(time.Millisecond, Never)},                  // reference: half undelivered
+			{fifo: fifo, c: cases[1], quiet: quiet(30*time.Millisecond, 30*time.Millisecond)}, // noisy run
+		}
+	}
+	f := quietFigure(Figure{}, fr, 1, 1.5)
+	if f.Status != NotMeasured {
+		t.Errorf("quiet figure against an undelivered reference: %s (%s), want %s", f.Status, f.Measured, NotMeasured)
+	}
+	if r := durRatio(30*time.Millisecond, Never); !math.IsNaN(r) {
+		t.Errorf("durRatio(30ms, Never) = %v, want NaN", r)
+	}
+	if r := durRatio(Never, time.Millisecond); !math.IsInf(r, 1) {
+		t.Errorf("durRatio(Never, 1ms) = %v, want +Inf", r)
+	}
+}

@@ -371,16 +371,25 @@ func (fr fairResults) p99Ratio(fifo bool, i int) float64 {
 	return durRatio(fr.runs[fifo][i].p(99), b.p(99))
 }
 
+// durRatio is a ÷ b: +Inf when a is Never, NaN (not measured) when the
+// reference b is Never or zero, since a ratio to a job never delivered
+// is no ratio at all (and would be all but zero).
 func durRatio(a, b time.Duration) float64 {
-	if a == Never {
+	switch {
+	case b == Never:
+		return math.NaN()
+	case a == Never:
 		return math.Inf(1)
 	}
 	return Ratio(float64(a), float64(b))
 }
 
 func ratioCell(r float64) string {
-	if math.IsInf(r, 1) {
+	switch {
+	case math.IsInf(r, 1):
 		return "∞ (not delivered)"
+	case math.IsNaN(r):
+		return "n/a (reference not delivered or empty)"
 	}
 	return fmt.Sprintf("%.2f×", r)
 }
