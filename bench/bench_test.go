@@ -449,3 +449,37 @@ func TestQuietFigureReferenceNotDelivered(t *testing.T) {
 		t.Errorf("durRatio(Never, 1ms) = %v, want +Inf", r)
 	}
 }
+
+// TestRecoveryBaselineCountsUndelivered checks that the steady-state
+// baseline leaves out no job submitted before the stop: one that was not
+// delivered by then counts with the time it had waited.
+func TestRecoveryBaselineCountsUndelivered(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	stop := t0.Add(10 * time.Second)
+	var jobs []Outcome
+	for i := range 97 {
+		at := t0.Add(time.Duration(i) * 50 * time.Millisecond)
+		jobs = append(jobs, Outcome{Sent: Sent{At: at}, Delivered: true, Start: at.Add(2 * time.Millisecond), Dwell: 2 * time.Millisecond})
+	}
+	// Three jobs stuck from 5 s before the stop, not delivered by then.
+	stuck := t0.Add(5 * time.Second)
+	for range 3 {
+		jobs = append(jobs, Outcome{Sent: Sent{At: stuck}, Dwell: Never})
+	}
+	// Before the window, and after the stop: not judged.
+	jobs = append(jobs, Outcome{Sent: Sent{At: t0.Add(-time.Second)}, Dwell: Never}, Outcome{Sent: Sent{At: stop}, Dwell: Never})
+	if got, want := baseline(jobs, t0, stop), 5*time.Second; got != want {
+		t.Errorf("baseline p99 = %v, want %v (the stuck jobs' wait until the stop)", got, want)
+	}
+	// A job in flight at the stop, delivered after the restart: what it
+	// had waited at the stop, not the outage.
+	inFlight := stop.Add(-time.Millisecond)
+	late := []Outcome{{Sent: Sent{At: inFlight}, Delivered: true, Start: inFlight.Add(20 * time.Second), Dwell: 20 * time.Second}}
+	if got, want := baseline(late, t0, stop), time.Millisecond; got != want {
+		t.Errorf("baseline of a job delivered after the stop = %v, want %v", got, want)
+	}
+	if got := baseline(nil, t0, stop); got != 0 {
+		t.Errorf("baseline of no jobs = %v, want 0", got)
+	}
+}

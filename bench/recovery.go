@@ -269,7 +269,8 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 		return r, err
 	}
 	r.readyAt = time.Now()
-	r.baseP99 = baseline(w, r.startSent.Add(time.Second), r.stopAt)
+	atRestart, _ := w.Deliveries()
+	r.baseP99 = baseline(Join(tr.Jobs(), atRestart), r.startSent.Add(time.Second), r.stopAt)
 	r.threshold = max(2*r.baseP99, r.baseP99+20*time.Millisecond)
 	// Watch until the backlog is delivered and fresh jobs have been at
 	// baseline for a while, or the time is up.
@@ -298,14 +299,21 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 	return r, ctx.Err()
 }
 
-// baseline returns the p99 dwell of jobs submitted in [from, to).
-func baseline(w *Worker, from, to time.Time) time.Duration {
-	ds, _ := w.Deliveries()
+// baseline returns the p99 dwell of the jobs submitted in [from, to),
+// to being the drainers' stop. None is left out: a job whose delivery
+// had not started by to counts with the time it had waited by then (a
+// lower bound; not the outage it then sat through).
+func baseline(jobs []Outcome, from, to time.Time) time.Duration {
 	var dw []time.Duration
-	for _, d := range ds {
-		if !d.Enqueued.Before(from) && d.Enqueued.Before(to) {
-			dw = append(dw, d.Dwell())
+	for _, j := range jobs {
+		if j.At.Before(from) || !j.At.Before(to) {
+			continue
 		}
+		d := j.Dwell
+		if !j.Delivered || !j.Start.Before(to) {
+			d = to.Sub(j.At)
+		}
+		dw = append(dw, d)
 	}
 	return Percentile(dw, 99)
 }
