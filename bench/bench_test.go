@@ -483,3 +483,38 @@ func TestRecoveryBaselineCountsUndelivered(t *testing.T) {
 		t.Errorf("baseline of no jobs = %v, want 0", got)
 	}
 }
+
+// TestLoadCallsBounded checks that a call that never returns by itself
+// (a Submit waiting for a server that died) fails after the call timeout
+// instead of hanging the load run.
+func TestLoadCallsBounded(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stuck := func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	done := make(chan struct{})
+	var closed LoadResult
+	var open *PacedResult
+	go func() {
+		defer close(done)
+		closed = closedLoop(ctx, 2, 0, 50*time.Millisecond, 100*time.Millisecond, func(ctx context.Context, _, _ int) (int, error) {
+			return 0, stuck(ctx)
+		})
+		open = paced(ctx, []Stream{{Rate: 100, Call: stuck}}, 50*time.Millisecond, 16, 100*time.Millisecond)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		cancel() // unblocks the closed loop; the paced calls ignore it
+		t.Fatal("load run with calls that never return did not end within 5s")
+	}
+	if closed.Errors == 0 || !errors.Is(closed.FirstErr, context.DeadlineExceeded) {
+		t.Errorf("closed loop: %d errors (%v), want deadline exceeded", closed.Errors, closed.FirstErr)
+	}
+	if open.Errors == 0 || open.Errors != open.Sent || !errors.Is(open.FirstErr, context.DeadlineExceeded) {
+		t.Errorf("paced: %d of %d calls failed (%v), want all, deadline exceeded", open.Errors, open.Sent, open.FirstErr)
+	}
+}

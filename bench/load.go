@@ -133,9 +133,19 @@ func (r *recorder) add(lat time.Duration, units int, err error) {
 	}
 }
 
+// CallTimeout bounds each call of a load run (ClosedLoop, Paced): calls
+// wait for the server to be ready, so without it a server that died
+// would hang the run instead of failing its calls.
+const CallTimeout = time.Minute
+
 // ClosedLoop runs conc goroutines calling call back to back for warmup +
-// dur, and records the calls started after the warmup.
+// dur, and records the calls started after the warmup. Each call is
+// bounded by CallTimeout.
 func ClosedLoop(ctx context.Context, conc int, warmup, dur time.Duration, call Call) LoadResult {
+	return closedLoop(ctx, conc, warmup, dur, CallTimeout, call)
+}
+
+func closedLoop(ctx context.Context, conc int, warmup, dur, timeout time.Duration, call Call) LoadResult {
 	var rec recorder
 	start := time.Now()
 	from, until := start.Add(warmup), start.Add(warmup+dur)
@@ -147,7 +157,7 @@ func ClosedLoop(ctx context.Context, conc int, warmup, dur time.Duration, call C
 				if !t0.Before(until) {
 					return
 				}
-				units, err := call(ctx, w, i)
+				units, err := boundedCall(ctx, timeout, func(ctx context.Context) (int, error) { return call(ctx, w, i) })
 				if errors.Is(err, errDone) {
 					return
 				}
@@ -160,6 +170,13 @@ func ClosedLoop(ctx context.Context, conc int, warmup, dur time.Duration, call C
 	wg.Wait()
 	rec.res.Elapsed = dur
 	return rec.res
+}
+
+// boundedCall runs call with a context that ends after timeout.
+func boundedCall(ctx context.Context, timeout time.Duration, call func(context.Context) (int, error)) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return call(ctx)
 }
 
 // Stream is one open-loop source: Rate calls per second, each sent on
@@ -183,7 +200,12 @@ type PacedResult struct {
 // stream's phase is drawn at random within its period, as independent
 // clients' are: streams that all fired at the same instants would arrive
 // in bursts that no real set of tenants sends.
+// Each call is bounded by CallTimeout.
 func Paced(ctx context.Context, streams []Stream, dur time.Duration, maxOutstanding int) *PacedResult {
+	return paced(ctx, streams, dur, maxOutstanding, CallTimeout)
+}
+
+func paced(ctx context.Context, streams []Stream, dur time.Duration, maxOutstanding int, timeout time.Duration) *PacedResult {
 	var (
 		res  PacedResult
 		mu   sync.Mutex
@@ -223,7 +245,7 @@ func Paced(ctx context.Context, streams []Stream, dur time.Duration, maxOutstand
 				sent.Add(1)
 				wg.Go(func() {
 					defer func() { <-sem }()
-					err := s.Call(callCtx)
+					_, err := boundedCall(callCtx, timeout, func(ctx context.Context) (int, error) { return 0, s.Call(ctx) })
 					lat := time.Since(t0)
 					mu.Lock()
 					defer mu.Unlock()
