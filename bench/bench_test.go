@@ -518,3 +518,18 @@ func TestLoadCallsBounded(t *testing.T) {
 		t.Errorf("paced: %d of %d calls failed (%v), want all, deadline exceeded", open.Errors, open.Sent, open.FirstErr)
 	}
 }
+
+// TestRecoverySteadyFigureWindow checks that the steady-state figure
+// names the window its baseline p99 is of: the baseline time without its
+// first second, which the baseline leaves out.
+func TestRecoverySteadyFigureWindow(t *testing.T) {
+	t.Parallel()
+	o := RecoveryOptions{}
+	o.defaults()
+	s, f := recRun{baseP99: 3 * time.Millisecond}, recRun{fifo: true, baseP99: 2 * time.Millisecond}
+	fig := steadyFigure(Figure{}, s, f, o)
+	want := "1.50× (p99 dwell of the jobs submitted in the 7s before the outage, after the load's first 1s: sluice 3.00 ms, FIFO 2.00 ms)"
+	if fig.Measured != want || fig.Status != Misses {
+		t.Errorf("steady figure = %q (%s), want %q (misses)", fig.Measured, fig.Status, want)
+	}
+}

@@ -160,9 +160,7 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 	if d := s.backlogAfterReady(); d >= 0 && d <= bound(s) {
 		backlog.Status = Meets
 	}
-	rs := durRatio(s.baseP99, f.baseP99)
-	steady.Measured = fmt.Sprintf("%s (p99 dwell in the %s before the outage: sluice %s, FIFO %s)", ratioCell(rs), o.Baseline, Ms(s.baseP99), Ms(f.baseP99))
-	steady.Status = AtMost(rs, 1.2)
+	steady = steadyFigure(steady, s, f, o)
 	for _, fig := range []Figure{fresh, backlog, steady} {
 		rec.Add(fig)
 	}
@@ -197,10 +195,10 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 	body := fmt.Sprintf("%d tenants submit %g jobs/s in all, throughout; the worker takes %s and the drainers deliver %d at once "+
 		"(capacity %g jobs/s). After %s the drainers stop for %s (%s), then restart. A job is fresh if submitted after the restart "+
 		"began; fresh jobs are judged in %s windows by submit time, and the system has recovered from the first of %d windows in a "+
-		"row whose p99 dwell is within 2× the baseline p99 (the %s before the stop; at least +20 ms). "+
+		"row whose p99 dwell is within 2× the baseline p99 (of the jobs submitted in %s; at least +20 ms). "+
 		"Sluice's lane has a staleness bound of %s: older jobs go to the backlog queue, fresh ones first.\n\n%s\n![recovery](%s)\n",
 		o.Tenants, o.Rate, serviceText(o.Service, o.Spread), o.Concurrency, float64(o.Concurrency)/o.Service.Seconds(), o.Baseline, o.Outage,
-		outageHow(o.Backend), o.Window, sustainWindows, o.Baseline, Staleness,
+		outageHow(o.Backend), o.Window, sustainWindows, o.baselineWindow("stop"), Staleness,
 		Table([]string{"mode", "backlog at restart", "baseline p99", "threshold", "recovered after", "backlog delivered after ready", "restart took", "undelivered at end", "drainer actions", "submit errors"}, rows),
 		filepath.ToSlash(filepath.Join(o.RelPlots, name)))
 	if o.Hogs > 0 {
@@ -208,6 +206,24 @@ func recovery(ctx context.Context, env *Env, rec *Recorder, o RecoveryOptions, f
 	}
 	rec.Detail("recovery"+starved+sid, 3, "3. Recovery"+sname, body)
 	return nil
+}
+
+// baselineSkip is the start of the load the baseline leaves out: the
+// cluster's first jobs.
+const baselineSkip = time.Second
+
+// baselineWindow says which jobs' dwell the baseline p99 is of.
+func (o RecoveryOptions) baselineWindow(before string) string {
+	return fmt.Sprintf("the %s before the %s, after the load's first %s", o.Baseline-baselineSkip, before, baselineSkip)
+}
+
+// steadyFigure fills the steady-state figure: sluice's baseline p99 ÷
+// the FIFO's.
+func steadyFigure(fig Figure, s, f recRun, o RecoveryOptions) Figure {
+	rs := durRatio(s.baseP99, f.baseP99)
+	fig.Measured = fmt.Sprintf("%s (p99 dwell of the jobs submitted in %s: sluice %s, FIFO %s)", ratioCell(rs), o.baselineWindow("outage"), Ms(s.baseP99), Ms(f.baseP99))
+	fig.Status = AtMost(rs, 1.2)
+	return fig
 }
 
 func outageHow(backend string) string {
@@ -270,7 +286,7 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 	}
 	r.readyAt = time.Now()
 	atRestart, _ := w.Deliveries()
-	r.baseP99 = baseline(Join(tr.Jobs(), atRestart), r.startSent.Add(time.Second), r.stopAt)
+	r.baseP99 = baseline(Join(tr.Jobs(), atRestart), r.startSent.Add(baselineSkip), r.stopAt)
 	r.threshold = max(2*r.baseP99, r.baseP99+20*time.Millisecond)
 	// Watch until the backlog is delivered and fresh jobs have been at
 	// baseline for a while, or the time is up.
