@@ -533,3 +533,17 @@ func TestRecoverySteadyFigureWindow(t *testing.T) {
 		t.Errorf("steady figure = %q (%s), want %q (misses)", fig.Measured, fig.Status, want)
 	}
 }
+
+// TestFrontDoorRatiosWithoutBatch checks that the ratios over SubmitBatch
+// jobs/s are not measured when no SubmitBatch call succeeded, instead of
+// an infinite ratio that meets its goal.
+func TestFrontDoorRatiosWithoutBatch(t *testing.T) {
+	t.Parallel()
+	o := FrontDoorOptions{}
+	o.defaults()
+	prod := LoadResult{OK: 1000, Units: 1000, Elapsed: time.Second}
+	f := producerFigure(Figure{}, prod, prod, 0, 0, o)
+	if f.Status != NotMeasured {
+		t.Errorf("producer figure without a SubmitBatch rate: %s (%s), want %s", f.Status, f.Measured, NotMeasured)
+	}
+}

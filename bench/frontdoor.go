@@ -226,14 +226,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	f.Measured = fmt.Sprintf("%.1f× (%s jobs/s in batches of %d vs %s Submit/s)", br, Num(batchPeak), o.BatchSize, Num(peak["gateway"]))
 	f.Status = AtLeast(br, 10)
 	rec.Add(f)
-	pr := prod.UnitRate() / batchPeak
-	f = figs[2]
-	f.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s; at most %d jobs in flight, each sender waiting for its job's answer, vs %d for SubmitBatch at its best concurrency of %d); "+
-		"senders that each keep %d answers outstanding, same run: %.2f (%s jobs/s)",
-		pr, Num(prod.UnitRate()), Num(batchPeak), o.ProducerSenders, batchConc*o.BatchSize, batchConc,
-		pipelineDepth, piped.UnitRate()/batchPeak, Num(piped.UnitRate()))
-	f.Status = AtLeast(pr, 0.8)
-	rec.Add(f)
+	rec.Add(producerFigure(figs[2], prod, piped, batchPeak, batchConc, o))
 	p99r := p99["gateway"].Seconds() / p99["bare grpc-go"].Seconds()
 	f = figs[3]
 	f.Measured = fmt.Sprintf("%.2f (p99 %s vs %s at %s Submit/s; gateway saturation %s/s at concurrency %d)", p99r, Ms(p99["gateway"]), Ms(p99["bare grpc-go"]), Num(half), Num(peak["gateway"]), peakConc["gateway"])
@@ -266,6 +259,18 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 		Table([]string{"server", "target/s", "sent/s", "p50", "p99", "errors", "late starts"}, halfRows))
 	rec.Detail("frontdoor"+sid, 1, "1. Front door"+sname, body)
 	return nil
+}
+
+// producerFigure fills the client.Producer figure: its jobs/s ÷ the best
+// SubmitBatch jobs/s (at concurrency batchConc), with the pipelined run's.
+func producerFigure(f Figure, prod, piped LoadResult, batchPeak float64, batchConc int, o FrontDoorOptions) Figure {
+	pr := Ratio(prod.UnitRate(), batchPeak) // NaN, not measured, if no SubmitBatch succeeded
+	f.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s; at most %d jobs in flight, each sender waiting for its job's answer, vs %d for SubmitBatch at its best concurrency of %d); "+
+		"senders that each keep %d answers outstanding, same run: %.2f (%s jobs/s)",
+		pr, Num(prod.UnitRate()), Num(batchPeak), o.ProducerSenders, batchConc*o.BatchSize, batchConc,
+		pipelineDepth, Ratio(piped.UnitRate(), batchPeak), Num(piped.UnitRate()))
+	f.Status = AtLeast(pr, 0.8)
+	return f
 }
 
 func errCell(n int, first error) string {
