@@ -547,3 +547,25 @@ func TestFrontDoorRatiosWithoutBatch(t *testing.T) {
 		t.Errorf("producer figure without a SubmitBatch rate: %s (%s), want %s", f.Status, f.Measured, NotMeasured)
 	}
 }
+
+// TestFairnessPlotGoalLine checks that a fairness plot's goal line is the
+// figure's goal × the reference p99, and names the run it came from.
+func TestFairnessPlotGoalLine(t *testing.T) {
+	t.Parallel()
+	o := FairnessOptions{}
+	o.defaults()
+	quiet := func(d time.Duration) []Outcome { return []Outcome{{Delivered: true, Dwell: d}} }
+	cases := []fairCase{{label: "no noise", group: "q", ref: true}, {label: "3 noisy", group: "q"}}
+	fr := fairResults{set: fairSet{cases: cases}, runs: map[bool][]fairRun{
+		false: {{c: cases[0], quiet: quiet(12 * time.Millisecond)}, {c: cases[1], quiet: quiet(40 * time.Millisecond)}},
+		true:  {{fifo: true, c: cases[0], quiet: quiet(10 * time.Millisecond)}, {fifo: true, c: cases[1], quiet: quiet(time.Second)}},
+	}}
+	c := fr.chart(o, 1, "starved", 3)
+	if len(c.HLines) != 1 {
+		t.Fatalf("%d goal lines, want 1", len(c.HLines))
+	}
+	h := c.HLines[0]
+	if want := "goal: 3 × the quiet p99 without noise (FIFO's run)"; h.X != 30 || h.Label != want {
+		t.Errorf("goal line at %v ms %q, want 30 ms %q", h.X, h.Label, want)
+	}
+}

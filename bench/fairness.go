@@ -439,14 +439,23 @@ func noisyCell(r fairRun) string {
 }
 
 // plot writes the p99 dwell over time of quiet and noisy jobs of case i,
-// sluice against FIFO, and returns its markdown.
-func (fr fairResults) plot(o FairnessOptions, i int, file, title string) (string, error) {
+// sluice against FIFO, with the quiet p99 goal (goal × the reference's),
+// and returns its markdown.
+func (fr fairResults) plot(o FairnessOptions, i int, file, title string, goal float64) (string, error) {
+	if err := fr.chart(o, i, title, goal).WriteFile(filepath.Join(o.Plots, file)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("![%s](%s)", title, filepath.ToSlash(filepath.Join(o.RelPlots, file))), nil
+}
+
+// chart is plot's chart.
+func (fr fairResults) chart(o FairnessOptions, i int, title string, goal float64) Chart {
 	s, f := fr.runs[false][i], fr.runs[true][i]
-	b, _, _ := fr.ref(i)
+	b, bf, _ := fr.ref(i)
 	c := Chart{
 		Title:  title,
 		XLabel: "time job was submitted (s since load start)", YLabel: "p99 dwell per 1 s window (ms, log)", LogY: true,
-		HLines: []Mark{{X: float64(b.p(99)) / 1e6 * 1.5, Label: "goal: 1.5 × sluice's quiet p99 without noise"}},
+		HLines: []Mark{{X: float64(b.p(99)) / 1e6 * goal, Label: fmt.Sprintf("goal: %g × the quiet p99 without noise (%s's run)", goal, modeName(bf))}},
 	}
 	add := func(r fairRun, os []Outcome, name, color string, dotted, dashed bool) {
 		x, y := DwellSeries(os, r.start, r.end, time.Second, 0, o.Duration)
@@ -458,10 +467,7 @@ func (fr fairResults) plot(o FairnessOptions, i int, file, title string) (string
 	add(f, f.noise, "FIFO: noisy tenants", Palette[4], true, false)
 	add(s, s.quiet, "sluice: quiet tenants", Palette[0], false, false)
 	add(f, f.quiet, "FIFO: quiet tenants", Palette[1], false, true)
-	if err := c.WriteFile(filepath.Join(o.Plots, file)); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("![%s](%s)", title, filepath.ToSlash(filepath.Join(o.RelPlots, file))), nil
+	return c
 }
 
 // Fairness runs quiet tenants alone and beside 1, 3 and (among 40
@@ -540,7 +546,7 @@ func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, w
 		rec.Add(quietFigure(figs[2*k], mr, i, 1.5))
 		rec.Add(utilFigure(figs[2*k+1], mr, o, i, 0.95))
 		md, err := mr.plot(o, i, fmt.Sprintf("fairness-%dnoisy%s.svg", n, strings.ReplaceAll(sid, ".", "-")),
-			fmt.Sprintf("Fairness%s: %d quiet tenants at %g/s, %d noisy at %g× their %g/s fair rate", sname, o.Quiet, o.QuietRate, n, o.Burst, o.NoisyRate))
+			fmt.Sprintf("Fairness%s: %d quiet tenants at %g/s, %d noisy at %g× their %g/s fair rate", sname, o.Quiet, o.QuietRate, n, o.Burst, o.NoisyRate), 1.5)
 		if err != nil {
 			return err
 		}
@@ -580,7 +586,7 @@ func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, w
 	rec.Add(quietFigure(figs[2*k], manyR, 1, 1.5))
 	rec.Add(utilFigure(figs[2*k+1], manyR, o, 1, 0.95))
 	md, err := manyR.plot(o, 1, fmt.Sprintf("fairness-%dnoisy%s.svg", o.Many, strings.ReplaceAll(sid, ".", "-")),
-		fmt.Sprintf("Fairness%s: %d quiet tenants at %.3g/s, %d noisy at %.3g/s each", sname, nq, qRate, o.Many, o.Burst*nRate))
+		fmt.Sprintf("Fairness%s: %d quiet tenants at %.3g/s, %d noisy at %.3g/s each", sname, nq, qRate, o.Many, o.Burst*nRate), 1.5)
 	if err != nil {
 		return err
 	}
@@ -621,7 +627,7 @@ func FairnessStarved(ctx context.Context, env *Env, rec *Recorder, o FairnessOpt
 		}
 		rec.Add(fig)
 		md, err := fr.plot(o, 1, "fairness-3noisy-starved"+strings.ReplaceAll(sid, ".", "-")+".svg",
-			fmt.Sprintf("Fairness%s, CPU-starved (%d busy loops): %d quiet tenants, 3 noisy", sname, hogs, o.Quiet))
+			fmt.Sprintf("Fairness%s, CPU-starved (%d busy loops): %d quiet tenants, 3 noisy", sname, hogs, o.Quiet), 3)
 		if err != nil {
 			return err
 		}
@@ -695,7 +701,7 @@ func FairnessPull(ctx context.Context, env *Env, rec *Recorder, o FairnessOption
 		rec.Add(quietFigure(quiet, fr, 1, 1.5))
 		rec.Add(utilFigure(util, fr, o, 1, 0.95))
 		md, err := fr.plot(o, 1, "fairness-3noisy-pull"+strings.ReplaceAll(sid, ".", "-")+".svg",
-			fmt.Sprintf("Fairness with pull workers%s: %d quiet tenants, 3 noisy", sname, o.Quiet))
+			fmt.Sprintf("Fairness with pull workers%s: %d quiet tenants, 3 noisy", sname, o.Quiet), 1.5)
 		if err != nil {
 			return err
 		}
@@ -733,7 +739,7 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 		}
 		rec.Add(fig)
 		md, err := fr.plot(o, 1, "fairness-3noisy-sqs-2drainers.svg",
-			fmt.Sprintf("Fairness on SQS, 2 drainers: %d quiet tenants, 3 noisy", o.Quiet))
+			fmt.Sprintf("Fairness on SQS, 2 drainers: %d quiet tenants, 3 noisy", o.Quiet), 2)
 		if err != nil {
 			return err
 		}
@@ -785,7 +791,7 @@ func SlowTenant(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions,
 		}
 		rec.Add(fig)
 		md, err := fr.plot(o, 1, "slow-tenant"+strings.ReplaceAll(sid, ".", "-")+".svg",
-			fmt.Sprintf("Slow tenant%s: %d quiet tenants, a fast and a 10× slower saturating tenant", sname, o.Quiet))
+			fmt.Sprintf("Slow tenant%s: %d quiet tenants, a fast and a 10× slower saturating tenant", sname, o.Quiet), 1.5)
 		if err != nil {
 			return err
 		}
