@@ -450,6 +450,8 @@ func TestQuietFigureReferenceNotDelivered(t *testing.T) {
 	}
 }
 
+func p99(d time.Duration, _ int) time.Duration { return d }
+
 // TestRecoveryBaselineCountsUndelivered checks that the steady-state
 // baseline leaves out no job submitted before the stop: one that was not
 // delivered by then counts with the time it had waited.
@@ -469,18 +471,18 @@ func TestRecoveryBaselineCountsUndelivered(t *testing.T) {
 	}
 	// Before the window, and after the stop: not judged.
 	jobs = append(jobs, Outcome{Sent: Sent{At: t0.Add(-time.Second)}, Dwell: Never}, Outcome{Sent: Sent{At: stop}, Dwell: Never})
-	if got, want := baseline(jobs, t0, stop), 5*time.Second; got != want {
+	if got, want := p99(baseline(jobs, t0, stop)), 5*time.Second; got != want {
 		t.Errorf("baseline p99 = %v, want %v (the stuck jobs' wait until the stop)", got, want)
 	}
 	// A job in flight at the stop, delivered after the restart: what it
 	// had waited at the stop, not the outage.
 	inFlight := stop.Add(-time.Millisecond)
 	late := []Outcome{{Sent: Sent{At: inFlight}, Delivered: true, Start: inFlight.Add(20 * time.Second), Dwell: 20 * time.Second}}
-	if got, want := baseline(late, t0, stop), time.Millisecond; got != want {
+	if got, want := p99(baseline(late, t0, stop)), time.Millisecond; got != want {
 		t.Errorf("baseline of a job delivered after the stop = %v, want %v", got, want)
 	}
-	if got := baseline(nil, t0, stop); got != 0 {
-		t.Errorf("baseline of no jobs = %v, want 0", got)
+	if got, n := baseline(nil, t0, stop); got != 0 || n != 0 {
+		t.Errorf("baseline of no jobs = %v of %d jobs, want 0 of 0", got, n)
 	}
 }
 
@@ -526,7 +528,7 @@ func TestRecoverySteadyFigureWindow(t *testing.T) {
 	t.Parallel()
 	o := RecoveryOptions{}
 	o.defaults()
-	s, f := recRun{baseP99: 3 * time.Millisecond}, recRun{fifo: true, baseP99: 2 * time.Millisecond}
+	s, f := recRun{baseP99: 3 * time.Millisecond, baseJobs: 2100}, recRun{fifo: true, baseP99: 2 * time.Millisecond, baseJobs: 2100}
 	fig := steadyFigure(Figure{}, s, f, o)
 	want := "1.50× (p99 dwell of the jobs submitted in the 7s before the outage, after the load's first 1s: sluice 3.00 ms, FIFO 2.00 ms)"
 	if fig.Measured != want || fig.Status != Misses {
@@ -567,5 +569,27 @@ func TestFairnessPlotGoalLine(t *testing.T) {
 	h := c.HLines[0]
 	if want := "goal: 3 × the quiet p99 without noise (FIFO's run)"; h.X != 30 || h.Label != want {
 		t.Errorf("goal line at %v ms %q, want 30 ms %q", h.X, h.Label, want)
+	}
+}
+
+// TestRatiosOfEmptySets checks that a dwell percentile of no jobs at all
+// (every submit refused, say: Percentile's zero) is not divided into a
+// 0.00× ratio that meets its goal: the figure is not measured.
+func TestRatiosOfEmptySets(t *testing.T) {
+	t.Parallel()
+	ok := []Outcome{{Delivered: true, Dwell: 3 * time.Millisecond}}
+	cases := []fairCase{{label: "no noise", group: "q", ref: true}, {label: "3 noisy", group: "q"}}
+	fr := fairResults{set: fairSet{cases: cases}, runs: map[bool][]fairRun{}}
+	for _, fifo := range []bool{false, true} {
+		fr.runs[fifo] = []fairRun{{fifo: fifo, c: cases[0], quiet: ok}, {fifo: fifo, c: cases[1], quiet: nil, errs: 1440}}
+	}
+	if f := quietFigure(Figure{}, fr, 1, 1.5); f.Status != NotMeasured {
+		t.Errorf("quiet figure without quiet jobs: %s (%s), want %s", f.Status, f.Measured, NotMeasured)
+	}
+	o := RecoveryOptions{}
+	o.defaults()
+	s, f := recRun{}, recRun{fifo: true, baseP99: 2 * time.Millisecond, baseJobs: 2100}
+	if fig := steadyFigure(Figure{}, s, f, o); fig.Status != NotMeasured {
+		t.Errorf("steady figure without sluice baseline jobs: %s (%s), want %s", fig.Status, fig.Measured, NotMeasured)
 	}
 }

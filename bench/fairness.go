@@ -368,7 +368,17 @@ func (fr fairResults) ref(i int) (best fairRun, fifo bool, bi int) {
 // p99Ratio is case i's quiet p99 in a mode ÷ the reference's.
 func (fr fairResults) p99Ratio(fifo bool, i int) float64 {
 	b, _, _ := fr.ref(i)
-	return durRatio(fr.runs[fifo][i].p(99), b.p(99))
+	return quietRatio(fr.runs[fifo][i], b, 99)
+}
+
+// quietRatio is r's quiet q-th percentile dwell ÷ ref's; NaN (not
+// measured) if either run has no quiet jobs, whose percentile is no
+// dwell but Percentile's zero.
+func quietRatio(r, ref fairRun, q float64) float64 {
+	if len(r.quiet) == 0 || len(ref.quiet) == 0 {
+		return math.NaN()
+	}
+	return durRatio(r.p(q), ref.p(q))
 }
 
 // durRatio is a ÷ b: +Inf when a is Never, NaN (not measured) when the
@@ -389,7 +399,7 @@ func ratioCell(r float64) string {
 	case math.IsInf(r, 1):
 		return "∞ (not delivered)"
 	case math.IsNaN(r):
-		return "n/a (reference not delivered or empty)"
+		return "n/a (no jobs, or the reference not delivered)"
 	}
 	return fmt.Sprintf("%.2f×", r)
 }
@@ -501,8 +511,8 @@ func quietFigure(fig Figure, fr fairResults, i int, goal float64) Figure {
 	b, bf, _ := fr.ref(i)
 	rs, rf := fr.p99Ratio(false, i), fr.p99Ratio(true, i)
 	fig.Measured = fmt.Sprintf("%s (p99 %s vs %s without noise, %s's run; p50 ratio %s; quiet jobs undelivered: %d); FIFO, same run: %s (p99 %s)",
-		ratioCell(rs), Ms(s.p(99)), Ms(b.p(99)), modeName(bf), ratioCell(durRatio(s.p(50), b.p(50))), Undelivered(s.quiet),
-		ratioCell(rf), Ms(f.p(99)))
+		ratioCell(rs), s.quietCell(99), b.quietCell(99), modeName(bf), ratioCell(quietRatio(s, b, 50)), Undelivered(s.quiet),
+		ratioCell(rf), f.quietCell(99))
 	fig.Status = AtMost(rs, goal)
 	return fig
 }

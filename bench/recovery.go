@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -61,6 +62,7 @@ type recRun struct {
 	stopAt, restartAt   time.Time // drainers stopped; restart begun
 	readyAt, end        time.Time // drainers delivering again; observation end
 	baseP99, threshold  time.Duration
+	baseJobs            int           // the jobs baseP99 is of
 	recovered           time.Duration // since restartAt; -1 if not within the run
 	backlog             int           // jobs waiting at the restart
 	backlogDone         time.Duration // since restartAt until every job sent before it was delivered; -1 if not
@@ -221,6 +223,9 @@ func (o RecoveryOptions) baselineWindow(before string) string {
 // the FIFO's.
 func steadyFigure(fig Figure, s, f recRun, o RecoveryOptions) Figure {
 	rs := durRatio(s.baseP99, f.baseP99)
+	if s.baseJobs == 0 || f.baseJobs == 0 {
+		rs = math.NaN() // a p99 of no jobs is Percentile's zero, not a dwell
+	}
 	fig.Measured = fmt.Sprintf("%s (p99 dwell of the jobs submitted in %s: sluice %s, FIFO %s)", ratioCell(rs), o.baselineWindow("outage"), Ms(s.baseP99), Ms(f.baseP99))
 	fig.Status = AtMost(rs, 1.2)
 	return fig
@@ -286,7 +291,7 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 	}
 	r.readyAt = time.Now()
 	atRestart, _ := w.Deliveries()
-	r.baseP99 = baseline(Join(tr.Jobs(), atRestart), r.startSent.Add(baselineSkip), r.stopAt)
+	r.baseP99, r.baseJobs = baseline(Join(tr.Jobs(), atRestart), r.startSent.Add(baselineSkip), r.stopAt)
 	r.threshold = max(2*r.baseP99, r.baseP99+20*time.Millisecond)
 	// Watch until the backlog is delivered and fresh jobs have been at
 	// baseline for a while, or the time is up.
@@ -316,10 +321,10 @@ func recoverOnce(ctx context.Context, env *Env, w *Worker, o RecoveryOptions, te
 }
 
 // baseline returns the p99 dwell of the jobs submitted in [from, to),
-// to being the drainers' stop. None is left out: a job whose delivery
-// had not started by to counts with the time it had waited by then (a
-// lower bound; not the outage it then sat through).
-func baseline(jobs []Outcome, from, to time.Time) time.Duration {
+// to being the drainers' stop, and how many they are. None is left out:
+// a job whose delivery had not started by to counts with the time it had
+// waited by then (a lower bound; not the outage it then sat through).
+func baseline(jobs []Outcome, from, to time.Time) (time.Duration, int) {
 	var dw []time.Duration
 	for _, j := range jobs {
 		if j.At.Before(from) || !j.At.Before(to) {
@@ -331,7 +336,7 @@ func baseline(jobs []Outcome, from, to time.Time) time.Duration {
 		}
 		dw = append(dw, d)
 	}
-	return Percentile(dw, 99)
+	return Percentile(dw, 99), len(dw)
 }
 
 // judge returns, relative to the restart, when every job submitted
