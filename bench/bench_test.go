@@ -593,3 +593,19 @@ func TestRatiosOfEmptySets(t *testing.T) {
 		t.Errorf("steady figure without sluice baseline jobs: %s (%s), want %s", fig.Status, fig.Measured, NotMeasured)
 	}
 }
+
+// TestUtilizationOfOffered checks that utilization divides by the load
+// offered (every submit, refused or not), not only the accepted part: a
+// gateway refusing most of the load must not make idle workers look
+// fully used.
+func TestUtilizationOfOffered(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1000, 0)
+	r := fairRun{start: start, dur: 10 * time.Second, accepted: 1000, errs: 5000}
+	for i := range 1000 { // 100/s delivered during the load
+		r.ds = append(r.ds, Delivery{Start: start.Add(time.Duration(i) * 10 * time.Millisecond)})
+	}
+	if got := r.utilization(400); math.Abs(got-0.25) > 1e-9 {
+		t.Errorf("utilization = %v, want 0.25 (100/s ÷ min(400, 600/s offered))", got)
+	}
+}

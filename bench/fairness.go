@@ -137,7 +137,7 @@ type fairRun struct {
 	ds           []Delivery
 	start, end   time.Time // load start; end of observation
 	dur          time.Duration
-	offered      int // jobs accepted
+	accepted     int // jobs accepted; errs more were refused or failed
 	errs         int
 	firstErr     error
 	actions      string
@@ -163,11 +163,15 @@ func (r fairRun) inLoad() []Delivery {
 	return out
 }
 
+// offered is the jobs/s the tenants offered during the load: every
+// submit, accepted or not (errs).
+func (r fairRun) offered() float64 { return float64(r.accepted+r.errs) / r.dur.Seconds() }
+
 // utilization is delivered jobs/s during the load ÷ min(capacity,
-// offered jobs/s).
+// offered jobs/s): jobs the gateway refused were offered all the same.
 func (r fairRun) utilization(capacity float64) float64 {
 	delivered := float64(len(r.inLoad())) / r.dur.Seconds()
-	return Ratio(delivered, min(capacity, float64(r.offered)/r.dur.Seconds()))
+	return Ratio(delivered, min(capacity, r.offered()))
 }
 
 // noisyRate is the noisy tenants' delivered jobs/s during the load.
@@ -338,7 +342,7 @@ func (s fairSet) once(ctx context.Context, env *Env, w *Worker, o FairnessOption
 	r.actions = DrainActions(ctx, cl)
 	r.ds, _ = w.Deliveries()
 	r.quiet, r.noise = Join(sent, r.ds), Join(tn.Jobs(), r.ds)
-	r.offered = len(sent) + len(tn.Jobs())
+	r.accepted = len(sent) + len(tn.Jobs())
 	eq, fq := tq.Errors()
 	en, fn := tn.Errors()
 	r.errs, r.firstErr = eq+en, fq
@@ -523,7 +527,7 @@ func utilFigure(fig Figure, fr fairResults, o FairnessOptions, i int, goal float
 	capacity := fr.set.capacity(o)
 	u := s.utilization(capacity)
 	fig.Measured = fmt.Sprintf("%.3f (%.0f jobs/s delivered during the load of %.0f/s offered, capacity %.0f/s; noisy tenants got %.0f jobs/s; slots busy %.0f %%); FIFO, same run: %.3f (noisy %.0f/s)",
-		u, float64(len(s.inLoad()))/s.dur.Seconds(), float64(s.offered)/s.dur.Seconds(), capacity, s.noisyRate(), 100*s.busy(fr.set.slots()),
+		u, float64(len(s.inLoad()))/s.dur.Seconds(), s.offered(), capacity, s.noisyRate(), 100*s.busy(fr.set.slots()),
 		f.utilization(capacity), f.noisyRate())
 	fig.Status = AtLeast(u, goal)
 	return fig
@@ -567,7 +571,7 @@ func fairness(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions, w
 		"Load for %s per run on the %s backend, staleness bound %s; dwell = delivery start at the worker − the gateway's enqueued_at, per job, over the whole run, start-up included. "+
 		"Each mode runs without noise before and after its noisy runs, and every ratio divides by the lowest quiet p99 of those four (the "+
 		"reference; without noise both modes deliver the quiet load alike), so that a stall of the shared machine in one of them cannot flatter the noisy runs. Utilization = jobs whose delivery started during the "+
-		"load ÷ its length, ÷ min(capacity, jobs/s accepted); slots busy = the worker time of those jobs ÷ (slots × load time). "+
+		"load ÷ its length, ÷ min(capacity, jobs/s offered: every submit, accepted or refused); slots busy = the worker time of those jobs ÷ (slots × load time). "+
 		"Noisy jobs still waiting at the end of a run count as not delivered (the plots draw them at the time they had waited).\n\n%s\n%s\n",
 		o.Quiet, o.QuietRate, 5*o.QuietRate, o.NoisyRate, o.Burst, o.Burst*o.NoisyRate, o.serviceText(), o.Concurrency,
 		o.capacity(), o.Duration, o.Backend, Staleness, mr.table(o), strings.Join(plots, "\n"))
@@ -699,7 +703,7 @@ func FairnessPull(ctx context.Context, env *Env, rec *Recorder, o FairnessOption
 	}
 	util := Figure{
 		ID: "fair.utilization-3noisy-pull" + sid, Item: 2, Order: 26, Command: command, Goal: "≥ 0.95",
-		Name: "Fairness with pull workers: delivered jobs/s during the load ÷ capacity, 3 noisy tenants" + sname,
+		Name: "Fairness with pull workers: delivered jobs/s during the load ÷ min(capacity, offered), 3 noisy tenants" + sname,
 	}
 	return o.measure(rec, []Figure{quiet, util}, func(w *Worker) error {
 		set := threeNoisy("fairness-pull", o)
