@@ -50,7 +50,7 @@ type Proc struct {
 
 	mu    sync.Mutex
 	lines []map[string]any
-	news  chan struct{} // signalled on every new line
+	news  chan struct{} // closed (and replaced) on every new line
 	done  chan struct{}
 	err   error // of Wait, set before done is closed
 }
@@ -86,7 +86,7 @@ func Start(spec Spec) (*Proc, error) {
 		closeFile(logFile)
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
-	p := &Proc{Spec: spec, cmd: cmd, news: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &Proc{Spec: spec, cmd: cmd, news: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		defer closeFile(logFile)
@@ -98,13 +98,12 @@ func Start(spec Spec) (*Proc, error) {
 			if json.Unmarshal(sc.Bytes(), &line) != nil {
 				line = map[string]any{"msg": notJSON + sc.Text()}
 			}
+			// Every waiter is woken: one channel send would wake one.
 			p.mu.Lock()
 			p.lines = append(p.lines, line)
+			close(p.news)
+			p.news = make(chan struct{})
 			p.mu.Unlock()
-			select {
-			case p.news <- struct{}{}:
-			default:
-			}
 		}
 		_, _ = io.Copy(io.Discard, stderr)
 		p.err = cmd.Wait()
@@ -154,11 +153,12 @@ func (p *Proc) WaitLogN(ctx context.Context, msg string, n int, timeout time.Dur
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		if l := p.find(msg, n); l != nil {
+		l, news := p.findNews(msg, n)
+		if l != nil {
 			return l, nil
 		}
 		select {
-		case <-p.news:
+		case <-news:
 		case <-p.done:
 			// The last lines may have arrived with the exit.
 			if l := p.find(msg, n); l != nil {
@@ -191,9 +191,20 @@ func (p *Proc) Addr(ctx context.Context, msg string) (string, error) {
 func (p *Proc) Find(msg string) map[string]any { return p.find(msg, 1) }
 
 func (p *Proc) find(msg string, n int) map[string]any {
+	l, _ := p.findNews(msg, n)
+	return l
+}
+
+// findNews is find, with the channel closed at the next line: taken with
+// the search, so that no line comes unseen between the two.
+func (p *Proc) findNews(msg string, n int) (map[string]any, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, l := range p.lines {
+	return findLine(p.lines, msg, n), p.news
+}
+
+func findLine(lines []map[string]any, msg string, n int) map[string]any {
+	for _, l := range lines {
 		if l["msg"] == msg {
 			if n--; n == 0 {
 				return l

@@ -48,3 +48,27 @@ func TestProcLog(t *testing.T) {
 		})
 	}
 }
+
+// TestProcLogWaiters checks that every goroutine waiting for a log line
+// sees it when it comes, not only the first one woken.
+func TestProcLogWaiters(t *testing.T) {
+	t.Parallel()
+	p, err := Start(Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", `sleep 0.5; echo '{"msg":"up"}' >&2; exec sleep 60`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	const waiters = 4
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			_, err := p.WaitLog(t.Context(), "up", 5*time.Second)
+			errs <- err
+		}()
+	}
+	for range waiters {
+		if err := <-errs; err != nil {
+			t.Errorf("a waiter missed the line: %v", err)
+		}
+	}
+}
