@@ -609,3 +609,22 @@ func TestUtilizationOfOffered(t *testing.T) {
 		t.Errorf("utilization = %v, want 0.25 (100/s ÷ min(400, 600/s offered))", got)
 	}
 }
+
+// TestBothStatus checks the status of a figure with two goals: a miss of
+// either is a miss, even when the other could not be measured.
+func TestBothStatus(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ a, b, want string }{
+		{Meets, Meets, Meets},
+		{Misses, Meets, Misses},
+		{Meets, Misses, Misses},
+		{Misses, NotMeasured, Misses},
+		{NotMeasured, Misses, Misses},
+		{NotMeasured, Meets, NotMeasured},
+		{Meets, NotMeasured, NotMeasured},
+	} {
+		if got := bothStatus(tt.a, tt.b); got != tt.want {
+			t.Errorf("bothStatus(%s, %s) = %s, want %s", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

@@ -747,10 +747,7 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 		q := quietFigure(fig, fr, 1, 2)
 		u := utilFigure(fig, fr, o, 1, 0.9)
 		fig.Measured = q.Measured + "; utilization " + u.Measured
-		fig.Status = q.Status
-		if u.Status != Meets {
-			fig.Status = u.Status
-		}
+		fig.Status = bothStatus(q.Status, u.Status)
 		rec.Add(fig)
 		md, err := fr.plot(o, 1, "fairness-3noisy-sqs-2drainers.svg",
 			fmt.Sprintf("Fairness on SQS, 2 drainers: %d quiet tenants, 3 noisy", o.Quiet), 2)
@@ -763,6 +760,18 @@ func FairnessSQS(ctx context.Context, env *Env, rec *Recorder, o FairnessOptions
 		rec.Detail("fairness-sqs", 2, "2. Fairness on SQS with two drainers", body)
 		return nil
 	})
+}
+
+// bothStatus is the status of a figure with two goals: a miss of either
+// is a miss, even if the other could not be measured.
+func bothStatus(a, b string) string {
+	switch {
+	case a == Misses || b == Misses:
+		return Misses
+	case a == Meets && b == Meets:
+		return Meets
+	}
+	return NotMeasured
 }
 
 // SlowTenant runs the quiet tenants beside two saturating tenants, one of
