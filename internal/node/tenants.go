@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/sluice-dev/sluice/metrics"
@@ -15,13 +16,21 @@ import (
 )
 
 // OpenTenants loads the tenant config file at path, checking that every
-// tenant's lane is in topo (on every reload too). An empty path uses
-// fallback, a config that cannot be reloaded.
+// tenant's lane, and every lane a worker entry names, is in topo (on every
+// reload too). An empty path uses fallback, a config that cannot be
+// reloaded.
 func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config) (*tenant.Live, error) {
 	check := func(cfg *tenant.Config) error {
 		for _, t := range cfg.Tenants() {
 			if _, ok := topo.Lane(t.Limits.Lane); !ok {
 				return fmt.Errorf("tenant %q uses lane %q, which the queue topology does not define", t.ID, t.Limits.Lane)
+			}
+		}
+		for _, w := range cfg.Workers() {
+			for _, lane := range w.Lanes {
+				if _, ok := topo.Lane(lane); !ok {
+					return fmt.Errorf("worker %q may serve lane %q, which the queue topology does not define (lanes: %s)", w.Name, lane, strings.Join(laneNames(topo), ", "))
+				}
 			}
 		}
 		return nil
@@ -33,6 +42,14 @@ func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config) (
 		return tenant.Fixed(fallback), nil
 	}
 	return tenant.NewLive(path, check)
+}
+
+func laneNames(topo topology.Topology) []string {
+	names := make([]string, len(topo.Lanes))
+	for i, l := range topo.Lanes {
+		names[i] = l.Name
+	}
+	return names
 }
 
 // WatchTenants reloads live on SIGHUP and whenever its file changes, until

@@ -1,0 +1,62 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// TestOpenTenantsRefusesUnknownWorkerLane: a workers entry whose lanes
+// name a lane the queue topology does not define is refused at start and
+// on reload, naming the worker and the lane, as a tenant's unknown lane
+// is. It loaded, and the pool it was meant for never got that lane's jobs
+// (a typo such as "standrd" left the lane undrained by those workers).
+func TestOpenTenantsRefusesUnknownWorkerLane(t *testing.T) {
+	t.Parallel()
+	const tenants = "tenants:\n  - {id: acme, tier: standard, api_keys: [acme-key-1]}\n"
+	tests := []struct {
+		name, workers, want string
+	}{
+		{"typo", "workers:\n  - {name: pool, api_keys: [worker-key-1], lanes: [premium, standrd]}\n", `worker "pool" may serve lane "standrd"`},
+		{"known lanes", "workers:\n  - {name: pool, api_keys: [worker-key-1], lanes: [premium, standard]}\n", ""},
+		{"every lane", "workers:\n  - {name: pool, api_keys: [worker-key-1]}\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "tenants.yaml")
+			write := func(s string) {
+				if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(tenants + tt.workers)
+			_, err := OpenTenants(path, topology.Default(), nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("OpenTenants: %v, want it loaded", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("OpenTenants: %v, want an error containing %q", err, tt.want)
+			}
+			// On reload too: the good config stays.
+			write(tenants)
+			live, err := OpenTenants(path, topology.Default(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(tenants + tt.workers)
+			if changed, err := live.Reload(); changed || err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Reload: changed %v, %v; want it refused with %q", changed, err, tt.want)
+			}
+			if n := len(live.Config().Workers()); n != 0 {
+				t.Fatalf("after the refused reload %d workers, want the old config's 0", n)
+			}
+		})
+	}
+}
