@@ -343,8 +343,8 @@ type DrainConfig struct {
 }
 
 // RunDrain runs drainers and the admin API until ctx ends, then stops
-// both: the admin listener first, then the drainers within the grace
-// period.
+// both at once, within one grace period: the admin listener drains its
+// calls while the drainers finish or hand back their deliveries.
 func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	handler, handlerTimeout := cfg.Handler, cfg.HandlerTimeout
 	var d *drainer.Drainer
@@ -416,7 +416,21 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 		return errors.Join(err, lis.Close())
 	}
 	cfg.Logger.InfoContext(ctx, "admin API listening", slog.String("addr", lis.Addr().String()), slog.String("tls", cmp.Or(cfg.AdminTLSMode, "off")))
-	serveErr := srv.Serve(ctx, lis, cfg.ShutdownGrace)
+	// The admin server drains its calls while the drainers stop, both
+	// within one grace from ctx's end. It drained them first, with the
+	// drainers still polling and delivering, and the drainers then had a
+	// grace of their own: an admin call left open (a health watch, a list
+	// waiting for a replay's scan) made a stop take twice the grace
+	// (found in review).
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis, cfg.ShutdownGrace) }()
+	var serveErr error
+	serveDone := false
+	select {
+	case serveErr = <-served: // failed before ctx ended
+		serveDone = true
+	case <-ctx.Done():
+	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	// Pull workers stay connected while the drainers stop, to answer the
@@ -432,6 +446,9 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	stopErr = errors.Join(stopErr, adminErr)
 	if pullSrv != nil {
 		stopErr = errors.Join(stopErr, pullSrv.stop(stopCtx))
+	}
+	if !serveDone {
+		serveErr = <-served
 	}
 	c := d.Counts()
 	cfg.Logger.InfoContext(ctx, "drainer stopped", slog.Int64("delivered", c.Delivered), slog.Int64("retried", c.Retried),
