@@ -361,6 +361,7 @@ func fastEntries(chunk []byte, base, indent int, out []tenantEntry) ([]tenantEnt
 		if !ok || slices.Contains(seen, key) || !setField(cur, key, value) {
 			return out, false
 		}
+		cur.written |= limitBits[key]
 		seen = append(seen, key)
 	}
 	return out, true

@@ -26,7 +26,7 @@ var chunkedCases = []struct {
 		`line 7: tenant "a": duplicate tenant id`,
 	},
 	{"tier error in the skeleton", "tiers:\n  free: {submit_rate: -1}\ntenants:\n  - id: a\n    tier: free\n    api_keys: [key-of-a-1]\n", true, "line 2: tier free: submit_rate must be positive"},
-	{"plain values by hand", "tenants:\n  - id: a.b_c-1\n    tier: free\n    lane: premium\n    api_key_sha256: [" + HashKey("key-of-a-1") + ", " + HashKey("key-of-a-2") + "]\n    submit_rate: 2.5\n    hwm_fraction: 0.25\n    drain_rate: 0\n    submit_burst: 7\n    max_in_flight: 3\n", true, ""},
+	{"plain values by hand", "tenants:\n  - id: a.b_c-1\n    tier: free\n    lane: premium\n    api_key_sha256: [" + HashKey("key-of-a-1") + ", " + HashKey("key-of-a-2") + "]\n    submit_rate: 2.5\n    hwm_fraction: 0.25\n    drain_rate: 3\n    max_drain_rate: 0\n    submit_burst: 7\n    max_in_flight: 3\n", true, ""},
 	{"null id left to yaml", "tenants:\n  - id: null\n    tier: free\n    api_keys: [key-of-a-1]\n", true, "id must be"},
 	{"numbers yaml reads its own way", "tenants:\n  - id: a\n    tier: free\n    api_keys: [key-of-a-1]\n    submit_burst: 0x10\n    submit_rate: 1e1\n    max_in_flight: 010\n", true, ""},
 	{"a key twice", "tenants:\n  - id: a\n    tier: free\n    tier: premium\n    api_keys: [key-of-a-1]\n", false, "already defined"},

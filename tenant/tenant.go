@@ -39,8 +39,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Limits are the per-tenant knobs. In a file, a zero or missing field
-// inherits the tier's value.
+// Limits are the per-tenant knobs. In a file, a field left out (or left
+// empty) inherits the tier's value; a field written as 0 is 0, which for
+// the optional ones (weight, min_share, max_drain_rate, max_drain_burst,
+// max_in_flight) means none and for the others is refused.
 type Limits struct {
 	// Lane the tenant's jobs go to.
 	Lane string `yaml:"lane"`
@@ -103,42 +105,88 @@ func DefaultTiers() map[string]Limits {
 	}
 }
 
-// inherit fills l's zero fields from def.
-func (l Limits) inherit(def Limits) Limits {
-	if l.Lane == "" {
+// limitSet is a set of Limits fields: those a file entry writes.
+type limitSet uint16
+
+const (
+	setLane limitSet = 1 << iota
+	setSubmitRate
+	setSubmitBurst
+	setHWMFraction
+	setDrainRate
+	setDrainBurst
+	setWeight
+	setMinShare
+	setMaxDrainRate
+	setMaxDrainBurst
+	setMaxInFlight
+	setMaxPayloadBytes
+)
+
+// limitBits maps each Limits field's YAML name to its bit.
+var limitBits = map[string]limitSet{
+	"lane": setLane, "submit_rate": setSubmitRate, "submit_burst": setSubmitBurst,
+	"hwm_fraction": setHWMFraction, "drain_rate": setDrainRate, "drain_burst": setDrainBurst,
+	"weight": setWeight, "min_share": setMinShare, "max_drain_rate": setMaxDrainRate,
+	"max_drain_burst": setMaxDrainBurst, "max_in_flight": setMaxInFlight, "max_payload_bytes": setMaxPayloadBytes,
+}
+
+// writtenLimits returns the Limits fields a mapping gives a value (an
+// empty or null value counts as left out).
+func writtenLimits(node *yaml.Node) limitSet {
+	var set limitSet
+	if node.Kind != yaml.MappingNode {
+		return set
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if node.Content[i+1].ShortTag() != "!!null" {
+			set |= limitBits[node.Content[i].Value]
+		}
+	}
+	return set
+}
+
+// inherit fills the fields of l that the file left out (not in written)
+// from def. A field written as 0 stays 0: for max_in_flight, say, that
+// lifts the tier's ceiling, and for submit_rate validate refuses it. Zero
+// used to inherit too, so submit_rate: 0 gave a tenant its tier's rate
+// and max_in_flight: 0 kept its tier's ceiling (found in review).
+func (l Limits) inherit(def Limits, written limitSet) Limits {
+	pick := func(bit limitSet, zero bool) bool { return zero && written&bit == 0 }
+	if pick(setLane, l.Lane == "") {
 		l.Lane = def.Lane
 	}
-	if l.SubmitRate == 0 {
+	if pick(setSubmitRate, l.SubmitRate == 0) {
 		l.SubmitRate = def.SubmitRate
 	}
-	if l.SubmitBurst == 0 {
+	if pick(setSubmitBurst, l.SubmitBurst == 0) {
 		l.SubmitBurst = def.SubmitBurst
 	}
-	if l.HWMFraction == 0 {
+	if pick(setHWMFraction, l.HWMFraction == 0) {
 		l.HWMFraction = def.HWMFraction
 	}
-	if l.DrainRate == 0 {
+	if pick(setDrainRate, l.DrainRate == 0) {
 		l.DrainRate = def.DrainRate
 	}
-	if l.DrainBurst == 0 {
+	if pick(setDrainBurst, l.DrainBurst == 0) {
 		l.DrainBurst = def.DrainBurst
 	}
-	if l.Weight == 0 {
+	if pick(setWeight, l.Weight == 0) {
 		l.Weight = def.Weight
 	}
-	if l.MinShare == 0 {
+	if pick(setMinShare, l.MinShare == 0) {
 		l.MinShare = def.MinShare
 	}
-	if l.MaxDrainRate == 0 {
+	if pick(setMaxDrainRate, l.MaxDrainRate == 0) {
 		l.MaxDrainRate = def.MaxDrainRate
 	}
-	if l.MaxDrainBurst == 0 {
+	if pick(setMaxDrainBurst, l.MaxDrainBurst == 0) {
 		l.MaxDrainBurst = def.MaxDrainBurst
 	}
-	if l.MaxInFlight == 0 {
+	if pick(setMaxInFlight, l.MaxInFlight == 0) {
 		l.MaxInFlight = def.MaxInFlight
 	}
-	if l.MaxPayloadBytes == 0 {
+	if pick(setMaxPayloadBytes, l.MaxPayloadBytes == 0) {
 		l.MaxPayloadBytes = def.MaxPayloadBytes
 	}
 	return l
@@ -201,7 +249,8 @@ type tenantEntry struct {
 	APIKeySHA256 []string `yaml:"api_key_sha256"`
 	Limits       `yaml:",inline"`
 
-	line int
+	line    int
+	written limitSet // the Limits fields the entry writes
 }
 
 // tenantFields are the keys a tenant entry may have. yaml.v3 does not
@@ -246,6 +295,7 @@ func (e *tenantEntry) UnmarshalYAML(node *yaml.Node) error {
 	}
 	*e = tenantEntry(p)
 	e.line = node.Line
+	e.written = writtenLimits(node)
 	return nil
 }
 
@@ -254,7 +304,8 @@ func (e *tenantEntry) UnmarshalYAML(node *yaml.Node) error {
 type tierEntry struct {
 	Limits `yaml:",inline"`
 
-	line int
+	line    int
+	written limitSet
 }
 
 var limitFields = yamlFields(reflect.TypeFor[Limits]())
@@ -267,6 +318,7 @@ func (e *tierEntry) UnmarshalYAML(node *yaml.Node) error {
 		return err
 	}
 	e.line = node.Line
+	e.written = writtenLimits(node)
 	return nil
 }
 
@@ -396,7 +448,7 @@ func newBuilder(tiers map[string]tierEntry, tenants int) *builder {
 	for _, name := range slices.Sorted(maps.Keys(tiers)) {
 		e := tiers[name]
 		b.c.meaningChanged(e.line, e.Limits, b.seen)
-		l := e.Limits.inherit(b.c.tiers[name])
+		l := e.Limits.inherit(b.c.tiers[name], e.written)
 		for _, p := range l.validate() {
 			b.errs = append(b.errs, fmt.Errorf("line %d: tier %s: %s", e.line, name, p))
 		}
@@ -436,7 +488,7 @@ func (b *builder) add(e *tenantEntry) {
 		fail("unknown tier %q (known: %v)", e.Tier, slices.Sorted(maps.Keys(c.tiers)))
 	}
 	c.meaningChanged(e.line, e.Limits, b.seen)
-	limits := e.Limits.inherit(def)
+	limits := e.Limits.inherit(def, e.written)
 	limits.Lane = b.intern(limits.Lane)
 	for _, p := range limits.validate() {
 		fail("%s", p)
