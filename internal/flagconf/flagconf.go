@@ -86,7 +86,14 @@ func applyYAML(fs *flag.FlagSet, path string, data []byte, configFlag string, gi
 		case given[k.Value]:
 			// The command line or environment wins.
 		default:
-			if err := fs.Set(k.Value, v.Value); err != nil {
+			value := v.Value
+			if v.ShortTag() == "!!null" {
+				// null, ~ or nothing: the empty value, as YAML means it.
+				// The text "null" became the value (admin-key: null made
+				// "null" the admin key; found in review).
+				value = ""
+			}
+			if err := fs.Set(k.Value, value); err != nil {
 				errs = append(errs, fmt.Errorf("config file %s: line %d: %s: %w", path, v.Line, k.Value, err))
 			}
 		}

@@ -64,3 +64,30 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNullIsEmpty: a setting written as YAML's null (null, ~, or no value
+// at all) is the empty value, as YAML means it. null and ~ used to set the
+// text "null" or "~": admin-key: null (what a template renders for an
+// unset value) made "null" the admin key, where empty means the key file.
+func TestNullIsEmpty(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"", " null", " ~", " Null", " NULL", " !!null"} {
+		fs, addr, _, _ := newSet()
+		if err := applyYAML(fs, "c.yaml", []byte("listen-addr:"+v+"\n"), "config", map[string]bool{}); err != nil {
+			t.Fatalf("listen-addr:%s: %v", v, err)
+		}
+		if *addr != "" {
+			t.Errorf("listen-addr:%s set %q, want the empty value", v, *addr)
+		}
+	}
+	// A quoted "null" is the text.
+	fs, addr, _, _ := newSet()
+	if err := applyYAML(fs, "c.yaml", []byte("listen-addr: \"null\"\n"), "config", map[string]bool{}); err != nil || *addr != "null" {
+		t.Errorf("listen-addr: \"null\": %q, %v; want the text null", *addr, err)
+	}
+	// A number flag left null is refused, naming the line.
+	fs, _, _, _ = newSet()
+	if err := applyYAML(fs, "c.yaml", []byte("workers: ~\n"), "config", map[string]bool{}); err == nil || !strings.Contains(err.Error(), "line 1: workers") {
+		t.Errorf("workers: ~: %v, want an error naming the line and setting", err)
+	}
+}
