@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -57,8 +58,24 @@ func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error 
 // value read from path, except configFlag and those in given.
 func applyYAML(fs *flag.FlagSet, path string, data []byte, configFlag string, given map[string]bool) error {
 	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil // no document: only comments, or nothing
+	} else if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	// The settings after a "---" were dropped without a word (found in
+	// review).
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		if err != nil {
+			return fmt.Errorf("config file %s: %w", path, err)
+		}
+		return fmt.Errorf("config file %s: line %d: a second YAML document (after ---): put every setting in one mapping", path, line)
 	}
 	if len(doc.Content) == 0 {
 		return nil

@@ -91,3 +91,23 @@ func TestNullIsEmpty(t *testing.T) {
 		t.Errorf("workers: ~: %v, want an error naming the line and setting", err)
 	}
 }
+
+// TestSecondDocumentRefused: a config file of several YAML documents
+// (--- between them) is refused. Only the first was read, and the
+// settings after the --- were dropped without a word. A file with no
+// document at all (only comments, every setting commented out) sets
+// nothing; it was refused with a bare "EOF".
+func TestSecondDocumentRefused(t *testing.T) {
+	t.Parallel()
+	fs, _, n, _ := newSet()
+	err := applyYAML(fs, "c.yaml", []byte("listen-addr: a\n---\nworkers: 5\n"), "config", map[string]bool{})
+	if err == nil || !strings.Contains(err.Error(), "line 3: a second YAML document") {
+		t.Fatalf("err = %v (workers %d), want the file refused naming line 3", err, *n)
+	}
+	for _, ok := range []string{"listen-addr: a\n", "---\nlisten-addr: a\n", "listen-addr: a\n...\n", "# only a comment\n"} {
+		fs, _, _, _ := newSet()
+		if err := applyYAML(fs, "c.yaml", []byte(ok), "config", map[string]bool{}); err != nil {
+			t.Errorf("%q: %v, want it read", ok, err)
+		}
+	}
+}
