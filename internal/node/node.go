@@ -458,11 +458,19 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 }
 
 // SecretFile returns the secret stored in path, creating a random one with
-// the given prefix on first use, so development keys survive restarts.
+// the given prefix on first use, so development keys survive restarts. A
+// file that holds only white space is an error.
 func SecretFile(path, prefix string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err == nil {
-		return strings.TrimSpace(string(data)), nil
+		// An empty file gave the empty key, which no call can present:
+		// the admin API refused every key with nothing to say why
+		// (found in review).
+		key := strings.TrimSpace(string(data))
+		if key == "" {
+			return "", fmt.Errorf("%s is empty: write a key in it, or delete it to have one made", path)
+		}
+		return key, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("read %s: %w", path, err)
