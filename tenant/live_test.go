@@ -88,6 +88,10 @@ func TestLiveReloadRefusesBadFile(t *testing.T) {
 		{"unknown field", "tenants:\n  - id: acme\n    tier: standard\n    api_keys: [key-acme]\n    submit_rte: 5\n", "line 5"},
 		{"bad value", "tenants:\n  - id: acme\n    tier: standard\n    api_keys: [key-acme]\n    submit_rate: -1\n", "submit_rate must be positive"},
 		{"check", "tenants:\n  - id: acme\n    tier: standard\n    api_keys: [key-acme]\n    lane: nowhere\n", "lane nowhere"},
+		// A file truncated by a tool that writes in place, caught before
+		// its new content: refused with "EOF" alone (found in review).
+		{"empty", "", "the file is empty"},
+		{"only comments", "# tenants moved\n", "the file is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

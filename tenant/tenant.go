@@ -28,6 +28,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -415,7 +416,13 @@ func parseWhole(data []byte) (*Config, error) {
 	var f file
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(&f); errors.Is(err, io.EOF) {
+		// No document: an empty file, or one of only comments. A bare
+		// "EOF" said nothing (found in review); such a file is refused,
+		// as it most likely is one half written, and would lock every
+		// tenant out.
+		return nil, errors.New("the file is empty (no tenants:, tiers: or workers:); for no tenants at all write tenants: []")
+	} else if err != nil {
 		return nil, err
 	}
 	b := newBuilder(f.Tiers, len(f.Tenants))
