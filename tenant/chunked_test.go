@@ -36,7 +36,10 @@ var chunkedCases = []struct {
 	{"wrong type falls back", "tenants:\n  - id: a\n    tier: free\n    submit_rate: fast\n    api_keys: [key-of-a-1]\n", false, "cannot unmarshal"},
 	{"aliases fall back", "tenants:\n  - &x {id: a, tier: free, api_keys: [key-of-a-1]}\n  - *x\n", false, "duplicate tenant id"},
 	{"flow list falls back", "tenants: [{id: a, tier: free, api_keys: [key-of-a-1]}]\n", false, ""},
-	{"two documents fall back", "tenants:\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\n---\nx: 1\n", false, ""},
+	// Only the first document was read: the tenants after a "---" were
+	// dropped without a word (found in review).
+	{"two documents are refused", "tenants:\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\n---\ntenants:\n  - {id: b, tier: free, api_keys: [key-of-b-1]}\n", false, "line 4: a second YAML document"},
+	{"a document end marker is fine", "tenants:\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\n...\n", false, ""},
 	{"unknown top-level field", "tenants:\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\nteenants: []\n", false, "field teenants not found"},
 	{"quoted string cut at a dash line", "tenants:\n  - id: a\n    tier: free\n    api_keys: [\"key-of-a-1\n  - x\"]\n", false, ""},
 }

@@ -425,6 +425,19 @@ func parseWhole(data []byte) (*Config, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	// Only the first document was read: the tenants after a "---" were
+	// dropped without a word (found in review).
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, err
+		}
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, fmt.Errorf("line %d: a second YAML document (after ---): put every tier, tenant and worker in one", line)
+	}
 	b := newBuilder(f.Tiers, len(f.Tenants))
 	for i := range f.Tenants {
 		b.add(&f.Tenants[i])
