@@ -13,6 +13,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"regexp"
@@ -280,6 +281,19 @@ func Parse(data []byte) (Topology, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&t); err != nil {
 		return Topology{}, err
+	}
+	// Only the first document was read: the lanes after a "---" were
+	// dropped without a word (found in review).
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return Topology{}, err
+		}
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return Topology{}, fmt.Errorf("line %d: a second YAML document (after ---): put every setting and lane in one", line)
 	}
 	t = t.WithDefaults()
 	if err := t.Validate(); err != nil {

@@ -165,3 +165,17 @@ func TestCapacityAndItsOldName(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRefusesSecondDocument: a queue config of several YAML documents
+// had everything after the first "---" dropped without a word, lanes
+// included; it is refused, naming the second document's line.
+func TestParseRefusesSecondDocument(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte("lanes:\n  - name: premium\n---\nlanes:\n  - name: free\n"))
+	if want := "line 4: a second YAML document"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to contain %q", err, want)
+	}
+	if _, err := Parse([]byte("lanes:\n  - name: premium\n...\n")); err != nil {
+		t.Errorf("a document end marker: %v", err)
+	}
+}
