@@ -279,7 +279,10 @@ func Parse(data []byte) (Topology, error) {
 	var t Topology
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
-	if err := dec.Decode(&t); err != nil {
+	if err := dec.Decode(&t); errors.Is(err, io.EOF) {
+		// A bare "EOF" said nothing (found in review).
+		return Topology{}, errors.New("the file is empty: give at least lanes: (see the Terraform module's queue config output)")
+	} else if err != nil {
 		return Topology{}, err
 	}
 	// Only the first document was read: the lanes after a "---" were

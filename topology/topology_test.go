@@ -179,3 +179,15 @@ func TestParseRefusesSecondDocument(t *testing.T) {
 		t.Errorf("a document end marker: %v", err)
 	}
 }
+
+// TestParseEmptyFileSaysSo: an empty queue config (say, the Terraform
+// output not written yet) was refused with a bare "EOF"; the error now
+// says the file is empty.
+func TestParseEmptyFileSaysSo(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{"", "# written by terraform\n", "\n\n"} {
+		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), "the file is empty") {
+			t.Errorf("%q: err = %v, want it to say the file is empty", doc, err)
+		}
+	}
+}
