@@ -93,9 +93,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	if err := policy.Validate(); err != nil {
-		return err
-	}
 	if *concurrency < 0 {
 		return fmt.Errorf("--concurrency %d: must be at least 1 (or 0 for the default)", *concurrency)
 	}
@@ -103,6 +100,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("--shutdown-grace %s: must be positive, such as 30s (deliveries in flight need time to end)", *grace)
 	}
 	if err := errors.Join(consoleFlags.Validate(), pullFlags.Validate(), node.CheckPolicyFlags(policy, share, readAhead), target.Validate()); err != nil {
+		return err
+	}
+	if err := policy.Validate(); err != nil { // what the flags' own checks missed
 		return err
 	}
 	*concurrency = target.Concurrency(*concurrency)

@@ -98,9 +98,6 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
 		return c, err
 	}
-	if err := c.policy.Validate(); err != nil {
-		return c, err
-	}
 	if c.concurrency < 0 {
 		return c, fmt.Errorf("--concurrency %d: must be at least 1 (or 0 for the default)", c.concurrency)
 	}
@@ -111,6 +108,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--idempotency-window %s: must not be negative (0 for the default, %s)", c.idemWindow, gateway.IdempotencyWindowDefault)
 	}
 	if err := errors.Join(c.console.Validate(), c.pull.Validate(), node.CheckPolicyFlags(c.policy, c.sidelineShare, c.readAhead), c.target.Validate()); err != nil {
+		return c, err
+	}
+	if err := c.policy.Validate(); err != nil { // what the flags' own checks missed
 		return c, err
 	}
 	c.concurrency = c.target.Concurrency(c.concurrency)

@@ -27,6 +27,12 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"--read-ahead=-1", "--read-ahead"},
 		{"--worker-lease-timeout=-1s", "--worker-lease-timeout"},
 		{"--handler-timeout=0s", "--handler-timeout"},
+		// The retry flags were refused as "sideliner policy: retry cap
+		// must not be … above 15m0s", naming no flag (found in review).
+		{"--retry-cap=20m", "--retry-cap"},
+		{"--retry-cap=-1s", "--retry-cap"},
+		{"--retry-base=-1s", "--retry-base"},
+		{"--retry-base=16m", "--retry-base"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {
