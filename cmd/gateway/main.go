@@ -106,6 +106,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--shutdown-grace %s: must be positive, such as 30s (calls and deliveries in flight need time to end)", c.shutdownGrace)
 	case c.idemWindow < 0:
 		return c, fmt.Errorf("--idempotency-window %s: must not be negative (0 for the default, %s)", c.idemWindow, gateway.IdempotencyWindowDefault)
+	case c.depthInterval < 0:
+		return c, fmt.Errorf("--depth-interval %s: must not be negative (0 for the default: 1s embedded, 10s on SQS)", c.depthInterval)
 	}
 	if err := errors.Join(c.console.Validate(), c.pull.Validate(), node.CheckPolicyFlags(c.policy, c.sidelineShare, c.readAhead), c.target.Validate()); err != nil {
 		return c, err

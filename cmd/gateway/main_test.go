@@ -33,6 +33,10 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"--retry-cap=-1s", "--retry-cap"},
 		{"--retry-base=-1s", "--retry-base"},
 		{"--retry-base=16m", "--retry-base"},
+		// A negative depth interval was taken as the embedded default,
+		// 1s, also on SQS, where its default is 10s and each read is a
+		// billed call per queue (found in review).
+		{"--depth-interval=-10s", "--depth-interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {
