@@ -19,10 +19,21 @@ import (
 // Parse parses args into fs, then sets each flag not given on the command
 // line from the environment variable prefix_NAME (upper case, '-' → '_'),
 // then from the YAML file named by the flag configFlag, if set. Unknown
-// keys in the file are errors that name the key and line.
+// keys in the file are errors that name the key and line; so is an
+// argument that is not a flag.
 func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// The flag package stops at the first argument that is not a flag:
+	// "--drain false" set --drain to true and dropped "false", with every
+	// flag after it (found in review).
+	if fs.NArg() > 0 {
+		hint := ""
+		if a := fs.Arg(0); a == "true" || a == "false" {
+			hint = " (a boolean flag takes its value after '=', as in --flag=" + a + ")"
+		}
+		return fmt.Errorf("unexpected argument %q: settings are flags%s", fs.Arg(0), hint)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

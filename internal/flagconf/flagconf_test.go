@@ -111,3 +111,31 @@ func TestSecondDocumentRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestStrayArguments: an argument that is not a flag is refused, naming
+// it. The flag package stops at the first one and leaves the rest
+// unparsed: "--drain false" set --drain to true and dropped "false", and
+// every flag after a stray word was ignored without a word.
+func TestStrayArguments(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--on", "false"}, `"false"`},
+		{[]string{"stray", "--workers", "3"}, `"stray"`},
+		{[]string{"--workers", "3", "--", "x"}, `"x"`},
+	}
+	for _, tt := range tests {
+		fs, _, _, _ := newSet()
+		fs.Bool("on", true, "")
+		err := Parse(fs, tt.args, "TEST", "config")
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q): %v, want an error naming %s", tt.args, err, tt.want)
+		}
+	}
+	fs, _, n, _ := newSet()
+	if err := Parse(fs, []string{"--workers", "3"}, "TEST", "config"); err != nil || *n != 3 {
+		t.Errorf("flags only: %v, workers %d", err, *n)
+	}
+}
