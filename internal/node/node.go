@@ -175,6 +175,21 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 	create := true
 	switch f.Kind {
 	case "embedded":
+		// SQS settings without --backend sqs were ignored: the jobs went
+		// to local disk while the operator looked at SQS (found in
+		// review).
+		var sqsFlags []string
+		for _, s := range []struct {
+			name string
+			set  bool
+		}{{"--sqs-endpoint", f.SQSEndpoint != ""}, {"--aws-region", f.Region != ""}, {"--create-queues", f.CreateQueues}} {
+			if s.set {
+				sqsFlags = append(sqsFlags, s.name)
+			}
+		}
+		if len(sqsFlags) > 0 {
+			return nil, fmt.Errorf("%s: these apply to --backend sqs only, and the backend is embedded (files in --data-dir); add --backend sqs, or leave them out", strings.Join(sqsFlags, ", "))
+		}
 		if err := os.MkdirAll(f.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
 		}
