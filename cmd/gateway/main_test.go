@@ -71,3 +71,45 @@ func TestStartFailsBeforeServing(t *testing.T) {
 		t.Errorf("the ingest API listened before the start failed:\n%s", logs.String())
 	}
 }
+
+// TestWorkerAddrIsNotOwnPullListener: a push target that is this
+// process's own pull-worker listener is refused, naming both flags, and
+// the environment variable when it came from there. SLUICE_WORKER_ADDR
+// is what sluicectl worker reads as the pull address to connect to, and
+// the gateway reads it as --worker-addr: exported for the one, it turned
+// the other into a push gateway that sent every job to its own (then
+// closed) pull address, retried and dead-lettered them, and served no
+// pull worker. (Not parallel: it sets the environment.)
+func TestWorkerAddrIsNotOwnPullListener(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  string
+		want []string // in the error; none: accepted
+	}{
+		{"flag", []string{"--worker-addr=127.0.0.1:7072"}, "", []string{"--worker-addr", "--worker-listen"}},
+		{"localhost", []string{"--worker-addr=localhost:7300", "--worker-listen=127.0.0.1:7300"}, "", []string{"--worker-addr"}},
+		{"environment", nil, "127.0.0.1:7072", []string{"SLUICE_WORKER_ADDR", "--worker-listen", "sluicectl worker"}},
+		{"another address", []string{"--worker-addr=127.0.0.1:7300"}, "", nil},
+		{"another port on the same host", nil, "127.0.0.1:7300", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env != "" {
+				t.Setenv("SLUICE_WORKER_ADDR", tt.env)
+			}
+			_, err := parse(append([]string{"--data-dir", t.TempDir()}, tt.args...), io.Discard)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("parse: %v, want it accepted", err)
+				}
+				return
+			}
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("parse: %v, want an error containing %q", err, w)
+				}
+			}
+		})
+	}
+}

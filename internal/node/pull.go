@@ -8,7 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,6 +43,43 @@ func (f PullFlags) Validate() error {
 		return fmt.Errorf("--worker-lease-timeout %s: must be positive and at most 12h", f.LeaseTimeout)
 	}
 	return nil
+}
+
+// CheckPushTarget refuses a --worker-addr that is this process's own
+// --worker-listen: that address serves pull workers (PullService), not a
+// push worker (WorkerService), and with a push target it is not even
+// opened. SLUICE_WORKER_ADDR is the usual way there: sluicectl worker
+// reads it as the pull address to connect to, the binaries as
+// --worker-addr (found in review: every job was pushed to nothing,
+// retried and dead-lettered, and no pull worker was served).
+func CheckPushTarget(t Target, p PullFlags) error {
+	if t.WorkerAddr == "" || !sameLocalAddr(t.WorkerAddr, p.Listen) {
+		return nil
+	}
+	from := "--worker-addr " + t.WorkerAddr
+	if os.Getenv("SLUICE_WORKER_ADDR") == t.WorkerAddr {
+		from = "SLUICE_WORKER_ADDR=" + t.WorkerAddr + " (it sets --worker-addr here; sluicectl worker reads it as the address to pull from: unset it for this process)"
+	}
+	return fmt.Errorf("%s: this is the pull-worker listener (--worker-listen %s), not a push worker; leave --worker-addr out for pull workers, or give a WorkerService's address", from, p.Listen)
+}
+
+// sameLocalAddr reports whether host:port addresses a and b name the same
+// listener of this host: the same port, and the same host or two of the
+// loopback and wildcard names.
+func sameLocalAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb {
+		return false
+	}
+	local := func(h string) bool {
+		switch strings.ToLower(h) {
+		case "", "localhost", "127.0.0.1", "::1", "0.0.0.0", "::":
+			return true
+		}
+		return false
+	}
+	return strings.EqualFold(ha, hb) || local(ha) && local(hb)
 }
 
 // Delivery slots by default (--concurrency 0): a push target takes this
