@@ -37,6 +37,12 @@ func TestParseRefusesBadValues(t *testing.T) {
 		// 1s, also on SQS, where its default is 10s and each read is a
 		// billed call per queue (found in review).
 		{"--depth-interval=-10s", "--depth-interval"},
+		// --worker-tls-* only dial --worker-addr; without it they were
+		// ignored, and the pull-worker listener an operator meant to
+		// secure with them stayed plaintext (found in review).
+		{"--worker-tls-cert=client.pem", "--worker-tls-cert"},
+		{"--worker-tls", "--worker-tls"},
+		{"--worker-tls-ca=ca.pem", "--tls-cert"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {

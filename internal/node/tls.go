@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"flag"
 
 	"google.golang.org/grpc"
@@ -65,4 +66,16 @@ func mode(s tlsflags.Server) string {
 		return "mtls"
 	}
 	return "tls"
+}
+
+// CheckWorkerTLS refuses --worker-tls-* without --worker-addr: they
+// only dial a push worker. They were ignored otherwise, and the
+// pull-worker listener an operator meant to secure with them stayed
+// plaintext (found in review); that listener takes --tls-*.
+func (f *TLSFlags) CheckWorkerTLS(t Target) error {
+	if t.WorkerAddr != "" || f.worker == (tlsflags.Client{}) {
+		return nil
+	}
+	return errors.New("--worker-tls, --worker-tls-ca, --worker-tls-cert, --worker-tls-key and --worker-tls-server-name dial the push worker of --worker-addr, and none is given; " +
+		"pull workers connect to --worker-listen, which serves TLS with --tls-cert and --tls-key (and --tls-client-ca for their certificates)")
 }
