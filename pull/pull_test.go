@@ -744,3 +744,46 @@ func TestConcurrencyHoldsPastALeaseTimeout(t *testing.T) {
 		t.Errorf("%d handlers ran at once with Concurrency 2", peak)
 	}
 }
+
+// TestExtendKeepsTheLease: an EXTEND pushes the lease's deadline out,
+// whatever form its delay takes. An explicit zero delay means "the
+// session's lease timeout" (worker.proto); the hub took it as a deadline
+// of now, so the next sweep failed the attempt the worker had just asked
+// to keep (found in review).
+func TestExtendKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	delays := []struct {
+		name  string
+		delay *durationpb.Duration
+	}{
+		{"no delay", nil},
+		{"zero delay", durationpb.New(0)},
+		{"30s", durationpb.New(30 * time.Second)},
+	}
+	r := newRig(t, time.Minute)
+	r.enqueue(t, "std", "long", len(delays))
+	st := r.connect(t, keyAll, uint32(len(delays)))
+	jobs := st.jobs(len(delays))
+	for i, d := range delays {
+		st.results(&workerv1.Result{Lease: jobs[i].GetLease(), Outcome: workerv1.Outcome_OUTCOME_EXTEND, Delay: d.delay})
+	}
+	// The time under test: several sweeps (every 250 ms) pass, all well
+	// inside every extended deadline.
+	time.Sleep(time.Second)
+	for i := range delays {
+		st.results(ack(jobs[i].GetLease()))
+	}
+	topotest.WaitFor(t, func() bool {
+		c := r.d.Counts()
+		return c.Delivered+c.Retried == int64(len(delays))
+	})
+	if c := r.d.Counts(); c.Retried != 0 || c.Delivered != int64(len(delays)) {
+		t.Errorf("after extends: %d delivered, %d retried; want %d delivered, none retried", c.Delivered, c.Retried, len(delays))
+		for i, d := range delays {
+			t.Logf("%s: job %s", d.name, jobs[i].GetJobId())
+		}
+	}
+	if !st.idle(200 * time.Millisecond) {
+		t.Error("an ack after an extend was refused, or the job came back")
+	}
+}

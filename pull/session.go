@@ -406,9 +406,12 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 			continue
 		}
 		if r.GetOutcome() == workerv1.Outcome_OUTCOME_EXTEND {
-			by := s.leaseTimeout
-			if r.Delay != nil {
-				by = r.GetDelay().AsDuration()
+			// A zero delay, like none, is the session's lease timeout
+			// (worker.proto); taken as it came, it set the deadline to
+			// now and the next sweep failed the job just extended.
+			by := r.GetDelay().AsDuration()
+			if by <= 0 {
+				by = s.leaseTimeout
 			}
 			d.deadline = now.Add(by)
 			continue
