@@ -51,7 +51,10 @@ type ConnectOptions struct {
 	// DialOptions are added to the connection's (interceptors, say).
 	DialOptions []grpc.DialOption
 	// DrainTimeout bounds the graceful drain when ctx ends: running jobs
-	// get this long to finish and be answered. Defaults to 30s.
+	// get this long to finish and be answered. Then their contexts are
+	// cancelled: a handler that still returns nil is acked, one that
+	// returns an error is not answered, and sluice hands its job back
+	// with no attempt counted. Defaults to 30s.
 	DrainTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -405,8 +408,26 @@ func (c *puller) run(ctx context.Context, log *slog.Logger, j *workerv1.Job, res
 		Attributes: j.GetAttributes(), Attempt: int(j.GetAttempt()), EnqueuedAt: j.GetEnqueuedAt().AsTime(),
 		TraceContext: j.GetTraceContext(),
 	})
+	if err != nil && ctx.Err() != nil {
+		// Cancelled by the stream's break or the drain's timeout: the
+		// failure is likely the cancellation, not the job's. Unanswered,
+		// the job goes back when the stream ends, with no attempt
+		// counted. (Answered at random before: a select raced the
+		// cancellation; found in review.)
+		return
+	}
+	r := resultOf(lease, err)
+	// A job that finished is answered whenever the stream can still
+	// carry it (a drain that timed out sends what is queued), so it is
+	// not delivered again: the select alone dropped the ack at random
+	// once ctx had ended.
 	select {
-	case results <- resultOf(lease, err):
+	case results <- r:
+		return
+	default:
+	}
+	select {
+	case results <- r:
 	case <-ctx.Done(): // the stream broke: sluice has handed the job back already
 	}
 }

@@ -2,8 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"maps"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,5 +152,80 @@ func TestExtendAfterTheSession(t *testing.T) {
 	}
 	if panics > 0 {
 		t.Errorf("worker.Extend panicked %d/20 times after the session ended", panics)
+	}
+}
+
+// TestDrainTimeoutAnswers: when the drain runs out of time, the running
+// handlers are cancelled. One that still finishes its job is acked, and
+// one that gives up because of the cancellation is not answered at all, so
+// the stream's end hands its job back with no attempt counted. Both raced
+// the cancellation: the answer was sent or dropped at random, so a
+// finished job was delivered again, or an interrupted one was counted as
+// a failed attempt (found in review).
+func TestDrainTimeoutAnswers(t *testing.T) {
+	t.Parallel()
+	const jobs = 20
+	tests := []struct {
+		name   string
+		answer func(ctx context.Context) error
+		want   map[workerv1.Outcome]int
+	}{
+		{"finished anyway", func(context.Context) error { return nil }, map[workerv1.Outcome]int{workerv1.Outcome_OUTCOME_ACK: jobs}},
+		{"gave up", func(ctx context.Context) error { return ctx.Err() }, map[workerv1.Outcome]int{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := make(chan map[workerv1.Outcome]int, 1)
+			addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+				if err := welcome(s); err != nil {
+					return err
+				}
+				batch := &workerv1.Jobs{}
+				for i := range jobs {
+					batch.Jobs = append(batch.Jobs, &workerv1.Job{JobId: "j", Lease: "s." + strconv.Itoa(i)})
+				}
+				if err := s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: batch}}); err != nil {
+					return err
+				}
+				outcomes := map[workerv1.Outcome]int{}
+				defer func() { got <- outcomes }()
+				for {
+					m, err := s.Recv()
+					if err != nil {
+						return nil
+					}
+					for _, r := range m.GetResults().GetResults() {
+						outcomes[r.GetOutcome()]++
+					}
+				}
+			})
+			var started sync.WaitGroup
+			started.Add(jobs)
+			handler := func(ctx context.Context, _ worker.Job) error {
+				started.Done()
+				<-ctx.Done() // the drain timeout
+				return tt.answer(ctx)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- worker.Connect(ctx, addr, "k", handler, worker.ConnectOptions{Concurrency: jobs, DrainTimeout: 50 * time.Millisecond, Logger: quiet})
+			}()
+			started.Wait()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			var outcomes map[workerv1.Outcome]int
+			select {
+			case outcomes = <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the stream did not end")
+			}
+			if !maps.Equal(outcomes, tt.want) {
+				t.Errorf("answers sent %v, want %v", outcomes, tt.want)
+			}
+		})
 	}
 }
