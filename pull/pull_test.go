@@ -787,3 +787,58 @@ func TestExtendKeepsTheLease(t *testing.T) {
 		t.Error("an ack after an extend was refused, or the job came back")
 	}
 }
+
+// TestNarrowedKeyWorkerReconnects: a worker.Connect worker that asked for
+// every lane its key allows keeps serving after a reload narrows the key:
+// its session ends (PERMISSION_DENIED, "reconnect for the lanes it
+// allows") and it reconnects for the lanes left. Connect took the end of a
+// welcomed session as a refusal of its key and returned ErrRefused, so
+// the worker process stopped for good (found in review). A key revoked
+// outright still stops it: the reconnect is refused.
+func TestNarrowedKeyWorkerReconnects(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 0)
+	sessions := make(chan string, 10)
+	c := newCollector(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, r.addr, keyAll, c.handle, worker.ConnectOptions{
+			Concurrency: 2, Logger: topotest.QuietLog, OnSession: func(s string) { sessions <- s },
+		})
+	}()
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-sessions:
+		case err := <-done:
+			t.Fatalf("%s: Connect returned %v", what, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no session in 30s", what)
+		}
+	}
+	next("first session")
+	r.keys.Store(keyAll, &tenant.Worker{Name: "all", Lanes: []string{"std"}})
+	next("after the key lost lane gold")
+	r.enqueue(t, "std", "s", 1)
+	deadline := time.After(30 * time.Second)
+	for c.count() < 1 {
+		select {
+		case err := <-done:
+			t.Fatalf("Connect returned %v; want it serving lane std", err)
+		case <-deadline:
+			t.Fatal("the std job did not reach the worker in 30s")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	r.keys.Delete(keyAll)
+	select {
+	case err := <-done:
+		if !errors.Is(err, worker.ErrRefused) {
+			t.Fatalf("after the key was revoked Connect returned %v, want ErrRefused", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Connect still running 30s after its key was revoked")
+	}
+}

@@ -83,7 +83,8 @@ var ErrRefused = errors.New("refused by sluice")
 // When ctx ends it drains gracefully: it asks for no more jobs, lets the
 // running ones finish (up to opts.DrainTimeout) and answers them, then
 // closes the stream and returns nil. It returns an error wrapping
-// ErrRefused if sluice refuses the key or the Hello.
+// ErrRefused if sluice refuses the key or the Hello (a session ended by a
+// reload that revoked or narrowed the key is tried again: that answers).
 func Connect(ctx context.Context, addr, key string, handler Handler, opts ConnectOptions) error {
 	if handler == nil {
 		return errors.New("worker: Connect needs a handler")
@@ -126,7 +127,13 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		if ctx.Err() != nil {
 			return nil
 		}
-		if st, ok := status.FromError(err); ok && refusedCode(st.Code()) {
+		// Only a refusal of the key or the Hello is final. A session that
+		// was welcomed and then ended with PERMISSION_DENIED lost its key
+		// or one of its lanes in a reload: reconnecting asks again, and
+		// is refused if the key is gone, or is served the lanes the key
+		// still allows (Connect stopped for good on a narrowed key; found
+		// in review).
+		if st, ok := status.FromError(err); ok && refusedCode(st.Code()) && !welcomed {
 			return fmt.Errorf("worker: %w: %s", ErrRefused, st.Message())
 		}
 		// Back to a short wait only after a session that held: one that
