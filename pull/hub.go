@@ -22,6 +22,13 @@
 // A worker that stops reading holds only its own credits: its unsent jobs
 // are handed back after StallTimeout, and it gets no new ones until its
 // stream moves again, so the other workers are not slowed.
+//
+// worker.Connect pings its connection after 30s without traffic, to find
+// a lost host: a gRPC server serving the hub must allow that
+// (keepalive.EnforcementPolicy with MinTime of 30s or less, as
+// cmd/gateway's and cmd/drainer's worker listener has), or it closes the
+// connections of idle workers, and of busy ones that are quiet, which
+// hands their jobs back.
 package pull
 
 import (

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -115,7 +116,8 @@ func newRigOn(t testing.TB, topology string, lease time.Duration) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	// As the worker listener (internal/node): worker.Connect pings.
+	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
 	workerv1.RegisterPullServiceServer(srv, hub)
 	go func() { _ = srv.Serve(lis) }()
 	r.addr = lis.Addr().String()

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -48,7 +49,10 @@ type ConnectOptions struct {
 	// TLS, when set, dials with TLS (a client certificate in it makes it
 	// mTLS); nil dials in plaintext.
 	TLS *tls.Config
-	// DialOptions are added to the connection's (interceptors, say).
+	// DialOptions are added to the connection's (interceptors, say). The
+	// connection pings sluice after 30s without traffic and reconnects
+	// when no answer comes within 10s; a grpc.WithKeepaliveParams here
+	// replaces that.
 	DialOptions []grpc.DialOption
 	// DrainTimeout bounds the graceful drain when ctx ends: running jobs
 	// get this long to finish and be answered. Then their contexts are
@@ -69,6 +73,15 @@ const (
 	reconnectMax  = 10 * time.Second
 	resultBatch   = 256
 	maxJobBatch   = 16 << 20 // sluice sends at most 1 MiB per batch
+)
+
+// Keepalive of the connection to sluice: a ping after keepaliveTime
+// without traffic, and the connection counts as dead, so the stream ends
+// and Connect reconnects, when no answer comes within keepaliveTimeout.
+// Variables for the tests.
+var (
+	keepaliveTime    = 30 * time.Second
+	keepaliveTimeout = 10 * time.Second
 )
 
 // ErrRefused is returned by Connect when sluice refuses the worker's key or
@@ -109,6 +122,11 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxJobBatch)),
+		// Find a dead connection: a sluice host that is lost (power, a
+		// partition) sends no FIN, and an idle worker waited on its
+		// stream for ever, reconnecting nowhere (found in review).
+		// sluice's worker listener allows pings every 10s.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {

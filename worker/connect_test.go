@@ -229,3 +229,100 @@ func TestDrainTimeoutAnswers(t *testing.T) {
 		})
 	}
 }
+
+// blackhole is a TCP proxy to addr whose connections can be cut the way a
+// crashed host or a network partition cuts them: no FIN, no RST, the
+// bytes just stop arriving.
+type blackhole struct {
+	addr string
+	mu   sync.Mutex
+	cut  []*atomic.Bool // one per connection so far
+}
+
+func newBlackhole(t *testing.T, upstream string) *blackhole {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lis.Close() })
+	b := &blackhole{addr: lis.Addr().String()}
+	go func() {
+		for {
+			down, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			t.Cleanup(func() { _ = down.Close(); _ = up.Close() })
+			cut := new(atomic.Bool)
+			b.mu.Lock()
+			b.cut = append(b.cut, cut)
+			b.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						return
+					}
+					if !cut.Load() {
+						if _, err := dst.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}
+			}
+			go pipe(up, down)
+			go pipe(down, up)
+		}
+	}()
+	return b
+}
+
+// cutAll silences every connection made so far.
+func (b *blackhole) cutAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.cut {
+		c.Store(true)
+	}
+}
+
+// TestReconnectsFromADeadConnection: when the sluice host dies without
+// closing its connections (power loss, a partition), an idle worker
+// notices by keepalive and reconnects. With no keepalive it waited on the
+// dead stream for ever, taking no jobs from anyone (found in review).
+func TestReconnectsFromADeadConnection(t *testing.T) {
+	t.Parallel()
+	sessions := make(chan struct{}, 10)
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		sessions <- struct{}{}
+		for {
+			if _, err := s.Recv(); err != nil {
+				return nil
+			}
+		}
+	})
+	proxy := newBlackhole(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, proxy.addr, "k", func(context.Context, worker.Job) error { return nil }, worker.ConnectOptions{Logger: quiet, DrainTimeout: time.Second})
+	}()
+	defer func() { cancel(); <-done }()
+	<-sessions
+	proxy.cutAll()
+	select {
+	case <-sessions:
+	case <-time.After(30 * time.Second): // about 11s with the tests' keepalive (export_test.go)
+		t.Fatal("no new session within 30s of the connection going dead: the worker waits on it for ever")
+	}
+}
