@@ -844,3 +844,75 @@ func TestNarrowedKeyWorkerReconnects(t *testing.T) {
 		t.Fatal("Connect still running 30s after its key was revoked")
 	}
 }
+
+// TestHandlerContextEndsWithTheLease: a pull handler's context ends when
+// sluice gives up on the job, as worker.Handler promises: when its lease
+// times out with no answer or extend. It did not: the handler ran on,
+// holding a slot, while sluice redelivered its job (found in review). A
+// handler that extends keeps its context. After a timed-out lease the
+// worker still gets the job again (the hub does not leave it silent).
+func TestHandlerContextEndsWithTheLease(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, time.Second)
+	ended := make(chan string, 10)
+	c := newCollector(nil)
+	handler := func(ctx context.Context, j worker.Job) error {
+		_ = c.handle(ctx, j)
+		switch {
+		case j.Attempt > 1:
+			return nil
+		case strings.HasPrefix(j.ID, "silent"):
+			select {
+			case <-ctx.Done():
+				ended <- j.ID
+				return ctx.Err()
+			case <-time.After(20 * time.Second):
+				return errors.New("the context outlived the lease by 19s")
+			}
+		default: // extends, past the 1s lease, in each form
+			for i := range 6 {
+				select {
+				case <-ctx.Done():
+					ended <- j.ID
+					return ctx.Err()
+				case <-time.After(300 * time.Millisecond):
+				}
+				worker.Extend(ctx, []time.Duration{0, -time.Second, 2 * time.Second}[i%3])
+			}
+			return nil
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, r.addr, keyAll, handler, worker.ConnectOptions{Concurrency: 2, Logger: topotest.QuietLog})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Connect: %v", err)
+		}
+	})
+	r.enqueue(t, "std", "silent", 1)
+	r.enqueue(t, "std", "extends", 1)
+	select {
+	case id := <-ended:
+		if id != "silent-0" {
+			t.Fatalf("the context of %s ended; it extended its lease", id)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the silent job's context had not ended 15s after its 1s lease")
+	}
+	topotest.WaitFor(t, func() bool { return r.d.Counts().Delivered == 2 })
+	if got := c.of("silent-0"); len(got) != 2 || got[1] != 2 {
+		t.Errorf("the timed-out job's attempts %v, want [1 2]", got)
+	}
+	if got := c.of("extends-0"); len(got) != 1 {
+		t.Errorf("the extended job's attempts %v, want [1]", got)
+	}
+	select {
+	case id := <-ended:
+		t.Errorf("the context of %s ended too", id)
+	default:
+	}
+}

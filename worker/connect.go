@@ -42,7 +42,8 @@ type ConnectOptions struct {
 	Lanes []string
 	// LeaseTimeout is how long a job may run without an answer or Extend
 	// before sluice fails the attempt; zero takes the drainer's default
-	// (15m).
+	// (15m). The handler's ctx ends then (its cause says so): the job is
+	// redelivered.
 	LeaseTimeout time.Duration
 	// Name shows in sluice's logs; defaults to host/pid.
 	Name string
@@ -72,7 +73,8 @@ const (
 	reconnectBase = 100 * time.Millisecond
 	reconnectMax  = 10 * time.Second
 	resultBatch   = 256
-	maxJobBatch   = 16 << 20 // sluice sends at most 1 MiB per batch
+	maxJobBatch   = 16 << 20       // sluice sends at most 1 MiB per batch
+	maxExtend     = 12 * time.Hour // sluice refuses a longer extend
 )
 
 // Keepalive of the connection to sluice: a ping after keepaliveTime
@@ -242,6 +244,10 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 		c.opts.OnSession(w.GetSession())
 	}
 
+	// The lease timeout in force: a job's handler stops when its lease
+	// times out. Zero: none given, no timer.
+	leaseTimeout := w.GetLeaseTimeout().AsDuration()
+
 	// Handlers of this stream stop when it breaks (their jobs are
 	// redelivered) or when a drain runs out of time.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
@@ -272,15 +278,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 					// A job that arrives once the drain has closed the
 					// handlers is not run: it goes back when the stream
 					// ends.
-					running.start(func() {
-						select {
-						case c.slots <- struct{}{}:
-						case <-handlerCtx.Done():
-							return // the stream broke: sluice hands the job back
-						}
-						defer func() { <-c.slots }()
-						c.run(handlerCtx, log, j, results)
-					})
+					running.start(func() { c.run(handlerCtx, log, j, leaseTimeout, results) })
 				}
 			case *workerv1.ConnectResponse_Refused:
 				r := msg.Refused
@@ -415,9 +413,25 @@ more:
 	return nil
 }
 
-// run runs the handler on one job and queues its result.
-func (c *puller) run(ctx context.Context, log *slog.Logger, j *workerv1.Job, results chan<- *workerv1.Result) {
+// errLeaseTimedOut is the cause of a handler's context ending when its
+// job's lease timed out.
+var errLeaseTimedOut = errors.New("worker: the job's lease timed out with no answer or Extend: sluice failed the attempt and redelivers the job")
+
+// run waits for a slot, runs the handler on one job and queues its
+// result. The handler's ctx ends when the stream breaks, when a drain runs
+// out of time, or when the job's lease times out (leaseTimeout after
+// receipt, moved by each Extend): then sluice has failed the attempt and
+// redelivers the job, and the handler should stop (its ctx ran on until
+// the stream ended; found in review).
+func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.Job, leaseTimeout time.Duration, results chan<- *workerv1.Result) {
 	lease := j.GetLease()
+	ctx, expire := context.WithCancelCause(sessionCtx)
+	defer expire(nil)
+	var timer *time.Timer
+	if leaseTimeout > 0 {
+		timer = time.AfterFunc(leaseTimeout, func() { expire(errLeaseTimedOut) })
+		defer timer.Stop()
+	}
 	ctx = context.WithValue(ctx, extendKey{}, func(d time.Duration) {
 		r := &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_EXTEND}
 		if d > 0 {
@@ -426,14 +440,38 @@ func (c *puller) run(ctx context.Context, log *slog.Logger, j *workerv1.Job, res
 		select {
 		case results <- r:
 		case <-ctx.Done():
+			return
+		}
+		// As sluice moves the deadline: zero or less is the lease
+		// timeout; past 12h sluice refuses the extend and keeps the old
+		// deadline.
+		switch {
+		case timer == nil || d > maxExtend:
+		case d > 0:
+			timer.Reset(d)
+		default:
+			timer.Reset(leaseTimeout)
 		}
 	})
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		if sessionCtx.Err() != nil {
+			return // the stream broke: sluice hands the job back
+		}
+		// The lease timed out before a slot freed: sluice failed the
+		// attempt already. The answer is refused, but tells sluice this
+		// worker answers again, so it is sent new jobs.
+		answer(sessionCtx, results, &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: errLeaseTimedOut.Error()})
+		return
+	}
+	defer func() { <-c.slots }()
 	err := c.call(ctx, log, Job{
 		ID: j.GetJobId(), Tenant: j.GetTenant(), Lane: j.GetLane(), Payload: j.GetPayload(),
 		Attributes: j.GetAttributes(), Attempt: int(j.GetAttempt()), EnqueuedAt: j.GetEnqueuedAt().AsTime(),
 		TraceContext: j.GetTraceContext(),
 	})
-	if err != nil && ctx.Err() != nil {
+	if err != nil && sessionCtx.Err() != nil {
 		// Cancelled by the stream's break or the drain's timeout: the
 		// failure is likely the cancellation, not the job's. Unanswered,
 		// the job goes back when the stream ends, with no attempt
@@ -441,11 +479,16 @@ func (c *puller) run(ctx context.Context, log *slog.Logger, j *workerv1.Job, res
 		// cancellation; found in review.)
 		return
 	}
-	r := resultOf(lease, err)
-	// A job that finished is answered whenever the stream can still
-	// carry it (a drain that timed out sends what is queued), so it is
-	// not delivered again: the select alone dropped the ack at random
-	// once ctx had ended.
+	// After a lease timeout the answer is refused; it is sent all the
+	// same, as it tells sluice this worker answers again.
+	answer(sessionCtx, results, resultOf(lease, err))
+}
+
+// answer queues r for the sender. A job that finished is answered
+// whenever the stream can still carry it (a drain that timed out sends
+// what is queued), so it is not delivered again: a select alone dropped
+// the ack at random once ctx had ended.
+func answer(ctx context.Context, results chan<- *workerv1.Result, r *workerv1.Result) {
 	select {
 	case results <- r:
 		return
