@@ -466,7 +466,7 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 		return
 	}
 	defer func() { <-c.slots }()
-	err := c.call(ctx, log, Job{
+	r, err := c.call(ctx, log, lease, Job{
 		ID: j.GetJobId(), Tenant: j.GetTenant(), Lane: j.GetLane(), Payload: j.GetPayload(),
 		Attributes: j.GetAttributes(), Attempt: int(j.GetAttempt()), EnqueuedAt: j.GetEnqueuedAt().AsTime(),
 		TraceContext: j.GetTraceContext(),
@@ -481,7 +481,7 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 	}
 	// After a lease timeout the answer is refused; it is sent all the
 	// same, as it tells sluice this worker answers again.
-	answer(sessionCtx, results, resultOf(lease, err))
+	answer(sessionCtx, results, r)
 }
 
 // answer queues r for the sender. A job that finished is answered
@@ -500,15 +500,20 @@ func answer(ctx context.Context, results chan<- *workerv1.Result, r *workerv1.Re
 	}
 }
 
-// call runs the handler, turning a panic into a retryable error.
-func (c *puller) call(ctx context.Context, log *slog.Logger, job Job) (err error) {
+// call runs the handler and returns its error and the job's result,
+// turning a panic into a retryable error. The result is made under the
+// recover too: an error whose Error method panics (a typed nil pointer)
+// crashed the worker process (found in review).
+func (c *puller) call(ctx context.Context, log *slog.Logger, lease string, job Job) (r *workerv1.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.ErrorContext(ctx, "handler panicked", slog.String("job_id", job.ID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			err = fmt.Errorf("panic: %v", p)
+			r = resultOf(lease, err)
 		}
 	}()
-	return c.handler(ctx, job)
+	err = c.handler(ctx, job)
+	return resultOf(lease, err), err
 }
 
 // resultOf turns a handler's error into the job's result, as the status

@@ -326,3 +326,51 @@ func TestReconnectsFromADeadConnection(t *testing.T) {
 		t.Fatal("no new session within 30s of the connection going dead: the worker waits on it for ever")
 	}
 }
+
+// nilErr is an error type whose Error panics on a nil pointer, as many
+// do: a handler returning a nil *nilErr returns a non-nil error.
+type nilErr struct{ msg string }
+
+func (e *nilErr) Error() string { return e.msg }
+
+// TestHandlerErrorThatPanics: a handler's error whose Error method panics
+// (a typed nil pointer, the classic) is a retry, as a panic in the handler
+// is; it was formatted outside the recover and crashed the worker process
+// with every job it held (found in review).
+func TestHandlerErrorThatPanics(t *testing.T) {
+	t.Parallel()
+	got := make(chan *workerv1.Result, 1)
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		if err := s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: "s.1", JobId: "j"}}}}}); err != nil {
+			return err
+		}
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return nil
+			}
+			for _, r := range m.GetResults().GetResults() {
+				got <- r
+			}
+		}
+	})
+	handler := func(context.Context, worker.Job) error {
+		var e *nilErr
+		return e
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.Connect(ctx, addr, "k", handler, worker.ConnectOptions{Logger: quiet}) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case r := <-got:
+		if r.GetOutcome() != workerv1.Outcome_OUTCOME_RETRY || !strings.Contains(r.GetError(), "panic") {
+			t.Fatalf("answered %v, want a RETRY naming the panic", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer in 10s")
+	}
+}
