@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -249,16 +250,22 @@ func (s *session) end(err error) {
 	s.held, s.unsent = nil, nil
 	close(s.done)
 	s.mu.Unlock()
+	s.handBack(slices.Collect(maps.Values(held)))
+	s.hub.remove(s)
+	s.log.Info("pull worker disconnected", slog.Int("released", len(held)), slog.Any("reason", err))
+}
+
+// handBack answers deliveries taken from s unanswered: their jobs go back
+// to their queues at once, with no attempt counted.
+func (s *session) handBack(ds []*delivery) {
 	perLane := map[string]int{}
-	for _, d := range held {
+	for _, d := range ds {
 		d.result <- worker.ErrReleased
 		perLane[d.lane]++
 	}
 	for lane, n := range perLane {
 		s.hub.cfg.Metrics.PullReleased(lane, n)
 	}
-	s.hub.remove(s)
-	s.log.Info("pull worker disconnected", slog.Int("released", len(held)), slog.Any("reason", err))
 }
 
 // send writes placed jobs, in batches, and refusals to the stream.
@@ -360,7 +367,22 @@ func (s *session) onMessage(m *workerv1.ConnectRequest) {
 		s.mu.Lock()
 		more := int(n) > s.credits
 		s.credits = int(n)
+		// The jobs placed and not yet sent beyond the new credits go
+		// back at once, the last placed first: the worker asked for no
+		// more than n (zero to drain, and a draining worker.Connect runs
+		// no job that arrives later). They were sent all the same, and
+		// such a worker left them held until its stream closed (found in
+		// review).
+		var back []*delivery
+		if over := min(len(s.held)-s.credits, len(s.unsent)); over > 0 {
+			back = slices.Clone(s.unsent[len(s.unsent)-over:])
+			s.unsent = slices.Delete(s.unsent, len(s.unsent)-over, len(s.unsent))
+			for _, d := range back {
+				delete(s.held, d.job.Lease)
+			}
+		}
 		s.mu.Unlock()
+		s.handBack(back)
 		s.hub.changed(more)
 	case *workerv1.ConnectRequest_Results:
 		switch freed, recovered := s.results(msg.Results.GetResults()); {

@@ -1,0 +1,163 @@
+package pull
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/tenant"
+	"github.com/sluice-dev/sluice/worker"
+)
+
+// fakeStream is a Connect stream whose job sends block until let through:
+// jobs placed meanwhile wait unsent, as behind a slow link.
+type fakeStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	in   chan *workerv1.ConnectRequest
+	out  chan *workerv1.ConnectResponse
+	gate chan struct{} // a job send proceeds once this is closed
+}
+
+func (f *fakeStream) Context() context.Context { return f.ctx }
+
+func (f *fakeStream) Recv() (*workerv1.ConnectRequest, error) {
+	select {
+	case m := <-f.in:
+		return m, nil
+	case <-f.ctx.Done():
+		return nil, f.ctx.Err()
+	}
+}
+
+func (f *fakeStream) Send(m *workerv1.ConnectResponse) error {
+	if m.GetJobs() != nil {
+		select {
+		case <-f.gate:
+		case <-f.ctx.Done():
+			return f.ctx.Err()
+		}
+	}
+	select {
+	case f.out <- m:
+		return nil
+	case <-f.ctx.Done():
+		return f.ctx.Err()
+	}
+}
+
+// TestCreditsShrinkHandsBackUnsentJobs: when a worker lowers its credits
+// (to zero, to drain), the jobs placed on it and not yet sent beyond its
+// new credits go back at once, for other workers. They were sent anyway:
+// the worker got more jobs than the credits it had just set, and a
+// draining worker.Connect, which runs no job after its drain began, left
+// them held until its stream closed (found in review).
+func TestCreditsShrinkHandsBackUnsentJobs(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{
+		Authenticate: func(string) (*tenant.Worker, bool) { return &tenant.Worker{Name: "w"}, true },
+		Lanes:        []string{"std"},
+		Capacity:     func(int, map[string]int) {},
+		StallTimeout: time.Hour, // no stall hands them back here
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer k")))
+	defer cancel()
+	fs := &fakeStream{ctx: ctx, in: make(chan *workerv1.ConnectRequest, 10), out: make(chan *workerv1.ConnectResponse, 10), gate: make(chan struct{})}
+	connected := make(chan error, 1)
+	go func() { connected <- h.Connect(fs) }()
+	defer func() { _ = h.Stop(context.Background()); cancel(); <-connected }()
+	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 3}}}
+	if m := <-fs.out; m.GetWelcome() == nil {
+		t.Fatalf("want Welcome, got %v", m)
+	}
+	// One job is being sent (its send blocks); two more wait unsent.
+	answers := make(chan error, 3)
+	handle := func(id string) {
+		answers <- h.Handle(context.Background(), &worker.Job{ID: id, Lane: "std", Attempt: 1})
+	}
+	waitFor(t, func() bool { return h.Workers() == 1 }) // Welcome goes before the session is added
+	go handle("a")
+	waitFor(t, func() bool { return sendingSince(h) })
+	go handle("b")
+	go handle("c")
+	waitFor(t, func() bool { return held(h) == 3 || len(answers) > 0 })
+	if len(answers) > 0 {
+		t.Fatalf("a delivery ended early: %v (held %d)", <-answers, held(h))
+	}
+
+	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{Credits: 0}}}
+	for range 2 {
+		select {
+		case err := <-answers:
+			if !errors.Is(err, worker.ErrReleased) {
+				t.Fatalf("an unsent job's delivery ended with %v, want ErrReleased", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the unsent jobs were not handed back 10s after the worker set its credits to 0")
+		}
+	}
+	// The job being sent reaches the worker, and no other.
+	close(fs.gate)
+	m := <-fs.out
+	if jobs := m.GetJobs().GetJobs(); len(jobs) != 1 || jobs[0].GetJobId() != "a" {
+		t.Fatalf("the worker got %v, want job a alone", m)
+	}
+	select {
+	case m := <-fs.out:
+		t.Fatalf("after credits 0 the worker got %v", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: []*workerv1.Result{
+		{Lease: m.GetJobs().GetJobs()[0].GetLease(), Outcome: workerv1.Outcome_OUTCOME_ACK},
+	}}}}
+	if err := <-answers; err != nil {
+		t.Fatalf("the sent job's ack gave %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sendingSince reports whether the one session has a send under way.
+func sendingSince(h *Hub) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.sessions) != 1 {
+		return false
+	}
+	s := h.sessions[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.sendingSince.IsZero()
+}
+
+// held returns the jobs the one session holds.
+func held(h *Hub) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.sessions) != 1 {
+		return 0
+	}
+	s := h.sessions[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}
