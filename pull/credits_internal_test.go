@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
@@ -160,4 +161,85 @@ func held(h *Hub) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.held)
+}
+
+// TestUnsentLeaseRefused: an answer naming a lease that was placed but
+// not yet sent (a guessed lease: leases are the session id and a count)
+// is refused NOT_FOUND and changes nothing. It was taken: an ack deleted
+// a job no worker had seen (found in review).
+func TestUnsentLeaseRefused(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{
+		Authenticate: func(string) (*tenant.Worker, bool) { return &tenant.Worker{Name: "w"}, true },
+		Lanes:        []string{"std"},
+		Capacity:     func(int, map[string]int) {},
+		StallTimeout: time.Hour,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer k")))
+	defer cancel()
+	fs := &fakeStream{ctx: ctx, in: make(chan *workerv1.ConnectRequest, 10), out: make(chan *workerv1.ConnectResponse, 10), gate: make(chan struct{})}
+	connected := make(chan error, 1)
+	go func() { connected <- h.Connect(fs) }()
+	defer func() { _ = h.Stop(context.Background()); cancel(); <-connected }()
+	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 2}}}
+	session := (<-fs.out).GetWelcome().GetSession()
+	waitFor(t, func() bool { return h.Workers() == 1 })
+	answers := map[string]chan error{"a": make(chan error, 1), "b": make(chan error, 1)}
+	handle := func(id string) {
+		answers[id] <- h.Handle(context.Background(), &worker.Job{ID: id, Lane: "std", Attempt: 1})
+	}
+	go handle("a")
+	waitFor(t, func() bool { return sendingSince(h) })
+	go handle("b")
+	waitFor(t, func() bool { return held(h) == 2 })
+
+	guessed := session + ".2" // b's lease, never sent
+	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: []*workerv1.Result{
+		{Lease: guessed, Outcome: workerv1.Outcome_OUTCOME_ACK},
+	}}}}
+	// The answer is carried out before b can be sent.
+	waitFor(t, func() bool { return refusalsQueued(h) > 0 || len(answers["b"]) > 0 })
+	close(fs.gate)
+	var got []*workerv1.Job
+	refused := false
+	for len(got) < 2 || !refused {
+		select {
+		case m := <-fs.out:
+			if r := m.GetRefused(); r != nil {
+				if r.GetLease() != guessed || codes.Code(r.GetCode()) != codes.NotFound {
+					t.Fatalf("refused %v, want the guessed lease NOT_FOUND", r)
+				}
+				refused = true
+				continue
+			}
+			got = append(got, m.GetJobs().GetJobs()...)
+		case err := <-answers["b"]:
+			t.Fatalf("the ack of a lease never sent was taken: b's delivery ended with %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("10s: the worker got %d of the 2 jobs, refusal seen: %v", len(got), refused)
+		}
+	}
+	if got[1].GetJobId() != "b" || got[1].GetLease() != guessed {
+		t.Fatalf("second job %v, want b with lease %s", got[1], guessed)
+	}
+	if held(h) != 2 || len(answers["b"]) != 0 {
+		t.Fatalf("after the refusal the session holds %d jobs and b's delivery has %d answers, want 2 and none", held(h), len(answers["b"]))
+	}
+}
+
+// refusalsQueued returns the refusals the one session has not sent yet.
+func refusalsQueued(h *Hub) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.sessions) != 1 {
+		return 0
+	}
+	s := h.sessions[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.refusals)
 }

@@ -427,6 +427,13 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 				"answered already, timed out, or from an earlier stream (its job was handed back and is redelivered)")
 			continue
 		}
+		if slices.Contains(s.unsent, d) {
+			// Placed and not sent yet: no worker has seen the job, so
+			// the lease was guessed. Taken, an ack deleted a job never
+			// run (found in review).
+			refuse(r.GetLease(), codes.NotFound, "lease "+strconv.Quote(r.GetLease())+" was not sent on this stream yet: answer only the leases of jobs received")
+			continue
+		}
 		if r.GetOutcome() == workerv1.Outcome_OUTCOME_EXTEND {
 			// A zero delay, like none, is the session's lease timeout
 			// (worker.proto); taken as it came, it set the deadline to
@@ -439,9 +446,6 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 			continue
 		}
 		delete(s.held, r.GetLease())
-		if i := slices.Index(s.unsent, d); i >= 0 {
-			s.unsent = slices.Delete(s.unsent, i, i+1) // answered before it was sent: a guessed lease
-		}
 		answers = append(answers, answer{d, v.err})
 	}
 	s.mu.Unlock()
