@@ -96,7 +96,8 @@ var ErrRefused = errors.New("refused by sluice")
 // held are redelivered by sluice, and their handlers here are cancelled.
 //
 // When ctx ends it drains gracefully: it asks for no more jobs, lets the
-// running ones finish (up to opts.DrainTimeout) and answers them, then
+// running ones, and any still on their way, finish (up to
+// opts.DrainTimeout) and answers them, then
 // closes the stream and returns nil. It returns an error wrapping
 // ErrRefused if sluice refuses the key or the Hello (a session ended by a
 // reload that revoked or narrowed the key is tried again: that answers).
@@ -275,7 +276,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 			switch msg := m.GetMessage().(type) {
 			case *workerv1.ConnectResponse_Jobs:
 				for _, j := range msg.Jobs.GetJobs() {
-					// A job that arrives once the drain has closed the
+					// A job that arrives once a drain has closed the
 					// handlers is not run: it goes back when the stream
 					// ends.
 					running.start(func() { c.run(handlerCtx, log, j, leaseTimeout, results) })
@@ -323,28 +324,60 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	return true, nil
 }
 
-// handlers runs a stream's job handlers until closed.
+// handlers runs a stream's job handlers. A drain waits for the running
+// ones; a job that arrives meanwhile (sluice sent it before it read the
+// drain's Credits 0) is held all the same and is run too. Once none runs,
+// the handlers are closed: a job that arrives later is not run, and goes
+// back when the stream ends, at once. (Closed as the drain began, such a
+// job was dropped and held by sluice until the drain ended; found in
+// review.)
 type handlers struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	running  int
+	draining bool
+	closed   bool
+	idle     chan struct{} // made by the drain, closed with closed
 }
 
 // start runs f unless the handlers are closed.
 func (h *handlers) start(f func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.closed {
-		h.wg.Go(f)
+	if h.closed {
+		return
+	}
+	h.running++
+	go func() {
+		defer h.finish()
+		f()
+	}()
+}
+
+func (h *handlers) finish() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.running--
+	h.closeIfIdleLocked()
+}
+
+func (h *handlers) closeIfIdleLocked() {
+	if h.draining && h.running == 0 && !h.closed {
+		h.closed = true
+		close(h.idle)
 	}
 }
 
-// closeAndWait starts no more handlers and waits for the running ones.
+// closeAndWait waits until no handler runs, running those that start
+// meanwhile, then starts no more.
 func (h *handlers) closeAndWait() {
 	h.mu.Lock()
-	h.closed = true
+	if !h.draining {
+		h.draining, h.idle = true, make(chan struct{})
+	}
+	h.closeIfIdleLocked()
+	idle := h.idle
 	h.mu.Unlock()
-	h.wg.Wait()
+	<-idle
 }
 
 // recvErr returns the stream's status after a failed Send (which reports

@@ -374,3 +374,80 @@ func TestHandlerErrorThatPanics(t *testing.T) {
 		t.Fatal("no answer in 10s")
 	}
 }
+
+// TestDrainRunsJobsInTransit: a job sluice sent just before it read the
+// drain's Credits 0 arrives after the drain began; it is held by the
+// stream all the same, so it is run and answered while the drain waits
+// for the running ones. It was dropped, and sluice held it until the
+// drain ended, then redelivered it (found in review).
+func TestDrainRunsJobsInTransit(t *testing.T) {
+	t.Parallel()
+	outcomes := make(chan map[string]workerv1.Outcome, 1)
+	release := make(chan struct{})
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		send := func(lease string) error {
+			return s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: lease, JobId: lease}}}}})
+		}
+		if err := send("a"); err != nil {
+			return err
+		}
+		got := map[string]workerv1.Outcome{}
+		defer func() { outcomes <- got }()
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return nil
+			}
+			if c := m.GetCredits(); c != nil && c.GetCredits() == 0 {
+				// b was on its way when this Credits came; it arrives
+				// once the drain waits for the running handlers.
+				deadline := time.Now().Add(10 * time.Second)
+				for countStacks("(*handlers).closeAndWait") == 0 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if err := send("b"); err != nil {
+					return err
+				}
+			}
+			for _, r := range m.GetResults().GetResults() {
+				got[r.GetLease()] = r.GetOutcome()
+			}
+		}
+	})
+	started := make(chan struct{}, 2)
+	handler := func(ctx context.Context, j worker.Job) error {
+		started <- struct{}{}
+		if j.ID == "b" {
+			close(release) // a runs until b does
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done(): // the drain timed out
+			return ctx.Err()
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, addr, "k", handler, worker.ConnectOptions{Concurrency: 2, DrainTimeout: 2 * time.Second, Logger: quiet})
+	}()
+	<-started
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-outcomes:
+		want := map[string]workerv1.Outcome{"a": workerv1.Outcome_OUTCOME_ACK, "b": workerv1.Outcome_OUTCOME_ACK}
+		if !maps.Equal(got, want) {
+			t.Errorf("answers %v, want %v", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end")
+	}
+}
