@@ -916,3 +916,47 @@ func TestHandlerContextEndsWithTheLease(t *testing.T) {
 	default:
 	}
 }
+
+// TestLongDelays: a pull handler's RetryAfter, or Extend, longer than
+// the 12h a result's delay may say is taken at 12h: a retry at the
+// longest delay sluice allows (as for a pushed job; the drainer caps
+// delays at 900s anyway), a lease kept for 12h. worker.Connect sent the
+// delay as asked and the hub refused the result as malformed: the retry
+// sat unanswered until its lease timed out (15 minutes by default), its
+// error lost, and the extended job's lease timed out as if never
+// extended (found in review).
+func TestLongDelays(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, time.Second)
+	c := newCollector(nil)
+	handler := func(ctx context.Context, j worker.Job) error {
+		_ = c.handle(ctx, j)
+		if strings.HasPrefix(j.ID, "tomorrow") {
+			return worker.RetryAfter(errors.New("upstream down until tomorrow"), 48*time.Hour)
+		}
+		worker.Extend(ctx, 24*time.Hour)
+		time.Sleep(1500 * time.Millisecond) // the work, past the 1s lease
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, r.addr, keyAll, handler, worker.ConnectOptions{Concurrency: 2, Logger: topotest.QuietLog})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	r.enqueue(t, "std", "tomorrow", 1)
+	r.enqueue(t, "std", "extended", 1)
+	deadline := time.Now().Add(15 * time.Second)
+	for c := r.d.Counts(); c.Retried < 1 || c.Delivered < 1; c = r.d.Counts() {
+		if time.Now().After(deadline) {
+			t.Fatalf("15s on, want the retry and the extended job's ack: %+v", c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c := r.d.Counts(); c.Retried != 1 || c.Delivered != 1 {
+		t.Errorf("%+v, want 1 retried (tomorrow) and 1 delivered (extended)", c)
+	}
+	if got := c.of("extended-0"); len(got) != 1 {
+		t.Errorf("the extended job's attempts %v, want [1]", got)
+	}
+}

@@ -74,7 +74,7 @@ const (
 	reconnectMax  = 10 * time.Second
 	resultBatch   = 256
 	maxJobBatch   = 16 << 20       // sluice sends at most 1 MiB per batch
-	maxExtend     = 12 * time.Hour // sluice refuses a longer extend
+	maxDelay      = 12 * time.Hour // sluice refuses a result's longer delay
 )
 
 // Keepalive of the connection to sluice: a ping after keepaliveTime
@@ -199,7 +199,8 @@ type extendKey struct{}
 
 // Extend tells sluice that the job whose handler ctx is given is still
 // being worked on: its lease deadline moves to d from now (zero: the
-// session's lease timeout). Outside a pull handler it does nothing.
+// session's lease timeout; at most 12h). Outside a pull handler it does
+// nothing.
 func Extend(ctx context.Context, d time.Duration) {
 	if f, ok := ctx.Value(extendKey{}).(func(time.Duration)); ok {
 		f(d)
@@ -466,6 +467,7 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 		defer timer.Stop()
 	}
 	ctx = context.WithValue(ctx, extendKey{}, func(d time.Duration) {
+		d = min(d, maxDelay) // sluice refuses longer (found in review)
 		r := &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_EXTEND}
 		if d > 0 {
 			r.Delay = durationpb.New(d)
@@ -476,10 +478,9 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 			return
 		}
 		// As sluice moves the deadline: zero or less is the lease
-		// timeout; past 12h sluice refuses the extend and keeps the old
-		// deadline.
+		// timeout.
 		switch {
-		case timer == nil || d > maxExtend:
+		case timer == nil:
 		case d > 0:
 			timer.Reset(d)
 		default:
@@ -565,7 +566,10 @@ func resultOf(lease string, err error) *workerv1.Result {
 	r.Outcome = workerv1.Outcome_OUTCOME_RETRY
 	var ra *RetryAfterError
 	if errors.As(err, &ra) && ra.After > 0 {
-		r.Delay = durationpb.New(ra.After)
+		// Sluice refuses a delay past 12h as malformed, and the job then
+		// waited out its lease; the drainer caps delays at 900s anyway
+		// (found in review).
+		r.Delay = durationpb.New(min(ra.After, maxDelay))
 	}
 	return r
 }
