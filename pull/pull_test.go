@@ -960,3 +960,38 @@ func TestLongDelays(t *testing.T) {
 		t.Errorf("the extended job's attempts %v, want [1]", got)
 	}
 }
+
+// TestStuckHandlerDoesNotStarveTheWorker: a handler that ignores its
+// context and never returns holds its own slot, not the worker's others.
+// When its lease times out the hub stops sending jobs to the worker
+// until it answers again; Connect answered only when the handler
+// returned, so one stuck handler left every other slot idle for good
+// (found in review). Now the lease's end is answered at once.
+func TestStuckHandlerDoesNotStarveTheWorker(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, time.Second)
+	unstick := make(chan struct{})
+	defer close(unstick)
+	c := newCollector(func(j worker.Job) error {
+		if strings.HasPrefix(j.ID, "stuck") && j.Attempt == 1 {
+			<-unstick // ignores its context
+		}
+		return nil
+	})
+	r.run(t, keyAll, c, worker.ConnectOptions{Concurrency: 4})
+	r.enqueue(t, "std", "stuck", 1)
+	deadline := time.Now().Add(15 * time.Second)
+	for r.d.Counts().Retried < 1 { // the stuck job's lease timed out
+		if time.Now().After(deadline) {
+			t.Fatal("the stuck job's lease did not time out in 15s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.enqueue(t, "std", "next", 3)
+	for c := r.d.Counts(); c.Delivered < 4; c = r.d.Counts() {
+		if time.Now().After(deadline) {
+			t.Fatalf("15s on, the worker with 3 free slots got %d of 4 jobs (the stuck one's retry and 3 more): %+v", c.Delivered, c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

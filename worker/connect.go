@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -462,10 +463,24 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 	ctx, expire := context.WithCancelCause(sessionCtx)
 	defer expire(nil)
 	var timer *time.Timer
+	var returned atomic.Bool
 	if leaseTimeout > 0 {
-		timer = time.AfterFunc(leaseTimeout, func() { expire(errLeaseTimedOut) })
+		timer = time.AfterFunc(leaseTimeout, func() {
+			if returned.Load() {
+				return // answered, or given up with the stream
+			}
+			expire(errLeaseTimedOut)
+			// Answered now, not when the handler returns: after a lease
+			// timed out sluice sends the worker no job until it answers
+			// again, and a handler that ignores its ctx left all the
+			// worker's other slots idle for good (found in review). The
+			// answer is refused if sluice failed the attempt already,
+			// and takes its place if not.
+			answer(sessionCtx, results, &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: errLeaseTimedOut.Error()})
+		})
 		defer timer.Stop()
 	}
+	defer returned.Store(true)
 	ctx = context.WithValue(ctx, extendKey{}, func(d time.Duration) {
 		d = min(d, maxDelay) // sluice refuses longer (found in review)
 		r := &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_EXTEND}
@@ -490,13 +505,8 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
-		if sessionCtx.Err() != nil {
-			return // the stream broke: sluice hands the job back
-		}
-		// The lease timed out before a slot freed: sluice failed the
-		// attempt already. The answer is refused, but tells sluice this
-		// worker answers again, so it is sent new jobs.
-		answer(sessionCtx, results, &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: errLeaseTimedOut.Error()})
+		// The stream broke (sluice hands the job back), or the lease
+		// timed out before a slot freed (answered as it did).
 		return
 	}
 	defer func() { <-c.slots }()
@@ -513,8 +523,11 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 		// cancellation; found in review.)
 		return
 	}
-	// After a lease timeout the answer is refused; it is sent all the
-	// same, as it tells sluice this worker answers again.
+	if err != nil && errors.Is(context.Cause(ctx), errLeaseTimedOut) {
+		return // the lease's end was answered
+	}
+	// A job done after its lease's end is answered all the same: the
+	// ack is refused if sluice failed the attempt, taken if not.
 	answer(sessionCtx, results, r)
 }
 
