@@ -61,26 +61,7 @@ func (f *fakeStream) Send(m *workerv1.ConnectResponse) error {
 // them held until its stream closed (found in review).
 func TestCreditsShrinkHandsBackUnsentJobs(t *testing.T) {
 	t.Parallel()
-	h, err := New(Config{
-		Authenticate: func(string) (*tenant.Worker, bool) { return &tenant.Worker{Name: "w"}, true },
-		Lanes:        []string{"std"},
-		Capacity:     func(int, map[string]int) {},
-		StallTimeout: time.Hour, // no stall hands them back here
-		Logger:       slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer k")))
-	defer cancel()
-	fs := &fakeStream{ctx: ctx, in: make(chan *workerv1.ConnectRequest, 10), out: make(chan *workerv1.ConnectResponse, 10), gate: make(chan struct{})}
-	connected := make(chan error, 1)
-	go func() { connected <- h.Connect(fs) }()
-	defer func() { _ = h.Stop(context.Background()); cancel(); <-connected }()
-	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 3}}}
-	if m := <-fs.out; m.GetWelcome() == nil {
-		t.Fatalf("want Welcome, got %v", m)
-	}
+	h, fs, _ := fakeSession(t, 3)
 	// One job is being sent (its send blocks); two more wait unsent.
 	answers := make(chan error, 3)
 	handle := func(id string) {
@@ -126,6 +107,34 @@ func TestCreditsShrinkHandsBackUnsentJobs(t *testing.T) {
 	}
 }
 
+// fakeSession starts a hub (no stall timeout to speak of) and a Connect
+// on a fake stream granting credits on lane std, and returns them with
+// the Welcome; both stop when the test ends.
+func fakeSession(t *testing.T, credits uint32) (*Hub, *fakeStream, *workerv1.Welcome) {
+	t.Helper()
+	h, err := New(Config{
+		Authenticate: func(string) (*tenant.Worker, bool) { return &tenant.Worker{Name: "w"}, true },
+		Lanes:        []string{"std"},
+		Capacity:     func(int, map[string]int) {},
+		StallTimeout: time.Hour, // no stall hands jobs back here
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer k")))
+	fs := &fakeStream{ctx: ctx, in: make(chan *workerv1.ConnectRequest, 10), out: make(chan *workerv1.ConnectResponse, 10), gate: make(chan struct{})}
+	connected := make(chan error, 1)
+	go func() { connected <- h.Connect(fs) }()
+	t.Cleanup(func() { _ = h.Stop(context.Background()); cancel(); <-connected })
+	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: credits}}}
+	m := <-fs.out
+	if m.GetWelcome() == nil {
+		t.Fatalf("want Welcome, got %v", m)
+	}
+	return h, fs, m.GetWelcome()
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -169,24 +178,8 @@ func held(h *Hub) int {
 // a job no worker had seen (found in review).
 func TestUnsentLeaseRefused(t *testing.T) {
 	t.Parallel()
-	h, err := New(Config{
-		Authenticate: func(string) (*tenant.Worker, bool) { return &tenant.Worker{Name: "w"}, true },
-		Lanes:        []string{"std"},
-		Capacity:     func(int, map[string]int) {},
-		StallTimeout: time.Hour,
-		Logger:       slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer k")))
-	defer cancel()
-	fs := &fakeStream{ctx: ctx, in: make(chan *workerv1.ConnectRequest, 10), out: make(chan *workerv1.ConnectResponse, 10), gate: make(chan struct{})}
-	connected := make(chan error, 1)
-	go func() { connected <- h.Connect(fs) }()
-	defer func() { _ = h.Stop(context.Background()); cancel(); <-connected }()
-	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 2}}}
-	session := (<-fs.out).GetWelcome().GetSession()
+	h, fs, welcome := fakeSession(t, 2)
+	session := welcome.GetSession()
 	waitFor(t, func() bool { return h.Workers() == 1 })
 	answers := map[string]chan error{"a": make(chan error, 1), "b": make(chan error, 1)}
 	handle := func(id string) {
