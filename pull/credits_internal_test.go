@@ -146,31 +146,28 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// sendingSince reports whether the one session has a send under way.
-func sendingSince(h *Hub) bool {
+// onlySession returns read(s) for the hub's one session, under both
+// locks, or the zero value while the hub has not exactly one.
+func onlySession[T any](h *Hub, read func(s *session) T) T {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.sessions) != 1 {
-		return false
+		var zero T
+		return zero
 	}
 	s := h.sessions[0]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.sendingSince.IsZero()
+	return read(s)
+}
+
+// sendingSince reports whether the one session has a send under way.
+func sendingSince(h *Hub) bool {
+	return onlySession(h, func(s *session) bool { return !s.sendingSince.IsZero() })
 }
 
 // held returns the jobs the one session holds.
-func held(h *Hub) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.sessions) != 1 {
-		return 0
-	}
-	s := h.sessions[0]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.held)
-}
+func held(h *Hub) int { return onlySession(h, func(s *session) int { return len(s.held) }) }
 
 // TestUnsentLeaseRefused: an answer naming a lease that was placed but
 // not yet sent (a guessed lease: leases are the session id and a count)
@@ -226,13 +223,5 @@ func TestUnsentLeaseRefused(t *testing.T) {
 
 // refusalsQueued returns the refusals the one session has not sent yet.
 func refusalsQueued(h *Hub) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.sessions) != 1 {
-		return 0
-	}
-	s := h.sessions[0]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.refusals)
+	return onlySession(h, func(s *session) int { return len(s.refusals) })
 }
