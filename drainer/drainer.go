@@ -55,6 +55,9 @@ const (
 	// retry, dead-letter). Moves are cheap backend calls that benefit from
 	// batching, so they get their own, larger pool.
 	movesMin = 64
+	// probeEvery is how often a shard poller paced by the budgets reads
+	// a batch anyway, to look past the full tenants (waitRoom).
+	probeEvery = 100 * time.Millisecond
 	// statsInterval is how often the fairness gauges are refreshed.
 	statsInterval = 2 * time.Second
 )
@@ -184,6 +187,7 @@ type laneInbox struct {
 	// Drainer.mu.
 	closed     bool
 	policy     sideliner.Policy
+	lookout    sideliner.Lookout // guarded by Drainer.mu
 	visibility time.Duration
 	shards     []*queueBuf
 	side       []*queueBuf // spillover, backlog

@@ -70,10 +70,11 @@ func TestFailedMoveKeepsJob(t *testing.T) {
 			arrange: func(t *testing.T, tb *testBundle, rec *recorder) (Config, func()) {
 				// One job holds the tenant's only in-flight slot until
 				// done, one more fits its read-ahead, and the rest is
-				// spilled.
+				// spilled: a quiet tenant read just before makes reading
+				// past the full tenant worth a move (sideliner.Lookout).
 				rec.hold = make(chan struct{})
-				tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("t", "first", time.Now()), testEnvelope("t", "second", time.Now()),
-					testEnvelope("t", "third", time.Now()))
+				tb.enqueue(t, tb.topo.ShardQueue("std", 0), testEnvelope("q", "quiet", time.Now()),
+					testEnvelope("t", "first", time.Now()), testEnvelope("t", "second", time.Now()), testEnvelope("t", "third", time.Now()))
 				return Config{
 					Handler:   rec,
 					Limits:    func(string) scheduler.Limits { return scheduler.Limits{MaxInFlight: 1} },
@@ -81,7 +82,7 @@ func TestFailedMoveKeepsJob(t *testing.T) {
 				}, func() { close(rec.hold) }
 			},
 			moved:    func(c Counts) int64 { return c.Spilled },
-			finished: delivered("first", "second", "third"),
+			finished: delivered("quiet", "first", "second", "third"),
 		},
 		{
 			name: "dead-letter queue",

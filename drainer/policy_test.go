@@ -21,16 +21,18 @@ const oneLane = topotest.OneLane
 
 // TestFloodDoesNotDelayQuietTenants puts a flood from one tenant on its
 // shards and, behind it on the same shards, a few jobs from quiet tenants.
-// The flood fills its read-ahead and the rest of it is spilled, so the
-// quiet jobs behind it are seen and, within their fair rate, delivered
-// before the flood's tail; a plain FIFO would deliver them last.
+// The flood is more than the drainer reads ahead, and no quiet tenant has
+// been seen yet: the pollers read past the flood's full read-ahead as
+// probes, the first quiet job found makes them read on (spilling the
+// flood), and the quiet jobs are delivered, within their fair rate, before
+// the flood's tail; a plain FIFO would deliver them last.
 func TestFloodDoesNotDelayQuietTenants(t *testing.T) {
 	t.Parallel()
 	onEachBackend(t, oneLane, testFlood)
 }
 
 func testFlood(t *testing.T, tb *testBundle) {
-	const floodJobs, quietTenants, quietJobsEach = 300, 8, 5
+	const floodJobs, quietTenants, quietJobsEach = 1500, 8, 5
 	now := time.Now()
 	shards := router.ShardSet("noisy", "std", 4, 2)
 	for i := range floodJobs {

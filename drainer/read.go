@@ -40,7 +40,8 @@ func (d *Drainer) signal() {
 
 // waitRoom blocks until the drainer may hold another batch from q: for a
 // shard, room for fresh jobs in the read-ahead; for a sideline queue,
-// room for sideline work.
+// room for sideline work. probe reports a shard read made only to look
+// past full tenants (see below).
 //
 // Fresh and sideline jobs are bounded apart so that spillover and backlog
 // jobs, held for the slots fresh work leaves, never stop the shards'
@@ -48,12 +49,21 @@ func (d *Drainer) signal() {
 // unread behind a flood until deliveries free a batch's worth of room
 // (25 ms at 400 deliveries/s), and past the staleness bound the job goes
 // to the backlog. With one bound for both, the noisy tenants' fresh
-// budgets and the sideline read-ahead filled it together and the shard
-// pollers waited on nearly every batch (issue 13). The tenants' budgets
+// budgets and the sideline read-ahead filled it and the shard pollers
+// waited on nearly every batch (issue 13). The tenants' budgets
 // share out less than the fresh bound (freshBudget), so the pollers stop
 // only when budgets shrank under jobs already held, or when very many
 // tenants hold a batch each.
-func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) bool {
+//
+// While no tenant of the lane is quiet (sideliner.Lookout), a full
+// tenant's jobs are held rather than moved aside, and the shard pollers
+// read on only while the fresh jobs held fit the budgets (freshMax): the
+// lane drains at the workers' pace, with no moves. A poller kept waiting
+// for probeEvery reads one batch all the same, as a probe whose full
+// tenants' jobs are moved aside, so that a tenant behind them that was
+// never seen is found.
+func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) (ok, probe bool) {
+	var probeAt time.Time
 	for {
 		d.mu.Lock()
 		var room bool
@@ -64,23 +74,48 @@ func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) bool {
 			// Nothing is moved aside: every job is held, in the order read.
 			room = d.sched.Held()+queue.MaxBatch <= d.heldMax
 		case q.source == sideliner.SourceShard:
-			room = d.sched.HeldIn(scheduler.Fresh)+queue.MaxBatch <= d.heldMax
+			held := d.sched.HeldIn(scheduler.Fresh) + queue.MaxBatch
+			room = held <= d.heldMax
+			if room && held > d.freshMax() && !q.inbox.lookout.Quiet(d.cfg.Now()) {
+				now := time.Now()
+				if probeAt.IsZero() {
+					probeAt = now.Add(probeEvery)
+				}
+				probe = !now.Before(probeAt)
+				room = probe
+			}
 		default:
 			room = d.sched.HeldIn(scheduler.Spillover)+d.sched.HeldIn(scheduler.Backlog) < d.sideMax
 		}
 		if room {
 			d.mu.Unlock()
-			return true
+			return true, probe
 		}
 		d.roomWait = true
 		ch := d.roomFreed
 		d.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
+		if !d.waitFor(ctx, ch, probeAt) {
+			return false, false
 		}
 	}
+}
+
+// waitFor waits until ch is closed or, if probeAt is set, until then;
+// false if ctx ended first.
+func (d *Drainer) waitFor(ctx context.Context, ch <-chan struct{}, probeAt time.Time) bool {
+	var due <-chan time.Time
+	if !probeAt.IsZero() {
+		t := time.NewTimer(time.Until(probeAt))
+		defer t.Stop()
+		due = t.C
+	}
+	select {
+	case <-ch:
+	case <-due:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // freeRoomLocked wakes the pollers waiting for room; callers hold d.mu.
@@ -95,7 +130,8 @@ func (d *Drainer) freeRoomLocked() {
 func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 	log := d.cfg.Logger.With(slog.String("queue", q.name))
 	for {
-		if !d.waitRoom(ctx, q) {
+		ok, probe := d.waitRoom(ctx, q)
+		if !ok {
 			return
 		}
 		// The lane's visibility timeout is the queue's default; passing it
@@ -116,7 +152,7 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 			continue
 		}
 		if len(msgs) > 0 {
-			d.take(q, msgs)
+			d.take(q, msgs, probe)
 		}
 		if len(msgs) < queue.MaxBatch && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
 			return
@@ -126,12 +162,15 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 
 // take judges a received batch: the deliverable jobs are held for the
 // scheduler; the others are moved, in one batch per destination, or
-// handled one by one (drop, dead-letter, defer).
-func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
+// handled one by one (drop, dead-letter, defer). probe: the batch was
+// read, with no quiet tenant known, to look past the full tenants (its
+// full tenants' jobs are spilled).
+func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 	now := d.cfg.Now()
 	in := q.inbox
 	var spill, stale []*job
 	var single []decided
+	var dig *bool // the lookout's answer for this batch, asked once
 	d.mu.Lock()
 	for _, m := range msgs {
 		j := &job{q: q, msg: m, leasedAt: now}
@@ -144,12 +183,23 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message) {
 				tenant = ""
 			}
 			// Sideline jobs are always held: their pollers read only
-			// while the sideline read-ahead has room.
+			// while the sideline read-ahead has room. A fresh job whose
+			// tenant's read-ahead is full is moved aside, so that the
+			// jobs behind it are seen, only while that can find a
+			// quiet tenant's (sideliner.Lookout); else it is held too.
 			class := classOf(q.source)
-			if (class != scheduler.Fresh || d.sched.HeldFresh(tenant) < d.freshBudget()) && d.sched.Push(now, tenant, in.lane.Name, class, j) {
+			full := false
+			if class == scheduler.Fresh && !in.policy.NoSideline {
+				full = in.lookout.Saw(now, tenant, d.sched.HeldFresh(tenant), d.freshBudget())
+				if full && dig == nil {
+					dig = new(probe || in.lookout.Quiet(now))
+				}
+			}
+			if (!full || !*dig) && d.sched.Push(now, tenant, in.lane.Name, class, j) {
 				continue
 			}
-			// The tenant's read-ahead is full: let the others be seen.
+			// The tenant's read-ahead is full (or the scheduler's
+			// backstop refused it): let the others be seen.
 			decision = in.policy.Decide(d.input(j, now, true))
 			if decision.Action == sideliner.Spill {
 				spill = append(spill, j)

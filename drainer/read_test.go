@@ -82,3 +82,38 @@ func testFullReadAhead(t *testing.T, tb *testBundle) {
 		t.Fatalf("the quiet job was not delivered within 30s (%d jobs held, counts %+v)", d.Held(), d.Counts())
 	}
 }
+
+// TestEvenBacklogIsNotMovedAside drains a backlog shared evenly by a few
+// tenants, every one of them over its read-ahead. No tenant is quiet, so
+// nothing is gained by reading past them: the jobs are held, not spilled
+// (a spill is two more store calls now and two later for each job).
+// Before the lookout, every job past a tenant's budget was spilled.
+func TestEvenBacklogIsNotMovedAside(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, oneLane, testEvenBacklog)
+}
+
+func testEvenBacklog(t *testing.T, tb *testBundle) {
+	const tenants, jobsEach = 6, 150
+	now := time.Now()
+	for s := range 2 {
+		var envs []*envelope.Envelope
+		for i := range jobsEach {
+			for k := range tenants {
+				if (i+k)%2 == s {
+					envs = append(envs, testEnvelope(fmt.Sprintf("t%d", k), fmt.Sprintf("t%d-%03d", k, i), now))
+				}
+			}
+		}
+		tb.enqueue(t, tb.topo.ShardQueue("std", s), envs...)
+	}
+	rec := newRecorder()
+	rec.work = time.Millisecond
+	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 4, ReadAhead: 8})
+	order := rec.waitCount(t, tenants*jobsEach)
+	c := d.Counts()
+	t.Logf("%d delivered; counts %+v", len(order), c)
+	if c.Spilled > tenants*jobsEach/10 {
+		t.Fatalf("%d of %d jobs were moved aside, with no quiet tenant to find behind them", c.Spilled, tenants*jobsEach)
+	}
+}
