@@ -112,6 +112,15 @@ func TestCreditsShrinkHandsBackUnsentJobs(t *testing.T) {
 // the Welcome; both stop when the test ends.
 func fakeSession(t *testing.T, credits uint32) (*Hub, *fakeStream, *workerv1.Welcome) {
 	t.Helper()
+	h := fakeHub(t)
+	fs, _ := fakeConnect(t, h)
+	return h, fs, sayHello(t, fs, credits)
+}
+
+// fakeHub returns a hub of lane std with no stall timeout to speak of,
+// not started (no sweep); it stops when the test ends.
+func fakeHub(t *testing.T) *Hub {
+	t.Helper()
 	h, err := New(Config{
 		Authenticate: func(string) (*tenant.Worker, bool) { return &tenant.Worker{Name: "w"}, true },
 		Lanes:        []string{"std"},
@@ -122,17 +131,32 @@ func fakeSession(t *testing.T, credits uint32) (*Hub, *fakeStream, *workerv1.Wel
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = h.Stop(context.Background()) })
+	return h
+}
+
+// fakeConnect runs h.Connect on a new fake stream and returns the stream
+// and Connect's result; the stream ends when the test ends.
+func fakeConnect(t *testing.T, h *Hub) (*fakeStream, <-chan error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer k")))
 	fs := &fakeStream{ctx: ctx, in: make(chan *workerv1.ConnectRequest, 10), out: make(chan *workerv1.ConnectResponse, 10), gate: make(chan struct{})}
 	connected := make(chan error, 1)
-	go func() { connected <- h.Connect(fs) }()
-	t.Cleanup(func() { _ = h.Stop(context.Background()); cancel(); <-connected })
+	done := make(chan struct{})
+	go func() { defer close(done); connected <- h.Connect(fs) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return fs, connected
+}
+
+// sayHello sends fs's Hello granting credits and returns the Welcome.
+func sayHello(t *testing.T, fs *fakeStream, credits uint32) *workerv1.Welcome {
+	t.Helper()
 	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: credits}}}
 	m := <-fs.out
 	if m.GetWelcome() == nil {
 		t.Fatalf("want Welcome, got %v", m)
 	}
-	return h, fs, m.GetWelcome()
+	return m.GetWelcome()
 }
 
 func waitFor(t *testing.T, cond func() bool) {
