@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -248,4 +249,66 @@ func TestUnsentLeaseRefused(t *testing.T) {
 // refusalsQueued returns the refusals the one session has not sent yet.
 func refusalsQueued(h *Hub) int {
 	return onlySession(h, func(s *session) int { return len(s.refusals) })
+}
+
+// ackOf is a Results message acking leases.
+func ackOf(leases ...string) *workerv1.ConnectRequest {
+	rs := make([]*workerv1.Result, 0, len(leases))
+	for _, l := range leases {
+		rs = append(rs, &workerv1.Result{Lease: l, Outcome: workerv1.Outcome_OUTCOME_ACK})
+	}
+	return &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Results{Results: &workerv1.Results{Results: rs}}}
+}
+
+// TestGivenUpJobKeepsItsCredit: when the drainer gives up on a job the
+// worker has received (its handler timeout, its shutdown, a lost queue
+// lease), the worker, which is not told, runs it on: its credit stays
+// taken until the worker answers it, and the answer is refused. The hub
+// freed the credit at once and sent a worker with 1 credit a second job
+// while the first still ran (found in review).
+func TestGivenUpJobKeepsItsCredit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, fs, _ := fakeSession(t, 1)
+		close(fs.gate)
+		synctest.Wait() // the session is added
+		ctxA, giveUpA := context.WithCancel(t.Context())
+		a := make(chan error, 1)
+		go func() { a <- h.Handle(ctxA, &worker.Job{ID: "a", Lane: "std", Attempt: 1}) }()
+		jobA := (<-fs.out).GetJobs().GetJobs()[0]
+		giveUpA()
+		if err := <-a; !errors.Is(err, worker.ErrReleased) {
+			t.Fatalf("a given up: %v, want ErrReleased", err)
+		}
+
+		b := make(chan error, 1)
+		go func() { b <- h.Handle(t.Context(), &worker.Job{ID: "b", Lane: "std", Attempt: 1}) }()
+		synctest.Wait()
+		select {
+		case m := <-fs.out:
+			t.Fatalf("the worker with 1 credit, still running a, got %v", m)
+		default:
+		}
+
+		// a's answer frees its credit: it is refused, and b is sent.
+		fs.in <- ackOf(jobA.GetLease())
+		var jobB *workerv1.Job
+		for refused := false; !refused || jobB == nil; {
+			m := <-fs.out
+			switch {
+			case m.GetRefused() != nil:
+				if r := m.GetRefused(); r.GetLease() != jobA.GetLease() || codes.Code(r.GetCode()) != codes.NotFound {
+					t.Fatalf("refused %v, want a's lease NOT_FOUND", r)
+				}
+				refused = true
+			case len(m.GetJobs().GetJobs()) == 1 && m.GetJobs().GetJobs()[0].GetJobId() == "b":
+				jobB = m.GetJobs().GetJobs()[0]
+			default:
+				t.Fatalf("after a's answer the worker got %v, want a's refusal and job b", m)
+			}
+		}
+		fs.in <- ackOf(jobB.GetLease())
+		if err := <-b; err != nil {
+			t.Fatalf("b acked: %v", err)
+		}
+	})
 }

@@ -35,6 +35,11 @@ type delivery struct {
 	job      *workerv1.Job // job.Lease is set when placed
 	result   chan error    // the answer, buffered: sent once
 	deadline time.Time     // when the lease times out unanswered
+	// givenUp: the drainer gave up on the job after it was sent. The
+	// worker, which is not told, runs it on: it keeps its credit until
+	// the worker answers (the answer is refused), its lease times out or
+	// the stream ends.
+	givenUp bool
 }
 
 // session is one worker's Connect stream.
@@ -224,17 +229,20 @@ func (s *session) signal() {
 }
 
 // forget takes d back unanswered (the drainer gave up on it); false if it
-// was answered already.
+// was answered already. A job not sent yet frees its credit at once; one
+// sent is marked given up and keeps its credit while the worker runs it.
 func (s *session) forget(d *delivery) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held[d.job.Lease] != d {
 		return false
 	}
-	delete(s.held, d.job.Lease)
 	if i := slices.Index(s.unsent, d); i >= 0 {
 		s.unsent = slices.Delete(s.unsent, i, i+1)
+		delete(s.held, d.job.Lease)
+		return true
 	}
+	d.givenUp = true
 	return true
 }
 
@@ -246,11 +254,12 @@ func (s *session) end(err error) {
 		return
 	}
 	s.ended, s.endErr = true, err
-	held := s.held
+	// The jobs given up are done with: the drainer has its answer.
+	held := slices.DeleteFunc(slices.Collect(maps.Values(s.held)), func(d *delivery) bool { return d.givenUp })
 	s.held, s.unsent = nil, nil
 	close(s.done)
 	s.mu.Unlock()
-	s.handBack(slices.Collect(maps.Values(held)))
+	s.handBack(held)
 	s.hub.remove(s)
 	s.log.Info("pull worker disconnected", slog.Int("released", len(held)), slog.Any("reason", err))
 }
@@ -400,7 +409,8 @@ func (s *session) onMessage(m *workerv1.ConnectRequest) {
 
 // results carries out a batch of results and reports whether a credit
 // freed, and whether the session was silent (a lease had timed out) until
-// this answer.
+// this answer. The answer of a job given up is refused, and frees its
+// credit.
 func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 	now := s.hub.cfg.Now()
 	type answer struct {
@@ -415,6 +425,7 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 	s.mu.Lock()
 	recovered = s.silent // it answers again
 	s.silent = false
+	givenUp := 0 // answers of jobs given up: refused, their credits freed
 	for _, r := range rs {
 		v, err := decodeResult(r)
 		if err != nil {
@@ -432,6 +443,15 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 			// the lease was guessed. Taken, an ack deleted a job never
 			// run (found in review).
 			refuse(r.GetLease(), codes.NotFound, "lease "+strconv.Quote(r.GetLease())+" was not sent on this stream yet: answer only the leases of jobs received")
+			continue
+		}
+		if d.givenUp && r.GetOutcome() != workerv1.Outcome_OUTCOME_EXTEND {
+			// The worker is done with a job the drainer gave up on. (An
+			// extend moves its deadline, below: it runs on.)
+			delete(s.held, r.GetLease())
+			givenUp++
+			refuse(r.GetLease(), codes.NotFound, "lease "+strconv.Quote(r.GetLease())+" is no longer held: sluice gave up on its job "+
+				"(a handler timeout, a shutdown or a lost queue lease) and redelivers it")
 			continue
 		}
 		if r.GetOutcome() == workerv1.Outcome_OUTCOME_EXTEND {
@@ -455,7 +475,7 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 	for _, r := range refusals {
 		s.queueRefusal(r)
 	}
-	return len(answers) > 0, recovered
+	return len(answers)+givenUp > 0, recovered
 }
 
 // verdict is what a result tells the drainer: err nil acks, else a
