@@ -312,3 +312,33 @@ func TestGivenUpJobKeepsItsCredit(t *testing.T) {
 		}
 	})
 }
+
+// TestNewSessionWakesWaitingJobs: a job waiting for a credit is placed on
+// a worker that connects meanwhile, at once. Adding a session woke no
+// one: the job waited for a credit to free elsewhere, or for the sweep,
+// and with no sweep it was handed back after creditWait although a
+// worker with free credits was connected (found in review).
+func TestNewSessionWakesWaitingJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t) // not started: no sweep wakes the job
+		handled := make(chan error, 1)
+		go func() { handled <- h.Handle(t.Context(), &worker.Job{ID: "a", Lane: "std", Attempt: 1}) }()
+		synctest.Wait() // the job waits for a credit
+
+		fs, _ := fakeConnect(t, h)
+		sayHello(t, fs, 1)
+		close(fs.gate)
+		select {
+		case m := <-fs.out:
+			if jobs := m.GetJobs().GetJobs(); len(jobs) != 1 || jobs[0].GetJobId() != "a" {
+				t.Fatalf("the new worker got %v, want job a", m)
+			}
+			fs.in <- ackOf(m.GetJobs().GetJobs()[0].GetLease())
+			if err := <-handled; err != nil {
+				t.Fatalf("a acked: %v", err)
+			}
+		case err := <-handled:
+			t.Fatalf("with a worker connected the waiting job ended with %v, want it placed", err)
+		}
+	})
+}

@@ -316,6 +316,7 @@ func (h *Hub) add(s *session) bool {
 	}
 	h.sessions = append(h.sessions, s)
 	h.capacityLocked()
+	h.creditFreedLocked() // its credits are free: a delivery waiting for one takes it now
 	return true
 }
 
