@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/tenant"
@@ -340,5 +342,43 @@ func TestNewSessionWakesWaitingJobs(t *testing.T) {
 		case err := <-handled:
 			t.Fatalf("with a worker connected the waiting job ended with %v, want it placed", err)
 		}
+	})
+}
+
+// TestNoHello: a stream that never sends its Hello is ended after a
+// while, and at once when the hub stops. It was held, with Connect's
+// goroutine, for as long as the client kept its connection open, and a
+// graceful stop of the server waited for it (found in review).
+func TestNoHello(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := fakeHub(t)
+			_, connected := fakeConnect(t, h)
+			select {
+			case err := <-connected:
+				if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(status.Convert(err).Message(), "Hello") {
+					t.Fatalf("a stream with no Hello ended with %v, want DEADLINE_EXCEEDED naming the Hello", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("a stream with no Hello still held a minute on")
+			}
+		})
+	})
+	t.Run("stop", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := fakeHub(t)
+			_, connected := fakeConnect(t, h)
+			synctest.Wait() // Connect waits for the Hello
+			_ = h.Stop(t.Context())
+			synctest.Wait()
+			select {
+			case err := <-connected:
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("a stream with no Hello ended with %v at the hub's stop, want UNAVAILABLE", err)
+				}
+			default:
+				t.Fatal("a stream with no Hello held after the hub stopped")
+			}
+		})
 	})
 }

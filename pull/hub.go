@@ -75,6 +75,9 @@ const (
 	// lane (placing races a worker's credits shrinking) before it is
 	// handed back.
 	creditWait = time.Second
+	// helloTimeout is how long a stream may go without its first
+	// message, the Hello, before it is ended.
+	helloTimeout = 10 * time.Second
 	// sweepInterval is how often leases, stalls and keys are checked.
 	sweepInterval = 250 * time.Millisecond
 )

@@ -81,7 +81,7 @@ func (h *Hub) Connect(stream workerv1.PullService_ConnectServer) error {
 	if !ok {
 		return status.Error(codes.PermissionDenied, "not a worker key: pull workers need a key from the tenant file's workers list (tenant keys and the admin key are refused)")
 	}
-	first, err := stream.Recv()
+	first, err := h.firstMessage(stream)
 	if err != nil {
 		return err
 	}
@@ -139,6 +139,35 @@ func (h *Hub) Connect(stream workerv1.PullService_ConnectServer) error {
 	err = s.endErr
 	s.mu.Unlock()
 	return err
+}
+
+// firstMessage reads the stream's first message, waiting at most
+// helloTimeout, and no longer than the hub runs. (A client that opened a
+// stream and sent nothing held it, and Connect's goroutine, for as long
+// as its connection lasted, and a graceful stop of the server waited for
+// it; found in review.)
+func (h *Hub) firstMessage(stream workerv1.PullService_ConnectServer) (*workerv1.ConnectRequest, error) {
+	type received struct {
+		m   *workerv1.ConnectRequest
+		err error
+	}
+	got := make(chan received, 1)
+	// A Recv cannot be cut short: on a timeout it ends with the stream,
+	// which ends when Connect returns.
+	go func() {
+		m, err := stream.Recv()
+		got <- received{m, err}
+	}()
+	timeout := time.NewTimer(helloTimeout)
+	defer timeout.Stop()
+	select {
+	case r := <-got:
+		return r.m, r.err
+	case <-timeout.C:
+		return nil, status.Errorf(codes.DeadlineExceeded, "no Hello within %s of opening the stream: send it first", helloTimeout)
+	case <-h.stop:
+		return nil, errHubStopped
+	}
 }
 
 // lanesFor resolves the lanes a worker asked for: each must exist here and
