@@ -382,3 +382,41 @@ func TestNoHello(t *testing.T) {
 		})
 	})
 }
+
+// TestGivenUpUnsentJobWakesWaitingJobs: a job the drainer gives up on
+// before it was sent frees its credit at once, and a job waiting for a
+// credit takes it. It was freed with no wake: the waiting job waited for
+// the sweep, or without one was handed back after creditWait (found in
+// review).
+func TestGivenUpUnsentJobWakesWaitingJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _, _ := fakeSession(t, 2) // the gate stays shut: a's send blocks
+		synctest.Wait()
+		handle := func(ctx context.Context, id string) <-chan error {
+			done := make(chan error, 1)
+			go func() { done <- h.Handle(ctx, &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
+			synctest.Wait()
+			return done
+		}
+		handle(t.Context(), "a") // being sent
+		ctxB, giveUpB := context.WithCancel(t.Context())
+		b := handle(ctxB, "b") // unsent
+		c := handle(t.Context(), "c")
+		if n := held(h); n != 2 {
+			t.Fatalf("the session holds %d jobs, want a and b", n)
+		}
+		giveUpB()
+		if err := <-b; !errors.Is(err, worker.ErrReleased) {
+			t.Fatalf("b given up: %v, want ErrReleased", err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-c:
+			t.Fatalf("c ended with %v, want it placed in b's credit", err)
+		default:
+		}
+		if n := held(h); n != 2 {
+			t.Fatalf("after b was given up the session holds %d jobs, want a and c", n)
+		}
+	})
+}

@@ -258,20 +258,25 @@ func (s *session) signal() {
 }
 
 // forget takes d back unanswered (the drainer gave up on it); false if it
-// was answered already. A job not sent yet frees its credit at once; one
-// sent is marked given up and keeps its credit while the worker runs it.
+// was answered already. A job not sent yet frees its credit at once, for
+// the deliveries waiting for one; one sent is marked given up and keeps
+// its credit while the worker runs it.
 func (s *session) forget(d *delivery) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.held[d.job.Lease] != d {
+		s.mu.Unlock()
 		return false
 	}
-	if i := slices.Index(s.unsent, d); i >= 0 {
-		s.unsent = slices.Delete(s.unsent, i, i+1)
-		delete(s.held, d.job.Lease)
+	i := slices.Index(s.unsent, d)
+	if i < 0 {
+		d.givenUp = true
+		s.mu.Unlock()
 		return true
 	}
-	d.givenUp = true
+	s.unsent = slices.Delete(s.unsent, i, i+1)
+	delete(s.held, d.job.Lease)
+	s.mu.Unlock()
+	s.hub.wakePlacers()
 	return true
 }
 
