@@ -420,3 +420,39 @@ func TestGivenUpUnsentJobWakesWaitingJobs(t *testing.T) {
 		}
 	})
 }
+
+// TestAssignHeedsStalls: assign places no job on a session that free
+// reports has no credit: one that went silent or stalled after place
+// looked (a sweep may run in between; each takes the session's lock on
+// its own). assign checked the credits alone, so such a job was placed
+// on a worker that let a lease time out, or on a stalled one, where it
+// waited unsent, not handed back, until the worker read again or its
+// lease timed out (found in review).
+func TestAssignHeedsStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _, _ := fakeSession(t, 2)
+		synctest.Wait()
+		s := onlySession(h, func(s *session) *session { return s })
+		tests := []struct {
+			name string
+			set  func(s *session)
+			want bool
+		}{
+			{"silent", func(s *session) { s.silent = true }, false},
+			{"stalled", func(s *session) { s.stalled = true }, false},
+			{"send blocked past the stall timeout", func(s *session) { s.sendingSince = time.Now().Add(-2 * time.Hour) }, false},
+			{"ready", func(*session) {}, true},
+		}
+		for _, tt := range tests {
+			s.mu.Lock()
+			s.silent, s.stalled, s.sendingSince = false, false, time.Time{}
+			s.held, s.unsent = map[string]*delivery{}, nil
+			tt.set(s)
+			s.mu.Unlock()
+			d := &delivery{lane: "std", job: &workerv1.Job{JobId: tt.name}, result: make(chan error, 1)}
+			if got := s.assign(d, time.Now()); got != tt.want {
+				t.Errorf("%s: assign %v, want %v (free %d)", tt.name, got, tt.want, s.free("std", time.Now()))
+			}
+		}
+	})
+}

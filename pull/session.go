@@ -203,12 +203,13 @@ func (s *session) serves(lane string) bool { return slices.Contains(s.lanes, lan
 
 // free returns the credits s has free for a job of lane.
 func (s *session) free(lane string, now time.Time) int {
-	if !s.serves(lane) {
-		return 0
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || s.stalledLocked(now) {
+	return s.freeLocked(lane, now)
+}
+
+func (s *session) freeLocked(lane string, now time.Time) int {
+	if !s.serves(lane) || s.ended || s.stalledLocked(now) {
 		return 0
 	}
 	return s.credits - len(s.held)
@@ -234,11 +235,12 @@ func (s *session) capacity(now time.Time) (credits, used int) {
 	return s.credits, used
 }
 
-// assign places d on s, if a credit is free.
+// assign places d on s, if a credit is free. Checked again: s may have
+// stalled since place looked.
 func (s *session) assign(d *delivery, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || len(s.held) >= s.credits {
+	if s.freeLocked(d.lane, now) <= 0 {
 		return false
 	}
 	s.seq++
