@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/tenant"
@@ -453,6 +454,53 @@ func TestAssignHeedsStalls(t *testing.T) {
 			if got := s.assign(d, time.Now()); got != tt.want {
 				t.Errorf("%s: assign %v, want %v (free %d)", tt.name, got, tt.want, s.free("std", time.Now()))
 			}
+		}
+	})
+}
+
+// TestLeaseRunsFromTheSend: a job's lease runs from when it is sent, and
+// a job still waiting to be sent is not failed: no worker has it (the
+// stall timeout hands it back if the sends stay blocked). Its lease ran
+// from its placing, so behind a send slower than the lease timeout (which
+// a worker may set as low as 1s, below the stall timeout) a job no worker
+// had seen failed an attempt for a lease timed out, and the worker was
+// left silent (found in review).
+func TestLeaseRunsFromTheSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t)
+		if err := h.Start(t.Context()); err != nil { // the sweep fails leases
+			t.Fatal(err)
+		}
+		fs, _ := fakeConnect(t, h)
+		fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 2, LeaseTimeout: durationpb.New(time.Second)}}}
+		<-fs.out // Welcome
+		synctest.Wait()
+		handle := func(id string) <-chan error {
+			done := make(chan error, 1)
+			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
+			synctest.Wait()
+			return done
+		}
+		a := handle("a") // its send blocks (the gate is shut)
+		b := handle("b") // waits to be sent
+		time.Sleep(3 * time.Second)
+		if err := <-a; err == nil || !strings.Contains(err.Error(), "lease timed out") {
+			t.Fatalf("a, sent 3s ago with a 1s lease: %v, want its lease timed out", err)
+		}
+		select {
+		case err := <-b:
+			t.Fatalf("b, never sent, ended with %v", err)
+		default:
+		}
+		close(fs.gate)
+		for m := range fs.out {
+			if jobs := m.GetJobs().GetJobs(); len(jobs) == 1 && jobs[0].GetJobId() == "b" {
+				fs.in <- ackOf(jobs[0].GetLease())
+				break
+			}
+		}
+		if err := <-b; err != nil {
+			t.Fatalf("b sent and acked: %v", err)
 		}
 	})
 }

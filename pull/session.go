@@ -34,7 +34,7 @@ type delivery struct {
 	lane     string
 	job      *workerv1.Job // job.Lease is set when placed
 	result   chan error    // the answer, buffered: sent once
-	deadline time.Time     // when the lease times out unanswered
+	deadline time.Time     // when the lease times out unanswered; zero until sent
 	// givenUp: the drainer gave up on the job after it was sent. The
 	// worker, which is not told, runs it on: it keeps its credit until
 	// the worker answers (the answer is refused), its lease times out or
@@ -245,7 +245,6 @@ func (s *session) assign(d *delivery, now time.Time) bool {
 	}
 	s.seq++
 	d.job.Lease = s.id + "." + strconv.FormatUint(s.seq, 36)
-	d.deadline = now.Add(s.leaseTimeout)
 	s.held[d.job.Lease] = d
 	s.unsent = append(s.unsent, d)
 	s.signal()
@@ -352,14 +351,15 @@ func (s *session) send() {
 	}
 }
 
-// nextMessages takes the refusals and a batch of unsent jobs, and marks
-// a send under way.
+// nextMessages takes the refusals and a batch of unsent jobs, whose
+// leases run from now, and marks a send under way.
 func (s *session) nextMessages() []*workerv1.ConnectResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return nil
 	}
+	now := s.hub.cfg.Now()
 	var msgs []*workerv1.ConnectResponse
 	for _, r := range s.refusals {
 		msgs = append(msgs, &workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Refused{Refused: r}})
@@ -375,12 +375,13 @@ func (s *session) nextMessages() []*workerv1.ConnectResponse {
 				break
 			}
 			jobs, size = append(jobs, d.job), size+js
+			d.deadline = now.Add(s.leaseTimeout)
 		}
 		s.unsent = slices.Delete(s.unsent, 0, len(jobs))
 		msgs = append(msgs, &workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: jobs}}})
 	}
 	if len(msgs) > 0 {
-		s.sendingSince = s.hub.cfg.Now()
+		s.sendingSince = now
 	}
 	return msgs
 }
@@ -575,12 +576,11 @@ func (s *session) sweep(now time.Time) {
 	var expired, unsent []*delivery
 	s.mu.Lock()
 	for lease, d := range s.held {
-		if now.After(d.deadline) {
+		// A job not sent yet has no lease running: no worker has it. If
+		// the sends stay blocked, the stall check below hands it back.
+		if !d.deadline.IsZero() && now.After(d.deadline) {
 			expired = append(expired, d)
 			delete(s.held, lease)
-			if i := slices.Index(s.unsent, d); i >= 0 {
-				s.unsent = slices.Delete(s.unsent, i, i+1)
-			}
 		}
 	}
 	if len(expired) > 0 && !s.silent {
