@@ -504,3 +504,25 @@ func TestLeaseRunsFromTheSend(t *testing.T) {
 		}
 	})
 }
+
+// TestStopEndsWaitingJobs: Stop hands back at once the jobs waiting for
+// a credit, as it does those its sessions hold. They waited out
+// creditWait, or their ctx, first (found in review).
+func TestStopEndsWaitingJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t)
+		handled := make(chan error, 1)
+		go func() { handled <- h.Handle(t.Context(), &worker.Job{ID: "a", Lane: "std", Attempt: 1}) }()
+		synctest.Wait() // a waits for a credit
+		_ = h.Stop(t.Context())
+		synctest.Wait()
+		select {
+		case err := <-handled:
+			if !errors.Is(err, worker.ErrReleased) {
+				t.Fatalf("a waiting at the stop: %v, want ErrReleased", err)
+			}
+		default:
+			t.Fatal("a still waited for a credit after the hub stopped")
+		}
+	})
+}

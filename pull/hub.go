@@ -158,12 +158,13 @@ func (h *Hub) Start(context.Context) error {
 	return nil
 }
 
-// Stop ends every session; the jobs they hold are handed back. Safe to
-// call twice or without Start.
+// Stop ends every session; the jobs they hold, and those waiting for a
+// credit, are handed back. Safe to call twice or without Start.
 func (h *Hub) Stop(context.Context) error {
 	h.stopOnce.Do(func() {
 		h.mu.Lock()
 		h.closed = true
+		h.creditFreedLocked() // the deliveries waiting for a credit find the hub closed
 		all := slices.Clone(h.sessions)
 		h.mu.Unlock()
 		for _, s := range all {
