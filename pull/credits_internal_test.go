@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -523,6 +524,42 @@ func TestStopEndsWaitingJobs(t *testing.T) {
 			}
 		default:
 			t.Fatal("a still waited for a credit after the hub stopped")
+		}
+	})
+}
+
+// TestGivenUpJobsCreditIsNotOffered: the credit a job the drainer gave up
+// on keeps (TestGivenUpJobKeepsItsCredit) is not offered to the drainer,
+// which no longer counts that job: offered, it granted a slot no worker
+// could take, and the job it placed there waited out creditWait and was
+// handed back, over and over while the given-up job ran.
+func TestGivenUpJobsCreditIsNotOffered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t)
+		var slots atomic.Int64
+		h.cfg.Capacity = func(n int, _ map[string]int) { slots.Store(int64(n)) }
+		fs, _ := fakeConnect(t, h)
+		sayHello(t, fs, 1)
+		close(fs.gate)
+		synctest.Wait()
+		if n := slots.Load(); n != 1 {
+			t.Fatalf("with a worker of 1 credit the drainer has %d slots, want 1", n)
+		}
+		ctxA, giveUpA := context.WithCancel(t.Context())
+		a := make(chan error, 1)
+		go func() { a <- h.Handle(ctxA, &worker.Job{ID: "a", Lane: "std", Attempt: 1}) }()
+		jobA := (<-fs.out).GetJobs().GetJobs()[0]
+		giveUpA()
+		<-a
+		synctest.Wait()
+		if n := slots.Load(); n != 0 {
+			t.Fatalf("with the worker's 1 credit held by a job given up the drainer has %d slots, want 0", n)
+		}
+		fs.in <- ackOf(jobA.GetLease())
+		<-fs.out // the refusal
+		synctest.Wait()
+		if n := slots.Load(); n != 1 {
+			t.Fatalf("once the job given up was answered the drainer has %d slots, want 1", n)
 		}
 	})
 }

@@ -55,6 +55,7 @@ type session struct {
 	mu           sync.Mutex
 	credits      int
 	held         map[string]*delivery // by lease: placed and not answered
+	givenUp      int                  // the held jobs given up (delivery.givenUp)
 	unsent       []*delivery
 	refusals     []*workerv1.Refused
 	refusalRoom  chan struct{} // a token per queued refusal: a worker flooding bad messages is slowed, not cut off
@@ -220,19 +221,21 @@ func (s *session) stalledLocked(now time.Time) bool {
 	return s.stalled || s.silent || (!s.sendingSince.IsZero() && now.Sub(s.sendingSince) > s.hub.cfg.StallTimeout)
 }
 
-// capacity returns the credits s offers and those in use. A stalled
-// session offers only what it holds, so no new job is granted for it.
+// capacity returns the credits s offers the drainer and those its jobs
+// use. A stalled session offers only what it holds, so no new job is
+// granted for it. The credits of jobs given up are not offered: the
+// worker still runs them, and the drainer no longer counts them.
 func (s *session) capacity(now time.Time) (credits, used int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return 0, 0
 	}
-	used = len(s.held)
+	credits, used = max(s.credits-s.givenUp, 0), len(s.held)-s.givenUp
 	if s.stalledLocked(now) {
-		return min(s.credits, used), used
+		return min(credits, used), used
 	}
-	return s.credits, used
+	return credits, used
 }
 
 // assign places d on s, if a credit is free. Checked again: s may have
@@ -271,7 +274,9 @@ func (s *session) forget(d *delivery) bool {
 	i := slices.Index(s.unsent, d)
 	if i < 0 {
 		d.givenUp = true
+		s.givenUp++
 		s.mu.Unlock()
+		s.hub.changed(false) // its credit is not offered
 		return true
 	}
 	s.unsent = slices.Delete(s.unsent, i, i+1)
@@ -431,9 +436,9 @@ func (s *session) onMessage(m *workerv1.ConnectRequest) {
 		s.handBack(back)
 		s.hub.changed(more)
 	case *workerv1.ConnectRequest_Results:
-		switch freed, recovered := s.results(msg.Results.GetResults()); {
-		case recovered:
-			s.hub.changed(true) // its credits count again
+		switch freed, offered := s.results(msg.Results.GetResults()); {
+		case offered:
+			s.hub.changed(true) // credits are offered again
 		case freed:
 			s.hub.wakePlacers()
 		}
@@ -445,10 +450,10 @@ func (s *session) onMessage(m *workerv1.ConnectRequest) {
 }
 
 // results carries out a batch of results and reports whether a credit
-// freed, and whether the session was silent (a lease had timed out) until
-// this answer. The answer of a job given up is refused, and frees its
-// credit.
-func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
+// freed, and whether credits are offered to the drainer again: the
+// session was silent (a lease had timed out) until this answer, or a job
+// given up was answered (the answer is refused, and frees its credit).
+func (s *session) results(rs []*workerv1.Result) (freed, offered bool) {
 	now := s.hub.cfg.Now()
 	type answer struct {
 		d   *delivery
@@ -460,7 +465,7 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 		refusals = append(refusals, &workerv1.Refused{Lease: lease, Code: uint32(code), Message: msg})
 	}
 	s.mu.Lock()
-	recovered = s.silent // it answers again
+	recovered := s.silent // it answers again
 	s.silent = false
 	givenUp := 0 // answers of jobs given up: refused, their credits freed
 	for _, r := range rs {
@@ -486,6 +491,7 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 			// The worker is done with a job the drainer gave up on. (An
 			// extend moves its deadline, below: it runs on.)
 			delete(s.held, r.GetLease())
+			s.givenUp--
 			givenUp++
 			refuse(r.GetLease(), codes.NotFound, "lease "+strconv.Quote(r.GetLease())+" is no longer held: sluice gave up on its job "+
 				"(a handler timeout, a shutdown or a lost queue lease) and redelivers it")
@@ -512,7 +518,7 @@ func (s *session) results(rs []*workerv1.Result) (freed, recovered bool) {
 	for _, r := range refusals {
 		s.queueRefusal(r)
 	}
-	return len(answers)+givenUp > 0, recovered
+	return len(answers)+givenUp > 0, recovered || givenUp > 0
 }
 
 // verdict is what a result tells the drainer: err nil acks, else a
@@ -581,6 +587,9 @@ func (s *session) sweep(now time.Time) {
 		if !d.deadline.IsZero() && now.After(d.deadline) {
 			expired = append(expired, d)
 			delete(s.held, lease)
+			if d.givenUp {
+				s.givenUp--
+			}
 		}
 	}
 	if len(expired) > 0 && !s.silent {
