@@ -152,7 +152,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	if err := backend.EnsureQueues(t.Context(), topo.Specs()); err != nil {
 		t.Fatal(err)
 	}
-	tenants, err := tenant.Parse([]byte("tenants:\n  - {id: acme, tier: standard, api_keys: [acme-key]}\n"))
+	tenants, err := tenant.Parse([]byte("tenants:\n  - {id: acme, tier: standard, api_keys: [acme-key]}\n  - {id: calm, tier: standard, api_keys: [calm-key]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,21 +215,27 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	})
 
 	// A first job takes the tenant's only in-flight slot.
-	submit := func(ctx context.Context, payload string) string {
+	submitAs := func(ctx context.Context, key, payload string) string {
 		t.Helper()
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer acme-key")
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
 		resp, err := client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte(payload)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp.GetJobId()
 	}
+	submit := func(ctx context.Context, payload string) string { return submitAs(ctx, "acme-key", payload) }
 	submit(t.Context(), "hold")
 	<-w.held
 	// A second waits in the tenant's read-ahead (one job), so the next
 	// is spilled.
 	submit(t.Context(), "filler")
 	waitFor(t, "the filler held", func() bool { return d.Held() == 1 })
+	// A quiet tenant's job is read and delivered: reading past a full
+	// tenant is worth a move only while one may stand behind it
+	// (sideliner.Lookout).
+	submitAs(t.Context(), "calm-key", "filler")
+	waitFor(t, "the quiet job delivered", func() bool { return d.Counts().Delivered == 1 })
 
 	// The traced job: the client's span context goes out as traceparent.
 	ctx, clientSpan := tp.Tracer("test").Start(t.Context(), "client.submit", trace.WithSpanKind(trace.SpanKindClient))
@@ -244,7 +250,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	replayID := resp.GetReplay().GetId()
-	waitFor(t, "the deliveries", func() bool { return d.Counts().Delivered == 3 })
+	waitFor(t, "the deliveries", func() bool { return d.Counts().Delivered == 4 }) // with the quiet job
 	stop() // every span has ended once the drainer stops
 
 	traceID := clientSpan.SpanContext().TraceID()
