@@ -31,11 +31,18 @@ import (
 )
 
 func main() {
+	var hup <-chan os.Signal
+	if runs(os.Args[1:]) {
+		// First: a SIGHUP during start-up is a reload, not the end. The
+		// operator commands keep SIGHUP's default (a closed terminal
+		// ends them).
+		hup = node.NotifyHUP()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal starts a graceful shutdown; a second one ends the
 	// process at once (it was swallowed until the shutdown ended).
 	context.AfterFunc(ctx, stop)
-	err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := dispatch(ctx, os.Args[1:], hup, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "drainer:", err)
@@ -43,14 +50,21 @@ func main() {
 	}
 }
 
-// dispatch runs the drainer, or an operator command over its admin API.
-func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return run(ctx, args, stderr)
+// runs reports whether args run the drainer, not an operator command.
+func runs(args []string) bool {
+	return len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "run"
+}
+
+// dispatch runs the drainer, its tenant file reloaded on each value from
+// hup (node.NotifyHUP), or an operator command over its admin API.
+func dispatch(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stderr io.Writer) error {
+	if runs(args) {
+		if len(args) > 0 && args[0] == "run" {
+			args = args[1:]
+		}
+		return run(ctx, args, hup, stderr)
 	}
 	switch args[0] {
-	case "run":
-		return run(ctx, args[1:], stderr)
 	case "stats", "limits", "dlq", "top":
 		return alias(ctx, args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -61,7 +75,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Writer) error {
 	fs := flag.NewFlagSet("drainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf node.BackendFlags
@@ -141,7 +155,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer node.StopOnExit(obs, 10*time.Second, log)
-	node.WatchTenants(ctx, tenants, obs.Metrics, log)
+	node.WatchTenants(ctx, tenants, hup, obs.Metrics, log)
 	if observe.MetricsListen != "" || observe.CloudWatchNamespace != "" {
 		// Export queue depths too; a slow refresh keeps the cost low
 		// (each read is a billed call per queue on SQS).

@@ -37,11 +37,12 @@ import (
 )
 
 func main() {
+	hup := node.NotifyHUP() // first: a SIGHUP during start-up is a reload, not the end
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal starts a graceful shutdown; a second one ends the
 	// process at once (it was swallowed until the shutdown ended).
 	context.AfterFunc(ctx, stop)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], hup, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
@@ -119,7 +120,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// run runs the gateway until ctx ends; hup's values reload the tenant
+// file (node.NotifyHUP).
+func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stderr io.Writer) error {
 	c, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -158,7 +161,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer node.StopOnExit(obs, 10*time.Second, log)
-	node.WatchTenants(ctx, tenants, obs.Metrics, log)
+	node.WatchTenants(ctx, tenants, hup, obs.Metrics, log)
 
 	interval := c.depthInterval
 	if interval == 0 && c.backend.Kind == "sqs" {

@@ -69,7 +69,7 @@ func TestStartFailsBeforeServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	err := run(t.Context(), []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", ""}, io.Discard, &logs)
+	err := run(t.Context(), []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--metrics-listen", ""}, nil, io.Discard, &logs)
 	if err == nil || !strings.Contains(err.Error(), "admin-key") {
 		t.Fatalf("run: %v, want an error naming the admin key's file", err)
 	}

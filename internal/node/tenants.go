@@ -52,10 +52,11 @@ func laneNames(topo topology.Topology) []string {
 	return names
 }
 
-// WatchTenants reloads live on SIGHUP and whenever its file changes, until
-// ctx is done, logging and counting each reload. A refused file is logged
-// with its error and the previous config stays in use.
-func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, log *slog.Logger) {
+// WatchTenants reloads live on each value from hup (the process's
+// SIGHUPs, see NotifyHUP) and whenever its file changes, until ctx is
+// done, logging and counting each reload. A refused file is logged with
+// its error and the previous config stays in use.
+func WatchTenants(ctx context.Context, live *tenant.Live, hup <-chan os.Signal, m *metrics.Metrics, log *slog.Logger) {
 	report := func(changed bool, err error) {
 		switch {
 		case err != nil:
@@ -74,10 +75,7 @@ func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, lo
 			slog.Int("tenants", v.Config.Len()), slog.Duration("load_time", v.LoadTime))
 	}
 	logNotices(ctx, log, live.Config())
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
-		defer signal.Stop(hup)
 		for {
 			select {
 			case <-ctx.Done():
@@ -100,6 +98,19 @@ func WatchTenants(ctx context.Context, live *tenant.Live, m *metrics.Metrics, lo
 			log.ErrorContext(ctx, "tenant config file not watched; SIGHUP still reloads it", slog.Any("error", err))
 		}
 	}()
+}
+
+// NotifyHUP catches SIGHUP for the rest of the process's life, keeping
+// one for WatchTenants to read as a reload: a binary that reloads on
+// SIGHUP calls it first thing in main. Go's default action for SIGHUP
+// ends the process, so one sent while the process started (opening its
+// store, loading a large tenant file) or stopped, by a config-management
+// tool after a deploy say, killed it when the handler came and went with
+// the watcher (found in review).
+func NotifyHUP() <-chan os.Signal {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup
 }
 
 // logNotices logs the settings of cfg whose meaning changed in this
