@@ -79,7 +79,7 @@ variable "lanes" {
   }
   validation {
     condition     = alltrue([for l in var.lanes : l.staleness_bound_seconds >= 1 && floor(l.staleness_bound_seconds) == l.staleness_bound_seconds])
-    error_message = "lanes: staleness_bound_seconds must be whole seconds, at least 1 (the binaries read 0 as the 5-minute default)."
+    error_message = "lanes: staleness_bound_seconds must be whole seconds, at least 1 (the binaries refuse 0)."
   }
   validation {
     condition     = alltrue([for l in var.lanes : l.capacity > 0])

@@ -88,7 +88,8 @@ type Lane struct {
 	// Retention is how long the queues keep a message. Defaults to 4 days.
 	Retention Duration `yaml:"retention"`
 	// StalenessBound is the age beyond which a job read from a shard is moved
-	// to the backlog queue so fresh jobs go first. Defaults to 5m.
+	// to the backlog queue so fresh jobs go first. Defaults to 5m; a file
+	// that writes 0 is refused (Parse).
 	StalenessBound Duration `yaml:"staleness_bound"`
 	// Capacity is the jobs per second the lane's drainers and workers are
 	// provisioned to deliver, for the whole lane. It sizes the high-water
@@ -298,11 +299,48 @@ func Parse(data []byte) (Topology, error) {
 		}
 		return Topology{}, fmt.Errorf("line %d: a second YAML document (after ---): put every setting and lane in one", line)
 	}
+	if err := checkGiven(data); err != nil {
+		return Topology{}, err
+	}
 	t = t.WithDefaults()
 	if err := t.Validate(); err != nil {
 		return Topology{}, err
 	}
 	return t, nil
+}
+
+// givenLane holds the keys of a lane that a file sets, nil when left out
+// (or null), to tell a zero written in the file from a key left out:
+// WithDefaults fills both alike, and a value written must never become
+// the default without a word.
+type givenLane struct {
+	Name           string    `yaml:"name"`
+	StalenessBound *Duration `yaml:"staleness_bound"`
+}
+
+// checkGiven refuses the zeros that data, a topology file, writes where
+// a zero field means the default, saying what to write instead.
+func checkGiven(data []byte) error {
+	var given struct {
+		Lanes []givenLane `yaml:"lanes"`
+	}
+	if err := yaml.Unmarshal(data, &given); err != nil {
+		return err // not reached: Parse decoded the file already
+	}
+	var errs []error
+	for i, g := range given.Lanes {
+		at := fmt.Sprintf("lanes[%d] (%s)", i, g.Name)
+		if isZero(g.StalenessBound) {
+			errs = append(errs, fmt.Errorf("%s: staleness_bound 0s: must be positive, such as 5m (leave the key out for the default, %s); a lane cannot turn backlogging off, but a long bound such as 24h backlogs almost nothing", at, StalenessBoundDefault))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isZero reports whether p is set to its type's zero.
+func isZero[T comparable](p *T) bool {
+	var zero T
+	return p != nil && *p == zero
 }
 
 // QueueName is the naming rule shared with Terraform. For KindShard, index

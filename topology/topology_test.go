@@ -191,3 +191,42 @@ func TestParseEmptyFileSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRefusesExplicitZero: a lane's staleness_bound written as 0 is
+// refused, saying what to write; it became the 5m default without a word,
+// so a file meant to backlog at once (or never) ran with 5m (found in
+// review). A key left out, or null, still takes the default.
+func TestParseRefusesExplicitZero(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		want       []string // in the error; none: accepted
+		staleness  time.Duration
+	}{
+		{"staleness_bound 0s", "lanes:\n  - {name: a, staleness_bound: 0s}\n", []string{"lanes[0] (a): staleness_bound", "leave the key out"}, 0},
+		{"staleness_bound 0", "lanes:\n  - {name: b}\n  - {name: a, staleness_bound: 0}\n", []string{"lanes[1] (a): staleness_bound"}, 0},
+		{"staleness_bound left out", "lanes:\n  - {name: a}\n", nil, StalenessBoundDefault},
+		{"staleness_bound null", "lanes:\n  - {name: a, staleness_bound: ~}\n", nil, StalenessBoundDefault},
+		{"staleness_bound given", "lanes:\n  - {name: a, staleness_bound: 1m}\n", nil, time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			topo, err := Parse([]byte(tt.yaml))
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Parse: %v, want it accepted", err)
+				}
+				if got := time.Duration(topo.Lanes[0].StalenessBound); got != tt.staleness {
+					t.Fatalf("staleness_bound %s, want %s", got, tt.staleness)
+				}
+				return
+			}
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("Parse: %v, want an error containing %q", err, w)
+				}
+			}
+		})
+	}
+}
