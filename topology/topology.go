@@ -67,6 +67,9 @@ func (d *Duration) UnmarshalYAML(node *yaml.Node) error {
 	return nil
 }
 
+// String is the duration as a Go duration string, such as "30s".
+func (d Duration) String() string { return time.Duration(d).String() }
+
 // MarshalYAML writes the duration as a Go duration string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
@@ -88,8 +91,7 @@ type Lane struct {
 	// Retention is how long the queues keep a message. Defaults to 4 days.
 	Retention Duration `yaml:"retention"`
 	// StalenessBound is the age beyond which a job read from a shard is moved
-	// to the backlog queue so fresh jobs go first. Defaults to 5m; a file
-	// that writes 0 is refused (Parse).
+	// to the backlog queue so fresh jobs go first. Defaults to 5m.
 	StalenessBound Duration `yaml:"staleness_bound"`
 	// Capacity is the jobs per second the lane's drainers and workers are
 	// provisioned to deliver, for the whole lane. It sizes the high-water
@@ -275,7 +277,8 @@ func Load(path string) (Topology, error) {
 }
 
 // Parse decodes a topology from YAML, applies defaults and validates it.
-// Unknown fields are errors.
+// Unknown fields are errors, and so is a zero written for a field whose
+// zero means its default (a key left out or null takes the default).
 func Parse(data []byte) (Topology, error) {
 	var t Topology
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
@@ -309,32 +312,66 @@ func Parse(data []byte) (Topology, error) {
 	return t, nil
 }
 
-// givenLane holds the keys of a lane that a file sets, nil when left out
-// (or null), to tell a zero written in the file from a key left out:
+// givenTopology and givenLane hold the keys a file sets, nil when left
+// out (or null), to tell a zero written in the file from a key left out:
 // WithDefaults fills both alike, and a value written must never become
 // the default without a word.
+type givenTopology struct {
+	Prefix          *string     `yaml:"prefix"`
+	MaxReceiveCount *int        `yaml:"max_receive_count"`
+	Lanes           []givenLane `yaml:"lanes"`
+}
+
 type givenLane struct {
-	Name           string    `yaml:"name"`
-	StalenessBound *Duration `yaml:"staleness_bound"`
+	Name              string    `yaml:"name"`
+	Shards            *int      `yaml:"shards"`
+	ShardChoices      *int      `yaml:"shard_choices"`
+	Weight            *int      `yaml:"weight"`
+	VisibilityTimeout *Duration `yaml:"visibility_timeout"`
+	Retention         *Duration `yaml:"retention"`
+	StalenessBound    *Duration `yaml:"staleness_bound"`
+	Capacity          *float64  `yaml:"capacity"`
+	DrainRate         *float64  `yaml:"drain_rate"`
+	SLA               *Duration `yaml:"sla"`
+	HighWaterMark     *int64    `yaml:"high_water_mark"`
 }
 
 // checkGiven refuses the zeros that data, a topology file, writes where
 // a zero field means the default, saying what to write instead.
 func checkGiven(data []byte) error {
-	var given struct {
-		Lanes []givenLane `yaml:"lanes"`
-	}
-	if err := yaml.Unmarshal(data, &given); err != nil {
+	var g givenTopology
+	if err := yaml.Unmarshal(data, &g); err != nil {
 		return err // not reached: Parse decoded the file already
 	}
 	var errs []error
-	for i, g := range given.Lanes {
-		at := fmt.Sprintf("lanes[%d] (%s)", i, g.Name)
-		if isZero(g.StalenessBound) {
-			errs = append(errs, fmt.Errorf("%s: staleness_bound 0s: must be positive, such as 5m (leave the key out for the default, %s); a lane cannot turn backlogging off, but a long bound such as 24h backlogs almost nothing", at, StalenessBoundDefault))
-		}
+	if g.Prefix != nil && *g.Prefix == "" {
+		errs = append(errs, fmt.Errorf(`prefix "": leave the key out for the default (%s), or give lowercase letters, digits and hyphens`, PrefixDefault))
+	}
+	refuseZero(&errs, "max_receive_count", g.MaxReceiveCount, MaxReceiveCountDefault, "give 1 to 1000")
+	for i, l := range g.Lanes {
+		at := fmt.Sprintf("lanes[%d] (%s): ", i, l.Name)
+		refuseZero(&errs, at+"shards", l.Shards, ShardsDefault, "give 1 to 1000")
+		refuseZero(&errs, at+"shard_choices", l.ShardChoices, ShardChoicesDefault, "give at least 1")
+		refuseZero(&errs, at+"weight", l.Weight, WeightDefault, fmt.Sprintf("give 1 to %d (every lane is drained)", MaxWeight))
+		refuseZero(&errs, at+"visibility_timeout", l.VisibilityTimeout, Duration(VisibilityTimeoutDefault), "give 1s to 12h")
+		refuseZero(&errs, at+"retention", l.Retention, Duration(RetentionDefault), "give 1m to 336h")
+		refuseZero(&errs, at+"staleness_bound", l.StalenessBound, Duration(StalenessBoundDefault),
+			"give a positive duration such as 5m; a lane cannot turn backlogging off, but a long bound such as 24h backlogs almost nothing")
+		refuseZero(&errs, at+"capacity", l.Capacity, CapacityDefault, "give the jobs per second the lane's drainers are provisioned for")
+		refuseZero(&errs, at+"drain_rate", l.DrainRate, CapacityDefault, "give capacity instead (drain_rate is its deprecated name), a positive number of jobs per second")
+		refuseZero(&errs, at+"sla", l.SLA, Duration(SLADefault), "give a positive duration")
+		refuseZero(&errs, at+"high_water_mark", l.HighWaterMark, "capacity × sla",
+			"give a positive number of jobs; for no refusals in practice, give one far above the lane's backlog")
 	}
 	return errors.Join(errs...)
+}
+
+// refuseZero adds an error to errs if v, the value of key in the file, is
+// set to zero, which would be taken as def.
+func refuseZero[T comparable](errs *[]error, key string, v *T, def any, want string) {
+	if isZero(v) {
+		*errs = append(*errs, fmt.Errorf("%s %v: leave the key out for the default (%v), or %s", key, *v, def, want))
+	}
 }
 
 // isZero reports whether p is set to its type's zero.

@@ -192,10 +192,12 @@ func TestParseEmptyFileSaysSo(t *testing.T) {
 	}
 }
 
-// TestParseRefusesExplicitZero: a lane's staleness_bound written as 0 is
-// refused, saying what to write; it became the 5m default without a word,
-// so a file meant to backlog at once (or never) ran with 5m (found in
-// review). A key left out, or null, still takes the default.
+// TestParseRefusesExplicitZero: a key written as 0 (or "") where the zero
+// field means the default is refused, saying what to write; it became the
+// default without a word (found in review): staleness_bound: 0 ran with
+// 5m, weight: 0 gave the lane weight 1, high_water_mark: 0 the capacity ×
+// sla mark, capacity: 0 next to a drain_rate took the drain_rate. A key
+// left out, or null, still takes the default.
 func TestParseRefusesExplicitZero(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -205,6 +207,19 @@ func TestParseRefusesExplicitZero(t *testing.T) {
 	}{
 		{"staleness_bound 0s", "lanes:\n  - {name: a, staleness_bound: 0s}\n", []string{"lanes[0] (a): staleness_bound", "leave the key out"}, 0},
 		{"staleness_bound 0", "lanes:\n  - {name: b}\n  - {name: a, staleness_bound: 0}\n", []string{"lanes[1] (a): staleness_bound"}, 0},
+		{"prefix", "prefix: \"\"\nlanes:\n  - {name: a}\n", []string{`prefix ""`, "leave the key out"}, 0},
+		{"max_receive_count", "max_receive_count: 0\nlanes:\n  - {name: a}\n", []string{"max_receive_count 0"}, 0},
+		{"shards", "lanes:\n  - {name: a, shards: 0}\n", []string{"lanes[0] (a): shards 0"}, 0},
+		{"shard_choices", "lanes:\n  - {name: a, shard_choices: 0}\n", []string{"lanes[0] (a): shard_choices 0"}, 0},
+		{"weight", "lanes:\n  - {name: a, weight: 0}\n", []string{"lanes[0] (a): weight 0"}, 0},
+		{"visibility_timeout", "lanes:\n  - {name: a, visibility_timeout: 0s}\n", []string{"lanes[0] (a): visibility_timeout 0s"}, 0},
+		{"retention", "lanes:\n  - {name: a, retention: 0s}\n", []string{"lanes[0] (a): retention 0s"}, 0},
+		{"capacity", "lanes:\n  - {name: a, capacity: 0}\n", []string{"lanes[0] (a): capacity 0"}, 0},
+		{"capacity beside drain_rate", "lanes:\n  - {name: a, capacity: 0, drain_rate: 250}\n", []string{"lanes[0] (a): capacity 0"}, 0},
+		{"drain_rate", "lanes:\n  - {name: a, drain_rate: 0}\n", []string{"lanes[0] (a): drain_rate 0"}, 0},
+		{"sla", "lanes:\n  - {name: a, sla: 0s}\n", []string{"lanes[0] (a): sla 0s"}, 0},
+		{"high_water_mark", "lanes:\n  - {name: a, high_water_mark: 0}\n", []string{"lanes[0] (a): high_water_mark 0", "capacity × sla"}, 0},
+		{"every zero named", "lanes:\n  - {name: a, shards: 0, weight: 0}\n", []string{"shards 0", "weight 0"}, 0},
 		{"staleness_bound left out", "lanes:\n  - {name: a}\n", nil, StalenessBoundDefault},
 		{"staleness_bound null", "lanes:\n  - {name: a, staleness_bound: ~}\n", nil, StalenessBoundDefault},
 		{"staleness_bound given", "lanes:\n  - {name: a, staleness_bound: 1m}\n", nil, time.Minute},
