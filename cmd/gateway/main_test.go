@@ -33,6 +33,10 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"--retry-cap=-1s", "--retry-cap"},
 		{"--retry-base=-1s", "--retry-base"},
 		{"--retry-base=16m", "--retry-base"},
+		// 0 was taken as the default, 2s or 15m, where the messages
+		// said "must be positive" (found in review).
+		{"--retry-cap=0s", "--retry-cap"},
+		{"--retry-base=0s", "--retry-base"},
 		// A negative depth interval was taken as the embedded default,
 		// 1s, also on SQS, where its default is 10s and each read is a
 		// billed call per queue (found in review).

@@ -525,13 +525,14 @@ func CheckPolicyFlags(p sideliner.Policy, share, readAhead int) error {
 	case readAhead < 0:
 		return fmt.Errorf("--read-ahead %d: must not be negative (0 for an equal share among the tenants holding jobs)", readAhead)
 	}
-	// sideliner.Policy.Validate names no flag (found in review).
-	d := p.WithDefaults()
+	// sideliner.Policy.Validate names no flag (found in review). A 0,
+	// which the flags' defaults never are, was taken as the default
+	// (found in review).
 	switch {
-	case p.RetryCap < 0 || p.RetryCap > sideliner.MaxDelay:
+	case p.RetryCap <= 0 || p.RetryCap > sideliner.MaxDelay:
 		return fmt.Errorf("--retry-cap %s: must be positive and at most %s (SQS's longest delay)", p.RetryCap, sideliner.MaxDelay)
-	case p.RetryBase < 0 || d.RetryBase > d.RetryCap:
-		return fmt.Errorf("--retry-base %s: must be positive and at most --retry-cap (%s)", p.RetryBase, d.RetryCap)
+	case p.RetryBase <= 0 || p.RetryBase > p.RetryCap:
+		return fmt.Errorf("--retry-base %s: must be positive, such as %s, and at most --retry-cap (%s)", p.RetryBase, sideliner.RetryBaseDefault, p.RetryCap)
 	}
 	return nil
 }
