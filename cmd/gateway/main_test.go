@@ -47,11 +47,16 @@ func TestParseRefusesBadValues(t *testing.T) {
 		{"--worker-tls-cert=client.pem", "--worker-tls-cert"},
 		{"--worker-tls", "--worker-tls"},
 		{"--worker-tls-ca=ca.pem", "--tls-cert"},
+		// 0 became the 1m default, and a value under 1s was refused
+		// by the publisher as "cloudwatchpub: Interval 500ms is under
+		// 1s", naming no flag, once the store was open (found in review).
+		{"--cloudwatch-namespace=sluice --cloudwatch-interval=0s", "--cloudwatch-interval"},
+		{"--cloudwatch-namespace=sluice --cloudwatch-interval=500ms", "--cloudwatch-interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {
 			t.Parallel()
-			_, err := parse([]string{"--data-dir", t.TempDir(), tt.flag}, io.Discard)
+			_, err := parse(append([]string{"--data-dir", t.TempDir()}, strings.Fields(tt.flag)...), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("parse(%s): %v, want an error naming %s", tt.flag, err, tt.want)
 			}

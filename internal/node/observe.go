@@ -46,6 +46,17 @@ func (f *ObserveFlags) Register(fs *flag.FlagSet, defaultListen string) {
 	f.serviceName = "sluice-" + fs.Name()
 }
 
+// Validate checks the flags' values, naming the flag to fix. The
+// publisher took a --cloudwatch-interval of 0 as its 1m default, and
+// refused one under 1s naming no flag, after the store was open (found in
+// review).
+func (f ObserveFlags) Validate() error {
+	if f.CloudWatchNamespace != "" && f.CloudWatchInterval < time.Second {
+		return fmt.Errorf("--cloudwatch-interval %s: must be at least 1s, such as 1m (each publish is billed)", f.CloudWatchInterval)
+	}
+	return nil
+}
+
 // Observer owns a process's metrics (the registry, the /metrics server,
 // the CloudWatch publisher and the backend-call poller) and its trace
 // exporter.
