@@ -105,8 +105,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case c.shutdownGrace <= 0:
 		return c, fmt.Errorf("--shutdown-grace %s: must be positive, such as 30s (calls and deliveries in flight need time to end)", c.shutdownGrace)
-	case c.idemWindow < 0:
-		return c, fmt.Errorf("--idempotency-window %s: must not be negative (0 for the default, %s)", c.idemWindow, gateway.IdempotencyWindowDefault)
+	case c.idemWindow <= 0:
+		// 0 was the default, 10m, so an operator's 0 meant to turn
+		// deduplication off kept it on (found in review).
+		return c, fmt.Errorf("--idempotency-window %s: must be positive, such as %s (the default); deduplication cannot be turned off, but a job submitted without an idempotency key is never deduplicated", c.idemWindow, gateway.IdempotencyWindowDefault)
 	case c.depthInterval < 0:
 		return c, fmt.Errorf("--depth-interval %s: must not be negative (0 for the default: 1s embedded, 10s on SQS)", c.depthInterval)
 	}
