@@ -92,12 +92,14 @@ func TestStartFailsBeforeServing(t *testing.T) {
 
 // TestWorkerAddrIsNotOwnPullListener: a push target that is this
 // process's own pull-worker listener is refused, naming both flags, and
-// the environment variable when it came from there. SLUICE_WORKER_ADDR
-// is what sluicectl worker reads as the pull address to connect to, and
-// the gateway reads it as --worker-addr: exported for the one, it turned
-// the other into a push gateway that sent every job to its own (then
-// closed) pull address, retried and dead-lettered them, and served no
-// pull worker. (Not parallel: it sets the environment.)
+// the environment variable when it came from there, with the one to set
+// instead. SLUICE_WORKER_ADDR was what sluicectl worker read as the pull
+// address to connect to (now SLUICE_PULL_ADDR; the old name is still read
+// when that is unset), and the gateway reads it as --worker-addr:
+// exported for the one, it turned the other into a push gateway that sent
+// every job to its own (then closed) pull address, retried and
+// dead-lettered them, and served no pull worker. (Not parallel: it sets
+// the environment.)
 func TestWorkerAddrIsNotOwnPullListener(t *testing.T) {
 	tests := []struct {
 		name string
@@ -107,7 +109,7 @@ func TestWorkerAddrIsNotOwnPullListener(t *testing.T) {
 	}{
 		{"flag", []string{"--worker-addr=127.0.0.1:7072"}, "", []string{"--worker-addr", "--worker-listen"}},
 		{"localhost", []string{"--worker-addr=localhost:7300", "--worker-listen=127.0.0.1:7300"}, "", []string{"--worker-addr"}},
-		{"environment", nil, "127.0.0.1:7072", []string{"SLUICE_WORKER_ADDR", "--worker-listen", "sluicectl worker"}},
+		{"environment", nil, "127.0.0.1:7072", []string{"SLUICE_WORKER_ADDR", "--worker-listen", "SLUICE_PULL_ADDR"}},
 		{"another address", []string{"--worker-addr=127.0.0.1:7300"}, "", nil},
 		{"another port on the same host", nil, "127.0.0.1:7300", nil},
 	}

@@ -10,16 +10,20 @@
 // worker gracefully: it asks for no more jobs, and the jobs in progress
 // finish and are acked first.
 //
-// Flags: --addr (SLUICE_WORKER_ADDR, default 127.0.0.1:7072, the gateway's
+// Flags: --addr (SLUICE_PULL_ADDR, default 127.0.0.1:7072, the gateway's
 // --worker-listen), --key (SLUICE_WORKER_KEY; default: the development key
-// in --data-dir's worker-key), --concurrency. With --listen ADDR it serves
-// sluice.worker.v1.WorkerService for the gateway's --worker-addr instead
-// (push), with --tls-cert and --tls-key to serve TLS, plus --tls-client-ca
-// to require the drainers' client certificates (the gateway's
-// --worker-tls-* flags).
+// in --data-dir's worker-key), --concurrency. With --listen ADDR
+// (SLUICE_PUSH_LISTEN) it serves sluice.worker.v1.WorkerService for the
+// gateway's --worker-addr instead (push), with --tls-cert and --tls-key to
+// serve TLS, plus --tls-client-ca to require the drainers' client
+// certificates (the gateway's --worker-tls-* flags). The old names of the
+// two variables, SLUICE_WORKER_ADDR and SLUICE_WORKER_LISTEN, are read
+// with a warning when the new ones are unset: the gateway reads them as
+// its --worker-addr and --worker-listen, each the other address.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -49,11 +53,13 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	addr := fs.String("addr", envOr("SLUICE_WORKER_ADDR", "127.0.0.1:7072"), "sluice's pull-worker address (the gateway's --worker-listen)")
+	envAddr, oldAddr := envNewOrOld("SLUICE_PULL_ADDR", "SLUICE_WORKER_ADDR")
+	addr := fs.String("addr", cmp.Or(envAddr, "127.0.0.1:7072"), "sluice's pull-worker address (the gateway's --worker-listen)")
 	key := fs.String("key", os.Getenv("SLUICE_WORKER_KEY"), "worker key (default: <data-dir>/worker-key)")
 	dataDir := fs.String("data-dir", envOr("SLUICE_DATA_DIR", "data"), "the gateway's data directory, where its development worker key is")
 	concurrency := fs.Int("concurrency", 8, "most jobs run at once")
-	listen := fs.String("listen", os.Getenv("SLUICE_WORKER_LISTEN"), "serve the push worker API on this address instead of pulling (give the gateway --worker-addr it)")
+	envListen, oldListen := envNewOrOld("SLUICE_PUSH_LISTEN", "SLUICE_WORKER_LISTEN")
+	listen := fs.String("listen", envListen, "serve the push worker API on this address instead of pulling (give the gateway --worker-addr it)")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate to serve TLS with; empty serves plain text")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "PEM CA bundle: require drainers to present a certificate it signed")
@@ -61,7 +67,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	logger := log.New(out, "", log.Ltime)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if oldListen != "" && !given["listen"] {
+		logger.Printf("warning: %s is the gateway's pull-worker listener (--worker-listen), read here as --listen for now: set SLUICE_PUSH_LISTEN instead", oldListen)
+	}
 	if *listen == "" {
+		if oldAddr != "" && !given["addr"] {
+			logger.Printf("warning: %s is the gateway's push worker address (--worker-addr), read here as --addr for now: set SLUICE_PULL_ADDR instead", oldAddr)
+		}
 		k := *key
 		if k == "" {
 			b, err := os.ReadFile(filepath.Join(*dataDir, "worker-key"))
@@ -110,6 +124,20 @@ func handler(logger *log.Logger) worker.Handler {
 		}
 		return nil
 	}
+}
+
+// envNewOrOld returns the variable name's value, else old's; oldUsed is
+// old when its value was returned. The old names, SLUICE_WORKER_ADDR
+// and SLUICE_WORKER_LISTEN, are the gateway's --worker-addr and
+// --worker-listen, each the other address of the two.
+func envNewOrOld(name, old string) (v, oldUsed string) {
+	if v := os.Getenv(name); v != "" {
+		return v, ""
+	}
+	if v := os.Getenv(old); v != "" {
+		return v, old
+	}
+	return "", ""
 }
 
 func envOr(name, def string) string {

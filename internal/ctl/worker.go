@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +42,8 @@ type jobLine struct {
 }
 
 func setupWorker(fs *flag.FlagSet) runFunc {
-	addr := fs.String("addr", envOr("SLUICE_WORKER_ADDR", "127.0.0.1:7072"), "address of sluice's pull-worker listener, its --worker-listen (or SLUICE_WORKER_ADDR)")
+	envAddr, oldEnv := pullAddrEnv()
+	addr := fs.String("addr", cmp.Or(envAddr, "127.0.0.1:7072"), "address of sluice's pull-worker listener, its --worker-listen (or SLUICE_PULL_ADDR)")
 	key := fs.String("key", os.Getenv("SLUICE_WORKER_KEY"), "worker key (or SLUICE_WORKER_KEY; default: the file --key-file)")
 	keyFile := fs.String("key-file", "data/worker-key", "file holding the worker key (sluice writes its development key there)")
 	concurrency := fs.Int("concurrency", 4, "most jobs run at once (the credits granted to sluice)")
@@ -117,6 +119,9 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 		if *listen != "" {
 			return servePush(ctx, log, *listen, tlsServer, handler)
 		}
+		if oldEnv && !given(fs, "addr") {
+			log.WarnContext(ctx, "pulling from SLUICE_WORKER_ADDR, which the gateway and drainer read as --worker-addr (the push worker's address): set SLUICE_PULL_ADDR instead", slog.String("addr", *addr))
+		}
 		if *concurrency < 1 || *concurrency > 10000 {
 			return fmt.Errorf("--concurrency %d: want 1 to 10000", *concurrency)
 		}
@@ -142,6 +147,25 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 		log.InfoContext(context.WithoutCancel(ctx), "worker stopped")
 		return err
 	}
+}
+
+// pullAddrEnv returns the pull-worker address set in the environment:
+// SLUICE_PULL_ADDR, else SLUICE_WORKER_ADDR (old reports it), the name it
+// had, which the gateway and drainer read as --worker-addr, the address
+// they push jobs to: one name for two addresses (found in review).
+func pullAddrEnv() (addr string, old bool) {
+	if v := os.Getenv("SLUICE_PULL_ADDR"); v != "" {
+		return v, false
+	}
+	v := os.Getenv("SLUICE_WORKER_ADDR")
+	return v, v != ""
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // servePush serves the push worker API (WorkerService) on listen.

@@ -48,17 +48,19 @@ func (f PullFlags) Validate() error {
 // CheckPushTarget refuses a --worker-addr that is this process's own
 // --worker-listen: that address serves pull workers (PullService), not a
 // push worker (WorkerService), and with a push target it is not even
-// opened. SLUICE_WORKER_ADDR is the usual way there: sluicectl worker
-// reads it as the pull address to connect to, the binaries as
-// --worker-addr (found in review: every job was pushed to nothing,
-// retried and dead-lettered, and no pull worker was served).
+// opened. SLUICE_WORKER_ADDR was the usual way there: pull workers
+// (sluicectl worker, examples/worker) read it as the pull address to
+// connect to before SLUICE_PULL_ADDR, and still do when that is unset;
+// the binaries read it as --worker-addr (found in review: every job was
+// pushed to nothing, retried and dead-lettered, and no pull worker was
+// served).
 func CheckPushTarget(t Target, p PullFlags) error {
 	if t.WorkerAddr == "" || !sameLocalAddr(t.WorkerAddr, p.Listen) {
 		return nil
 	}
 	from := "--worker-addr " + t.WorkerAddr
 	if os.Getenv("SLUICE_WORKER_ADDR") == t.WorkerAddr {
-		from = "SLUICE_WORKER_ADDR=" + t.WorkerAddr + " (it sets --worker-addr here; sluicectl worker reads it as the address to pull from: unset it for this process)"
+		from = "SLUICE_WORKER_ADDR=" + t.WorkerAddr + " (it sets --worker-addr here; pull workers read their address from SLUICE_PULL_ADDR: set that instead, and unset SLUICE_WORKER_ADDR for this process)"
 	}
 	return fmt.Errorf("%s: this is the pull-worker listener (--worker-listen %s), not a push worker; leave --worker-addr out for pull workers, or give a WorkerService's address", from, p.Listen)
 }
