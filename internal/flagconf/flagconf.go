@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -44,7 +45,7 @@ func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error 
 		}
 		env := envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
-			if err := fs.Set(f.Name, v); err != nil {
+			if err := set(fs, f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s=%q: %w", env, v, err))
 			}
 			given[f.Name] = true
@@ -121,10 +122,42 @@ func applyYAML(fs *flag.FlagSet, path string, data []byte, configFlag string, gi
 				// "null" the admin key; found in review).
 				value = ""
 			}
-			if err := fs.Set(k.Value, value); err != nil {
+			if err := set(fs, k.Value, value); err != nil {
 				errs = append(errs, fmt.Errorf("config file %s: line %d: %s: %w", path, v.Line, k.Value, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// set sets the flag name to value. The flag package's own errors are a
+// bare "parse error" or "value out of range": they gain what the flag
+// wants (SLUICE_SHUTDOWN_GRACE=30 said nothing of the unit, drain: no
+// nothing of the words; found in review).
+func set(fs *flag.FlagSet, name, value string) error {
+	err := fs.Set(name, value)
+	if err == nil {
+		return nil
+	}
+	f := fs.Lookup(name)
+	if f == nil || strings.Contains(err.Error(), "want ") {
+		return err
+	}
+	want := ""
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		want = "true or false"
+	} else if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			want = "a duration such as 30s"
+		case int, int64, uint, uint64:
+			want = "a whole number"
+		case float64:
+			want = "a number"
+		}
+	}
+	if want == "" {
+		return err
+	}
+	return fmt.Errorf("%w: want %s", err, want)
 }

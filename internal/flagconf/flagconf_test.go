@@ -139,3 +139,34 @@ func TestStrayArguments(t *testing.T) {
 		t.Errorf("flags only: %v, workers %d", err, *n)
 	}
 }
+
+// TestBadValueSaysWhatToWrite: a value from the environment or the file
+// that its flag cannot take says what the flag wants. The flag package's
+// own error is a bare "parse error": SLUICE_SHUTDOWN_GRACE=30 or drain: no
+// (a YAML 1.1 boolean, a string in YAML 1.2) said nothing of the unit or
+// the words to use (found in review).
+func TestBadValueSaysWhatToWrite(t *testing.T) {
+	tests := []struct{ name, value, want string }{
+		{"grace", "30", "want a duration such as 30s"},
+		{"workers", "many", "want a whole number"},
+		{"on", "no", "want true or false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, from := range []string{"environment", "file"} {
+				fs, _, _, _ := newSet()
+				fs.Bool("on", true, "")
+				var err error
+				if from == "environment" {
+					t.Setenv("TEST_"+strings.ToUpper(tt.name), tt.value)
+					err = Parse(fs, nil, "TEST", "config")
+				} else {
+					err = applyYAML(fs, "c.yaml", []byte(tt.name+": "+tt.value+"\n"), "config", map[string]bool{})
+				}
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("%s %s=%s: %v, want an error saying %q", from, tt.name, tt.value, err, tt.want)
+				}
+			}
+		})
+	}
+}
