@@ -75,7 +75,10 @@ func dispatch(ctx context.Context, args []string, hup <-chan os.Signal, stdout, 
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Writer) error {
+// run runs the drainers until ctx ends; hup's values reload the tenant
+// file. ctx ending during start-up is a stop, not an error.
+func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Writer) (err error) {
+	defer func() { err = node.Stopped(ctx, err) }()
 	fs := flag.NewFlagSet("drainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var bf node.BackendFlags

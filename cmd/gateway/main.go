@@ -123,8 +123,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 }
 
 // run runs the gateway until ctx ends; hup's values reload the tenant
-// file (node.NotifyHUP).
-func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stderr io.Writer) error {
+// file (node.NotifyHUP). ctx ending during start-up is a stop, not an
+// error.
+func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stderr io.Writer) (err error) {
+	defer func() { err = node.Stopped(ctx, err) }()
 	c, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

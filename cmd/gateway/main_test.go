@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -131,5 +132,20 @@ func TestWorkerAddrIsNotOwnPullListener(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStopDuringStartIsClean: a stop signal during start-up (ctx ends
+// before the gateway is up) ends it with no error. The start-up work under
+// way failed with ctx, and the gateway exited with status 1 and "create
+// queues: ensure queues: context canceled", a failure to whatever
+// supervises it, for the stop it was asked for (found in review).
+func TestStopDuringStartIsClean(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := run(ctx, []string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", ""}, nil, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatalf("run: %v, want no error", err)
 	}
 }

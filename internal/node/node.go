@@ -472,6 +472,18 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	return errors.Join(serveErr, stopErr)
 }
 
+// Stopped returns err, or nil when err says only that ctx, ended by a stop
+// signal, cut the work short: a stop during start-up failed the work under
+// way with ctx (opening the store, creating the queues), and the process
+// exited with status 1 and "context canceled" for the stop it was asked
+// for (found in review).
+func Stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
 // SecretFile returns the secret stored in path, creating a random one with
 // the given prefix on first use, so development keys survive restarts. A
 // file that holds only white space is an error.
