@@ -251,7 +251,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 	}
 	replayID := resp.GetReplay().GetId()
 	waitFor(t, "the deliveries", func() bool { return d.Counts().Delivered == 4 }) // with the quiet job
-	stop() // every span has ended once the drainer stops
+	stop()                                                                         // every span has ended once the drainer stops
 
 	traceID := clientSpan.SpanContext().TraceID()
 	var mine []sdktrace.ReadOnlySpan
