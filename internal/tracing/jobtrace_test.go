@@ -250,8 +250,9 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	replayID := resp.GetReplay().GetId()
-	waitFor(t, "the deliveries", func() bool { return d.Counts().Delivered == 4 }) // with the quiet job
-	stop()                                                                         // every span has ended once the drainer stops
+	// hold, filler, the quiet job and the replayed traced job.
+	waitFor(t, "the deliveries", func() bool { return d.Counts().Delivered == 4 })
+	stop() // every span has ended once the drainer stops
 
 	traceID := clientSpan.SpanContext().TraceID()
 	var mine []sdktrace.ReadOnlySpan
