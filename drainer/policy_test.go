@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,7 +79,10 @@ func testFlood(t *testing.T, tb *testBundle) {
 	if tail < floodJobs/2 {
 		t.Fatalf("only %d of %d flood jobs came after the last quiet job; want the quiet jobs ahead of most of the flood", tail, floodJobs)
 	}
-	if c := d.Counts(); c.Spilled == 0 {
+	// The embedded store returns a queue's messages in order, so there
+	// the quiet jobs are reached only by reading past the flood. An SQS
+	// receive may return them early.
+	if c := d.Counts(); c.Spilled == 0 && strings.HasSuffix(t.Name(), "/embedded") {
 		t.Fatalf("nothing was spilled: %+v", c)
 	}
 }
