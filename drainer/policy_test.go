@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,10 +22,13 @@ const oneLane = topotest.OneLane
 // TestFloodDoesNotDelayQuietTenants puts a flood from one tenant on its
 // shards and, behind it on the same shards, a few jobs from quiet tenants.
 // The flood is more than the drainer reads ahead, and no quiet tenant has
-// been seen yet: the pollers read past the flood's full read-ahead as
-// probes, the first quiet job found makes them read on (spilling the
-// flood), and the quiet jobs are delivered, within their fair rate, before
-// the flood's tail; a plain FIFO would deliver them last.
+// been seen yet: the flood's jobs past its budget are held, not spilled,
+// and the pollers read on at the workers' pace (with a probe batch spilled
+// whenever one waits 100ms). The quiet jobs, once read, are delivered
+// within their fair rate before the flood's tail; a plain FIFO would
+// deliver them last. (Whether any job is spilled depends on timing: the
+// probes are tested by TestFullReadAheadStillReadsShards, spills behind a
+// quiet tenant by TestFailedMoveKeepsJob.)
 func TestFloodDoesNotDelayQuietTenants(t *testing.T) {
 	t.Parallel()
 	onEachBackend(t, oneLane, testFlood)
@@ -78,12 +80,6 @@ func testFlood(t *testing.T, tb *testBundle) {
 		quiet, tail, floodJobs, d.Counts())
 	if tail < floodJobs/2 {
 		t.Fatalf("only %d of %d flood jobs came after the last quiet job; want the quiet jobs ahead of most of the flood", tail, floodJobs)
-	}
-	// The embedded store returns a queue's messages in order, so there
-	// the quiet jobs are reached only by reading past the flood. An SQS
-	// receive may return them early.
-	if c := d.Counts(); c.Spilled == 0 && strings.HasSuffix(t.Name(), "/embedded") {
-		t.Fatalf("nothing was spilled: %+v", c)
 	}
 }
 
