@@ -4,8 +4,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/proctest"
@@ -25,18 +23,8 @@ func TestMain(m *testing.M) {
 // open: a SIGHUP sent before killed the process (found in review).
 func TestSIGHUPDuringStart(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	queues := filepath.Join(dir, "queues.fifo")
-	if err := syscall.Mkfifo(queues, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tenants := filepath.Join(dir, "tenants.yaml")
-	if err := os.WriteFile(tenants, []byte("tenants:\n  - {id: acme, tier: standard, api_keys: [acme-key-1]}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := proctest.Start(t, "run", "--data-dir", dir, "--queues", queues, "--tenants", tenants,
-		"--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", "", "--console=false")
-	p.SignalDuringOpen(t, queues, syscall.SIGHUP, "lanes:\n  - name: standard\n")
-	p.WaitLog(t, "SIGHUP: tenant config unchanged")
-	p.Stop(t)
+	proctest.SIGHUPDuringStart(t, func(dir, queues, tenants string) []string {
+		return []string{"run", "--data-dir", dir, "--queues", queues, "--tenants", tenants,
+			"--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", "", "--console=false"}
+	})
 }

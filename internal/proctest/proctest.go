@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,4 +196,26 @@ func (o *output) watch() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.changed
+}
+
+// SIGHUPDuringStart starts the command with the arguments args returns
+// for a data directory, a queue file and a tenant file, sends it SIGHUP
+// while it is still starting (blocked reading its queue file, a named
+// pipe written only after the signal), and checks that it took the
+// signal as a tenant reload once ready and stops cleanly on SIGTERM.
+func SIGHUPDuringStart(t *testing.T, args func(dataDir, queues, tenants string) []string) {
+	t.Helper()
+	dir := t.TempDir()
+	queues := filepath.Join(dir, "queues.fifo")
+	if err := syscall.Mkfifo(queues, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tenants := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte("tenants:\n  - {id: acme, tier: standard, api_keys: [acme-key-1]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := Start(t, args(dir, queues, tenants)...)
+	p.SignalDuringOpen(t, queues, syscall.SIGHUP, "lanes:\n  - name: standard\n")
+	p.WaitLog(t, "SIGHUP: tenant config unchanged")
+	p.Stop(t)
 }
