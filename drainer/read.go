@@ -49,8 +49,8 @@ func (d *Drainer) signal() {
 // unread behind a flood until deliveries free a batch's worth of room
 // (25 ms at 400 deliveries/s), and past the staleness bound the job goes
 // to the backlog. With one bound for both, the noisy tenants' fresh
-// budgets and the sideline read-ahead filled it and the shard pollers
-// waited on nearly every batch (issue 13). The tenants' budgets
+// budgets and the sideline read-ahead filled it together and the shard
+// pollers waited on nearly every batch (issue 13). The tenants' budgets
 // share out less than the fresh bound (freshBudget), so the pollers stop
 // only when budgets shrank under jobs already held, or when very many
 // tenants hold a batch each.
@@ -170,7 +170,6 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 	in := q.inbox
 	var spill, stale []*job
 	var single []decided
-	var dig *bool // the lookout's answer for this batch, asked once
 	d.mu.Lock()
 	for _, m := range msgs {
 		j := &job{q: q, msg: m, leasedAt: now}
@@ -188,14 +187,12 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 			// jobs behind it are seen, only while that can find a
 			// quiet tenant's (sideliner.Lookout); else it is held too.
 			class := classOf(q.source)
-			full := false
+			spillFull := false
 			if class == scheduler.Fresh && !in.policy.NoSideline {
-				full = in.lookout.Saw(now, tenant, d.sched.HeldFresh(tenant), d.freshBudget())
-				if full && dig == nil {
-					dig = new(probe || in.lookout.Quiet(now))
-				}
+				full := in.lookout.Saw(now, tenant, d.sched.HeldFresh(tenant), d.freshBudget())
+				spillFull = full && (probe || in.lookout.Quiet(now))
 			}
-			if (!full || !*dig) && d.sched.Push(now, tenant, in.lane.Name, class, j) {
+			if !spillFull && d.sched.Push(now, tenant, in.lane.Name, class, j) {
 				continue
 			}
 			// The tenant's read-ahead is full (or the scheduler's
