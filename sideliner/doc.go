@@ -55,6 +55,14 @@
 // on the last receive before redrive they are requeued, so waiting for a
 // busy tenant never dead-letters a job.
 //
+// # Lookout
+//
+// Rule 5 is applied only where it can pay: [Lookout] tells the drainer
+// whether some tenant of the lane is short of held jobs (quiet, or crowded
+// out), so that reading past the full tenants may find its next job. When
+// none is, the drainer holds a full tenant's job instead of spilling it,
+// and reads the shards at the workers' pace, with a probe now and then.
+//
 // # AfterFailure
 //
 //	| # | condition (first match wins)               | action            | reason               |
