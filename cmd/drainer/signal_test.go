@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 func TestSIGHUPDuringStart(t *testing.T) {
 	t.Parallel()
 	proctest.SIGHUPDuringStart(t, func(dir, queues, tenants string) []string {
-		return []string{"run", "--data-dir", dir, "--queues", queues, "--tenants", tenants,
-			"--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", "", "--console=false"}
+		return []string{
+			"run", "--data-dir", dir, "--queues", queues, "--tenants", tenants,
+			"--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", "", "--console=false",
+		}
 	})
 }

@@ -26,8 +26,10 @@ func TestMain(m *testing.M) {
 func TestSIGHUPDuringStart(t *testing.T) {
 	t.Parallel()
 	proctest.SIGHUPDuringStart(t, func(dir, queues, tenants string) []string {
-		return []string{"--data-dir", dir, "--queues", queues, "--tenants", tenants,
+		return []string{
+			"--data-dir", dir, "--queues", queues, "--tenants", tenants,
 			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0",
-			"--metrics-listen", "", "--console=false"}
+			"--metrics-listen", "", "--console=false",
+		}
 	})
 }
