@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 	if *grace <= 0 {
 		return fmt.Errorf("--shutdown-grace %s: must be positive, such as 30s (deliveries in flight need time to end)", *grace)
 	}
-	if err := errors.Join(consoleFlags.Validate(), observe.Validate(), pullFlags.Validate(), node.CheckPolicyFlags(policy, share, readAhead), target.Validate(), node.CheckPushTarget(target, pullFlags), tlsFlags.CheckWorkerTLS(target)); err != nil {
+	if err := errors.Join(consoleFlags.Validate(), observe.Validate(), pullFlags.Validate(), node.CheckPolicyFlags(policy, share, readAhead), target.Validate(), node.CheckHandlerTimeout(bf.Kind, target), node.CheckPushTarget(target, pullFlags), tlsFlags.CheckWorkerTLS(target)); err != nil {
 		return err
 	}
 	if err := policy.Validate(); err != nil { // what the flags' own checks missed

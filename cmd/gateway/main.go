@@ -112,7 +112,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	case c.depthInterval < 0:
 		return c, fmt.Errorf("--depth-interval %s: must not be negative (0 for the default: 1s embedded, 10s on SQS)", c.depthInterval)
 	}
-	if err := errors.Join(c.console.Validate(), c.observe.Validate(), c.pull.Validate(), node.CheckPolicyFlags(c.policy, c.sidelineShare, c.readAhead), c.target.Validate(), node.CheckPushTarget(c.target, c.pull), c.tls.CheckWorkerTLS(c.target)); err != nil {
+	if err := errors.Join(c.console.Validate(), c.observe.Validate(), c.pull.Validate(), node.CheckPolicyFlags(c.policy, c.sidelineShare, c.readAhead), c.target.Validate(), node.CheckHandlerTimeout(c.backend.Kind, c.target), node.CheckPushTarget(c.target, c.pull), c.tls.CheckWorkerTLS(c.target)); err != nil {
 		return c, err
 	}
 	if err := c.policy.Validate(); err != nil { // what the flags' own checks missed

@@ -56,6 +56,10 @@ func TestParseRefusesBadValues(t *testing.T) {
 		// 1s", naming no flag, once the store was open (found in review).
 		{"--cloudwatch-namespace=sluice --cloudwatch-interval=0s", "--cloudwatch-interval"},
 		{"--cloudwatch-namespace=sluice --cloudwatch-interval=500ms", "--cloudwatch-interval"},
+		// SQS keeps a message invisible for at most 12h in all: a
+		// longer delivery lost its lease and went to another worker
+		// while it still ran.
+		{"--backend=sqs --handler-timeout=13h", "--handler-timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {
@@ -68,6 +72,9 @@ func TestParseRefusesBadValues(t *testing.T) {
 	}
 	if _, err := parse([]string{"--data-dir", t.TempDir(), "--console=false", "--console-sample-interval=0s"}, io.Discard); err != nil {
 		t.Errorf("the console off: %v, want accepted", err)
+	}
+	if _, err := parse([]string{"--data-dir", t.TempDir(), "--handler-timeout=13h"}, io.Discard); err != nil {
+		t.Errorf("a 13h handler timeout on the embedded backend: %v, want accepted", err)
 	}
 }
 

@@ -252,6 +252,18 @@ func (t Target) Validate() error {
 	return nil
 }
 
+// CheckHandlerTimeout refuses a --handler-timeout that the backend cannot
+// hold a job's lease for: Amazon SQS keeps a received message invisible
+// for at most 12 hours in all, however often its visibility is extended,
+// so on SQS a longer delivery would lose its lease and the job would go to
+// another worker while the first still runs it.
+func CheckHandlerTimeout(backend string, t Target) error {
+	if backend == "sqs" && t.HandlerTimeout > queue.MaxVisibilityTimeout {
+		return fmt.Errorf("--handler-timeout %s: with --backend sqs a delivery may last at most %s (SQS holds a received message for at most that in all, so a longer one is handed to another worker while it runs); split the work into shorter jobs, or use the embedded backend", t.HandlerTimeout, queue.MaxVisibilityTimeout)
+	}
+	return nil
+}
+
 // Pull reports whether the drainers serve pull workers (no push target).
 func (t Target) Pull() bool { return t.WorkerAddr == "" && t.WebhookURL == "" && !t.LogSink }
 
