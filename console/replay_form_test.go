@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluice-dev/sluice/admin"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/admintest"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -34,26 +33,11 @@ func servedConsoleOn(t *testing.T, n int, wrap func(queue.Backend) queue.Backend
 	for i := range n {
 		tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-"+string(rune('a'+i)), time.Now().Add(-time.Hour)))
 	}
-	a := admin.NewServer(wrap(tb.Backend), tb.Topo, topotest.QuietLog)
-	unary, stream := admin.Auth("admin-key")
-	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
-	adminv1.RegisterAdminServiceServer(srv, a)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	conn, err := grpc.NewClient(admintest.Serve(t, wrap(tb.Backend), tb.Topo, "admin-key"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = a.Stop(ctx)
-	})
+	t.Cleanup(func() { _ = conn.Close() })
 	c, err := New(Config{Admin: adminv1.NewAdminServiceClient(conn), AdminKey: "admin-key", Logger: topotest.QuietLog})
 	if err != nil {
 		t.Fatal(err)

@@ -12,11 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/envelope"
-	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/admintest"
 	"github.com/sluice-dev/sluice/internal/ctl"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
@@ -69,22 +66,7 @@ func (f *faulty) ChangeVisibility(ctx context.Context, p *queue.ChangeVisibility
 
 func serveAdmin(t *testing.T, b queue.Backend, tb *topotest.Bundle) string {
 	t.Helper()
-	a := admin.NewServer(b, tb.Topo, topotest.QuietLog)
-	unary, stream := admin.Auth("k")
-	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
-	adminv1.RegisterAdminServiceServer(srv, a)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = a.Stop(ctx)
-	})
-	return lis.Addr().String()
+	return admintest.Serve(t, b, tb.Topo, "k")
 }
 
 func run(t *testing.T, args ...string) (string, error) {

@@ -1,0 +1,40 @@
+// Package admintest serves the real admin API on a loopback port for the
+// tests of its clients (the console, sluicectl).
+package admintest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluice-dev/sluice/admin"
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
+	"github.com/sluice-dev/sluice/queue"
+	"github.com/sluice-dev/sluice/topology"
+)
+
+// Serve starts the admin API over b and topo, taking key, on 127.0.0.1
+// and returns its address; it stops when the test ends.
+func Serve(t testing.TB, b queue.Backend, topo topology.Topology, key string) string {
+	t.Helper()
+	a := admin.NewServer(b, topo, topotest.QuietLog)
+	unary, stream := admin.Auth(key)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
+	adminv1.RegisterAdminServiceServer(srv, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Stop(ctx)
+	})
+	return lis.Addr().String()
+}
