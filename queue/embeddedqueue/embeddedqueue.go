@@ -88,14 +88,21 @@ func (o Options) validate() error {
 
 // knobs are test hooks that Options does not expose.
 type knobs struct {
-	maxSize     int    // bbolt MaxSize: a full disk at this file size
-	beforeGroup func() // run by the writer after taking a group's first operation
+	maxSize int // bbolt MaxSize: a full disk at this file size
+	// checkpointEvery replaces the constant when positive.
+	checkpointEvery time.Duration
+	// checkpointNow starts a checkpoint on each receive.
+	checkpointNow chan struct{}
+	beforeGroup   func() // run by the writer after taking a group's first operation
 	// beforeCheckpoint runs before a checkpoint's commit, beside the
 	// writer.
 	beforeCheckpoint func()
 	// beforeLogSync runs before interval mode's sync of the log, beside
 	// the writer.
 	beforeLogSync func()
+	// logSynced runs on the writer after each sync of the log in the
+	// default mode, with the log's file and how much of it is durable.
+	logSynced func(path string, durable int64)
 }
 
 // Backend is the embedded queue.Backend. Create it with Open; it is safe
@@ -176,6 +183,9 @@ type op struct {
 	// heldBack is set while the writer holds the operation back until the
 	// checkpoint under way ends.
 	heldBack bool
+	// lazy says the caller may be answered before its change is synced,
+	// in the default mode too (doLazy).
+	lazy bool
 }
 
 // Open opens or creates the store at path, a file in a data directory
@@ -353,6 +363,18 @@ func (b *Backend) doBlind(ctx context.Context, bytes int, apply func(w *writeTx)
 	return b.hand(ctx, &op{apply: apply, bytes: bytes, done: make(chan error, 1), blind: true})
 }
 
+// doLazy is doBlind for a change that a power loss may undo without
+// losing a message: a receive, delete, visibility change or move. Undone,
+// it leaves the message where it was before, to be received again (at
+// least once, as SQS). Its record is written to the log before the
+// caller is answered, so it survives a crash of the process, and is
+// synced with the next group that holds a send, or by the next
+// checkpoint (within checkpointEvery). A group of lazy operations alone
+// waits for no sync: receiving and acknowledging jobs costs no fdatasync.
+func (b *Backend) doLazy(ctx context.Context, bytes int, apply func(w *writeTx) error) error {
+	return b.hand(ctx, &op{apply: apply, bytes: bytes, done: make(chan error, 1), blind: true, lazy: true})
+}
+
 func (b *Backend) hand(ctx context.Context, o *op) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -375,7 +397,8 @@ func (b *Backend) hand(ctx context.Context, o *op) error {
 // CommitStats counts durable commits since Open.
 type CommitStats struct {
 	// Commits is the number of times answered changes were made durable,
-	// one sync each: a redo log sync (per group in the default mode, per
+	// one sync each: a redo log sync (in the default mode, per group that
+	// holds a send, and before a checkpoint that follows lazy groups; per
 	// interval in interval mode), or a commit of the store while degraded.
 	Commits int64
 	// Ops is the number of operations those commits carried; Ops/Commits

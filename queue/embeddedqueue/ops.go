@@ -303,7 +303,7 @@ func (b *Backend) Move(ctx context.Context, p *queue.MoveParams) ([]queue.SendRe
 	if err != nil {
 		return nil, fmt.Errorf("move %s to %s: %w", p.From, p.To, err)
 	}
-	err = b.doBlind(ctx, ps.size, func(w *writeTx) error {
+	err = b.doLazy(ctx, ps.size, func(w *writeTx) error {
 		from, to := b.queues[p.From], b.queues[p.To]
 		if ps.missing = from == nil || to == nil; ps.missing {
 			return nil // gone with a failed commit's EnsureQueues
@@ -402,7 +402,7 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 // (writeTx.full); Receive then claims again.
 func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
 	var out []queue.Message
-	err := b.doBlind(ctx, 0, func(w *writeTx) error {
+	err := b.doLazy(ctx, 0, func(w *writeTx) error {
 		q := b.queues[p.Queue]
 		if q == nil {
 			return nil // gone with a failed commit's EnsureQueues
@@ -496,7 +496,7 @@ func (b *Backend) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, e
 	for i := range results {
 		results[i] = queue.ErrReceiptInvalid // until the operation runs
 	}
-	err := b.doBlind(ctx, 0, func(w *writeTx) error {
+	err := b.doLazy(ctx, 0, func(w *writeTx) error {
 		q := b.queues[p.Queue]
 		if q == nil {
 			return nil // gone with a failed commit's EnsureQueues
@@ -540,7 +540,7 @@ func (b *Backend) ChangeVisibility(ctx context.Context, p *queue.ChangeVisibilit
 	for i := range results {
 		results[i] = queue.ErrReceiptInvalid // until the operation runs
 	}
-	err := b.doBlind(ctx, 0, func(w *writeTx) error {
+	err := b.doLazy(ctx, 0, func(w *writeTx) error {
 		q := b.queues[p.Queue]
 		if q == nil {
 			return nil // gone with a failed commit's EnsureQueues

@@ -21,7 +21,8 @@ import (
 // changes to it are appended, with one write, to the log file beside the
 // store (<store>.wal) before the group's callers are answered. In the
 // default mode (Options.SyncInterval zero) that write is fdatasynced
-// first, so an answered call survives a power loss: one sync of a
+// first, if the group holds a send, so an answered send survives a power
+// loss (receives, deletes and moves need not wait: doc.go): one sync of a
 // sequential append, where a bbolt commit takes two (its pages, then its
 // meta page) and rewrites the pages of the tree it touched. In interval
 // mode the log is fdatasynced once per interval instead; until then the

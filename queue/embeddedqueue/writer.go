@@ -1,6 +1,7 @@
 package embeddedqueue
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -47,7 +48,7 @@ import (
 func (b *Backend) writer() {
 	defer close(b.writerDone)
 	defer b.closeLog()
-	every := max(b.opts.SyncInterval, checkpointEvery)
+	every := max(b.opts.SyncInterval, cmp.Or(b.knobs.checkpointEvery, checkpointEvery))
 	checkpoint := time.NewTicker(every)
 	defer checkpoint.Stop()
 	var syncLog <-chan time.Time
@@ -67,6 +68,8 @@ func (b *Backend) writer() {
 		case err := <-b.logSynced:
 			b.endSyncLog(err)
 		case <-checkpoint.C:
+			b.startCheckpoint()
+		case <-b.knobs.checkpointNow:
 			b.startCheckpoint()
 		case <-b.closing:
 			// Close has stopped new hand-overs; finish what was accepted.
@@ -200,7 +203,7 @@ func (b *Backend) apply(group []*op) error {
 		}
 		return fmt.Errorf("commit: %w", err) // flush rebuilt the transaction
 	default:
-		if err = b.appendLog(w.log); err == nil {
+		if err = b.appendLog(w.log, needsSync(group)); err == nil {
 			b.grouped.Add(int64(len(group)))
 			b.afterAppend(w.log)
 			return nil
@@ -229,18 +232,17 @@ func (b *Backend) afterAppend(changes []byte) {
 }
 
 // appendLog writes a group's record to the log and, in the default mode,
-// syncs it. If either fails the record is dropped from the log's end, so
-// a rebuild leaves the group out.
-func (b *Backend) appendLog(changes []byte) error {
+// syncs it unless sync is false (a group of lazy operations: doLazy). If
+// either fails the record is dropped from the log's end, so a rebuild
+// leaves the group out.
+func (b *Backend) appendLog(changes []byte, sync bool) error {
 	start := b.log.off
 	if start == 0 { // the epoch's first record says where the one before ended (wal.go)
 		changes = append(appendPrevEnd(make([]byte, 0, 32+len(changes)), b.prevEnd), changes...)
 	}
 	err := b.log.append(b.epoch, changes)
-	if err == nil && b.opts.SyncInterval == 0 {
-		if err = b.log.sync(); err == nil {
-			b.commits.Add(1)
-		}
+	if err == nil && b.opts.SyncInterval == 0 && sync {
+		err = b.syncLogNow()
 	}
 	if err != nil {
 		b.log.off = start
@@ -281,6 +283,19 @@ func (b *Backend) endSyncLog(err error) {
 	b.commits.Add(1)
 }
 
+// syncLogNow syncs the current log on the writer: the default mode's
+// sync of a group's record, or of lazy records before a checkpoint.
+func (b *Backend) syncLogNow() error {
+	if err := b.log.sync(); err != nil {
+		return err
+	}
+	b.commits.Add(1)
+	if b.knobs.logSynced != nil {
+		b.knobs.logSynced(b.log.f.Name(), b.log.off)
+	}
+	return nil
+}
+
 // waitSyncLog waits for the sync under way, if any, to end.
 func (b *Backend) waitSyncLog() {
 	if b.logSyncing {
@@ -302,6 +317,17 @@ func (b *Backend) startCheckpoint() {
 		_ = b.tx.Rollback() // nothing written; a fresh one sees the store as it is now
 		b.tx = nil
 		return
+	}
+	// In the default mode lazy records may be unsynced. Sync them before
+	// the next epoch starts: its records are synced as they are answered,
+	// and a power loss that kept them but lost this epoch's tail would
+	// end the replay at the gap (wal.go), losing answered sends.
+	if b.opts.SyncInterval == 0 && b.log.unsynced {
+		if err := b.syncLogNow(); err != nil {
+			b.opts.Logger.Error("sync redo log before checkpoint", slog.Any("error", err))
+			b.checkpoint() // commits at once, or degrades
+			return
+		}
 	}
 	tx := b.tx
 	if err := tx.Bucket(metaBucket).Put(logEpochKey, binary.BigEndian.AppendUint64(nil, b.epoch+1)); err != nil {
@@ -589,4 +615,16 @@ func (b *Backend) closeLog() {
 			b.opts.Logger.Error("close", slog.Any("error", err))
 		}
 	}
+}
+
+// needsSync says whether a group's record must be synced before its
+// callers are answered in the default mode: unless every operation in it
+// is lazy.
+func needsSync(group []*op) bool {
+	for _, o := range group {
+		if !o.lazy {
+			return true
+		}
+	}
+	return false
 }
