@@ -26,10 +26,12 @@ import (
 // past the delete (received, or extended, with an explicit visibility
 // timeout that has not nearly run out) is deleted at once; any other is
 // first checked with one ChangeMessageVisibilityBatch that sets its
-// visibility to FenceVisibility, and deleted only if its lease held. A
-// handle whose lease is lost (ReceiptHandleIsInvalid, MessageNotInflight,
-// or AWS's "receipt handle has expired") gets ErrReceiptInvalid and its
-// message is left alone; an empty handle gets it without being sent.
+// visibility to FenceVisibility (or to two CallTimeouts plus DeleteLinger,
+// if longer, so that the delete lands before it runs out), and deleted
+// only if its lease held. A handle whose lease is lost
+// (ReceiptHandleIsInvalid, MessageNotInflight, or AWS's "receipt handle
+// has expired") gets ErrReceiptInvalid and its message is left alone; an
+// empty handle gets it without being sent.
 // Config.SkipDeleteFencing drops the check, and stale handles then report
 // success.
 //
@@ -112,7 +114,7 @@ func (b *Backend) fence(ctx context.Context, queueName, url string, handles []st
 	checked := make([]error, len(handles))
 	need := false
 	for i, h := range handles {
-		fence[i] = queue.VisibilityChange{ReceiptHandle: h, Timeout: FenceVisibility}
+		fence[i] = queue.VisibilityChange{ReceiptHandle: h, Timeout: b.fenceVisibility()}
 		switch {
 		case results[i] != nil:
 			checked[i] = results[i]
@@ -134,6 +136,16 @@ func (b *Backend) fence(ctx context.Context, queueName, url string, handles []st
 		}
 	}
 	return nil
+}
+
+// fenceVisibility is the visibility timeout the lease check sets: its
+// answer may take a call timeout, and the delete after it a linger and
+// another call timeout, so the message must stay hidden that long after
+// the check was sent. (A fixed 30 s let a delete slowed by a CallTimeout
+// over 15 s land after the message had come back, and report success for
+// a lease another consumer held.)
+func (b *Backend) fenceVisibility() time.Duration {
+	return min(max(FenceVisibility, 2*b.cfg.CallTimeout+max(b.cfg.DeleteLinger, 0)), queue.MaxVisibilityTimeout)
 }
 
 // errLeaseHeld marks, in fence, the handles that need no check.

@@ -77,8 +77,10 @@
 // (AWS: "the request succeeds, but the message might not be deleted"; the
 // emulator deletes nothing and reports success). The queue contract wants
 // ErrReceiptInvalid there, so Delete first sets each message's visibility to
-// FenceVisibility (30 s) with ChangeMessageVisibilityBatch, which SQS does
-// refuse for a lost lease, and deletes only the messages whose lease held.
+// FenceVisibility (30 s; two CallTimeouts plus DeleteLinger if that is
+// longer, so the delete lands before the message comes back) with
+// ChangeMessageVisibilityBatch, which SQS does refuse for a lost lease,
+// and deletes only the messages whose lease held.
 // The check is skipped for a handle whose lease the backend knows holds
 // until the delete is done: one received (or last extended) with an
 // explicit visibility timeout that runs out later than Linger plus

@@ -97,3 +97,98 @@ func TestDeleteFenceCoversTheCheckCall(t *testing.T) {
 		t.Errorf("A: %v, want it deleted (no one else received it)", errs[0])
 	}
 }
+
+// TestDeleteFenceOutlastsSlowCalls: a fenced Delete hides the message
+// with its check, then deletes it; with a CallTimeout of 20 s both calls
+// may take nearly that long (throttling retries), so the delete can land
+// up to two call timeouts after the check. The check used to hide the
+// message for FenceVisibility (30 s) whatever the call timeout: here the
+// check's answer takes 17 s and the delete 17 s more, the message came
+// back at 30 s, another consumer received it, and the stale delete still
+// reported success (SQS does not fence deletes). Now the check hides it
+// for at least two call timeouts and the linger, so the delete lands
+// under the lease it checked.
+func TestDeleteFenceOutlastsSlowCalls(t *testing.T) {
+	t.Parallel()
+	const callTimeout, slow = 20 * time.Second, 17 * time.Second
+	var armed atomic.Bool
+	client := rawClient(t, func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("testSlowAnswers",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					wait := func() error {
+						select {
+						case <-time.After(slow):
+							return nil
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					}
+					if !armed.Load() {
+						return next.HandleInitialize(ctx, in)
+					}
+					switch awsmiddleware.GetOperationName(ctx) {
+					case "ChangeMessageVisibilityBatch": // applied at once, answered late
+						out, md, err := next.HandleInitialize(ctx, in)
+						if werr := wait(); werr != nil {
+							return out, md, werr
+						}
+						return out, md, err
+					case "DeleteMessageBatch": // sent late
+						if err := wait(); err != nil {
+							return middleware.InitializeOutput{}, middleware.Metadata{}, err
+						}
+					}
+					return next.HandleInitialize(ctx, in)
+				}), middleware.After)
+		})
+	})
+	b := newBackend(t, func(c *sqsqueue.Config) {
+		c.Client = client
+		c.CallTimeout = callTimeout
+		c.DeleteLinger = -1
+	})
+	other := newBackend(t)
+	q := uniqueName("fenceslow")
+	ensure(t, b, queue.QueueSpec{Name: q})
+	send(t, b, q, []byte("A"))
+	// The queue's default visibility: the backend cannot vouch for the
+	// lease, so the Delete checks it.
+	got, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: 1, Wait: time.Second})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+
+	deleted := make(chan struct{})
+	stolen := make(chan queue.Message, 1)
+	go func() {
+		defer close(stolen)
+		for {
+			m, err := other.Receive(context.Background(), &queue.ReceiveParams{Queue: q, Max: 1, VisibilityTimeout: time.Minute})
+			if err == nil && len(m) == 1 {
+				stolen <- m[0]
+				return
+			}
+			select {
+			case <-deleted:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+
+	armed.Store(true)
+	errs, err := b.Delete(t.Context(), &queue.DeleteParams{Queue: q, ReceiptHandles: []string{got[0].ReceiptHandle}})
+	close(deleted)
+	m, ok := <-stolen
+	switch {
+	case err != nil:
+		t.Fatalf("Delete: %v", err)
+	case ok && errs[0] == nil:
+		t.Errorf("Delete reported success although the fence ran out and another consumer received the message (receive count %d)", m.ReceiveCount)
+	case ok:
+		t.Errorf("the fence ran out before the delete: another consumer received the message (receive count %d); Delete: %v", m.ReceiveCount, errs[0])
+	case errs[0] != nil:
+		t.Errorf("Delete: %v, want the message deleted under the lease it checked", errs[0])
+	}
+}

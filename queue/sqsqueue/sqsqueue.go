@@ -46,9 +46,11 @@ const (
 	// CallTimeoutDefault bounds one API call, all its attempts and backoffs
 	// included. A long-polling ReceiveMessage gets its wait on top.
 	CallTimeoutDefault = 10 * time.Second
-	// FenceVisibility is the visibility timeout a fenced Delete sets while
-	// it checks the leases, just before it deletes: if the delete then
-	// fails, the message comes back this long after.
+	// FenceVisibility is the least visibility timeout a fenced Delete sets
+	// while it checks the leases, just before it deletes: if the delete
+	// then fails, the message comes back this long after. It is longer
+	// (two CallTimeouts plus DeleteLinger) when those could let the delete
+	// land after it ran out.
 	FenceVisibility = 30 * time.Second
 	// StatsConcurrencyDefault is how many GetQueueAttributes calls one Stats
 	// call runs at once.
