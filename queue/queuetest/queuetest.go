@@ -409,6 +409,30 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		}
 	})
 
+	// Backend.EnsureQueues: a dead-letter queue may come in the same call
+	// as the queues that redrive to it, after them as well as before.
+	run("DeadLetterQueueLaterInCall", func(t *testing.T, e *env) {
+		dlq, q := queueName(t, "dlq"), queueName(t, "q")
+		err := e.b.EnsureQueues(e.ctx, []queue.QueueSpec{
+			{Name: q, VisibilityTimeout: time.Second, DeadLetterQueue: dlq, MaxReceiveCount: 1},
+			{Name: dlq},
+		})
+		if err != nil {
+			t.Fatalf("EnsureQueues with the dead-letter queue after its source: %v", err)
+		}
+		id := e.send(q, []byte("poison"))[0]
+		e.receiveN(q, 1, 0)
+		var moved []queue.Message
+		e.eventually("message in the DLQ", func() bool {
+			_ = e.receive(q, 1, time.Second, 0)
+			moved = e.receive(dlq, 1, 0, 0)
+			return len(moved) == 1
+		})
+		if moved[0].MessageID != id {
+			t.Fatalf("DLQ holds %s, want %s", moved[0].MessageID, id)
+		}
+	})
+
 	run("StaleReceiptFenced", func(t *testing.T, e *env) {
 		q := e.queue("q", time.Second, "", 0)
 		e.send(q, []byte("contested"))

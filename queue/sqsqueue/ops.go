@@ -358,17 +358,49 @@ const (
 // answers QueueNameExists) they are set with SetQueueAttributes, which also
 // removes a redrive policy the spec does not have. A queue that exists with
 // the same attributes as those sent is left as it is (SQS's CreateQueue is
-// idempotent), including a redrive policy the spec lacks.
+// idempotent), including a redrive policy the spec lacks. A dead-letter
+// queue named by another spec of the call is created first, wherever it
+// is in specs, since the redrive policy needs its ARN.
 func (b *Backend) EnsureQueues(ctx context.Context, specs []queue.QueueSpec) error {
 	if err := b.errIfClosed("ensure queues"); err != nil {
 		return err
 	}
-	for _, spec := range specs {
+	for _, spec := range dlqsFirst(specs) {
 		if err := b.ensureQueue(ctx, spec.WithDefaults()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dlqsFirst orders specs so that each comes after the spec of its
+// dead-letter queue when that is in specs too, keeping the given order
+// otherwise. Specs whose dead-letter queues form a cycle keep theirs
+// (their creation fails: none of them exists to redrive to).
+func dlqsFirst(specs []queue.QueueSpec) []queue.QueueSpec {
+	pending := make(map[string]int, len(specs)) // name → specs still to place
+	for _, s := range specs {
+		pending[s.Name]++
+	}
+	out := make([]queue.QueueSpec, 0, len(specs))
+	placed := make([]bool, len(specs))
+	for progress := true; progress; {
+		progress = false
+		for i, s := range specs {
+			if placed[i] || (s.DeadLetterQueue != "" && s.DeadLetterQueue != s.Name && pending[s.DeadLetterQueue] > 0) {
+				continue
+			}
+			placed[i], progress = true, true
+			pending[s.Name]--
+			out = append(out, s)
+		}
+	}
+	for i, s := range specs {
+		if !placed[i] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func validateSpec(s queue.QueueSpec) error {
