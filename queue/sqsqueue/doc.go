@@ -83,9 +83,10 @@
 // and deletes only the messages whose lease held.
 // The check is skipped for a handle whose lease the backend knows holds
 // until the delete is done: one received (or last extended) with an
-// explicit visibility timeout that runs out later than Linger plus
-// CallTimeout from now, counted from when that request was sent, before
-// SQS started the timer. Until then no other consumer can have received
+// explicit visibility timeout that runs out later than DeleteLinger plus
+// CallTimeout from now (plus another CallTimeout when another handle of
+// the call needs the check, whose call the delete then waits for),
+// counted from when that request was sent, before SQS started the timer. Until then no other consumer can have received
 // the message, so the handle is the latest. Drainers receive with an
 // explicit timeout and ack within it, so in steady state no ack pays for
 // the check. Config.SkipDeleteFencing gives up the check altogether.
