@@ -571,7 +571,10 @@ func resultOf(lease string, err error) *workerv1.Result {
 	if err == nil {
 		return r
 	}
-	r.Error = err.Error()
+	// Protobuf strings must be UTF-8: a Result that is not could not be
+	// sent, and the broken stream lost every answer in its batch; the job
+	// went back with no attempt counted and failed so again, for ever.
+	r.Error = strings.ToValidUTF8(err.Error(), "\uFFFD")
 	if IsPermanent(err) {
 		r.Outcome = workerv1.Outcome_OUTCOME_FAIL
 		return r

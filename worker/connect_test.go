@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net"
 	"runtime"
@@ -449,5 +450,50 @@ func TestDrainRunsJobsInTransit(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream did not end")
+	}
+}
+
+// TestResultErrorNotUTF8: a handler's error that is not valid UTF-8 (a
+// binary payload quoted in it, say) is answered, with the bad bytes
+// replaced. The Result could not be encoded (protobuf strings must be
+// UTF-8): the send failed, the stream broke with every answer in the
+// batch lost, and the job was handed back with no attempt counted and
+// failed the same way again, for ever.
+func TestResultErrorNotUTF8(t *testing.T) {
+	t.Parallel()
+	var sessions atomic.Int32
+	got := make(chan *workerv1.Result, 1)
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		sessions.Add(1)
+		if err := welcome(s); err != nil {
+			return err
+		}
+		if err := s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: "s.1", JobId: "j"}}}}}); err != nil {
+			return err
+		}
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return nil
+			}
+			for _, r := range m.GetResults().GetResults() {
+				got <- r
+			}
+		}
+	})
+	handler := func(context.Context, worker.Job) error {
+		return worker.RetryAfter(errors.New("bad record \xff\xfe"), time.Minute)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.Connect(ctx, addr, "k", handler, worker.ConnectOptions{Logger: quiet}) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case r := <-got:
+		if r.GetOutcome() != workerv1.Outcome_OUTCOME_RETRY || r.GetError() != "bad record \uFFFD" || r.GetDelay().AsDuration() != time.Minute {
+			t.Errorf("answered %v, want a RETRY after 1m with the error's bad bytes replaced", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no answer in 5s (%d sessions): the result could not be sent", sessions.Load())
 	}
 }
