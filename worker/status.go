@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -45,11 +46,15 @@ func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
+	// A status with details is sent as a google.rpc.Status, whose message
+	// must be UTF-8: with an error that was not, gRPC dropped the details
+	// and a RetryAfter's delay with them.
+	msg := strings.ToValidUTF8(err.Error(), "\uFFFD")
 	var perm *PermanentError
 	if errors.As(err, &perm) {
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return status.Error(codes.FailedPrecondition, msg)
 	}
-	st := status.New(codes.Unavailable, err.Error())
+	st := status.New(codes.Unavailable, msg)
 	var ra *RetryAfterError
 	if errors.As(err, &ra) {
 		if ds, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(ra.After)}); derr == nil {

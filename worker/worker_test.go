@@ -75,6 +75,13 @@ func TestOutcomes(t *testing.T) {
 			name: "RetryAfter retries no sooner than asked", handler: func() error { return worker.RetryAfter(errors.New("rate limited downstream"), 3*time.Second) },
 			wantRetry: true, wantAfter: 3 * time.Second,
 		},
+		{
+			// Its status could not be encoded with the RetryInfo (protobuf
+			// strings must be UTF-8): the delay was dropped, and the job
+			// came back after the drainer's backoff instead.
+			name: "RetryAfter keeps its delay with an error that is not UTF-8", handler: func() error { return worker.RetryAfter(errors.New("bad record \xff"), 3*time.Second) },
+			wantRetry: true, wantAfter: 3 * time.Second,
+		},
 		{name: "Permanent dead-letters", handler: func() error { return worker.Permanent(errors.New("bad payload")) }},
 		{name: "a plain error retries with backoff", handler: func() error { return errors.New("database down") }, wantRetry: true},
 		{name: "a status from another service is not passed on", handler: func() error {
