@@ -58,9 +58,10 @@ type ConnectOptions struct {
 	DialOptions []grpc.DialOption
 	// DrainTimeout bounds the graceful drain when ctx ends: running jobs
 	// get this long to finish and be answered. Then their contexts are
-	// cancelled: a handler that still returns nil is acked, one that
-	// returns an error is not answered, and sluice hands its job back
-	// with no attempt counted. Defaults to 30s.
+	// cancelled: a handler that still returns nil (within 5s) is acked,
+	// one that returns an error is not answered, and sluice hands its job
+	// back with no attempt counted, as it does the job of a handler still
+	// running 5s later, which Connect returns without. Defaults to 30s.
 	DrainTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -86,6 +87,11 @@ var (
 	keepaliveTime    = 30 * time.Second
 	keepaliveTimeout = 10 * time.Second
 )
+
+// cancelGrace is how long a drain that timed out waits for the handlers it
+// cancelled to return; it leaves the rest running. A variable for the
+// tests.
+var cancelGrace = 5 * time.Second
 
 // ErrRefused is returned by Connect when sluice refuses the worker's key or
 // Hello: retrying would not help.
@@ -310,7 +316,15 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	case <-time.After(c.opts.DrainTimeout):
 		log.WarnContext(ctx, "drain timeout: cancelling running jobs (sluice redelivers them)")
 		cancelHandlers()
-		<-finished
+		select {
+		case <-finished:
+		case <-time.After(cancelGrace):
+			// A handler that ignores its context kept Connect, and the
+			// process, from ever returning (found in review). Its job,
+			// unanswered, goes back when the stream closes.
+			log.WarnContext(ctx, "handlers still running after cancellation: disconnecting without them (sluice hands their jobs back)",
+				slog.Duration("waited", cancelGrace))
+		}
 	case err := <-recvDone:
 		cancelHandlers()
 		return true, err

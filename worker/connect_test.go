@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"net"
 	"runtime"
@@ -495,5 +497,64 @@ func TestResultErrorNotUTF8(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("no answer in 5s (%d sessions): the result could not be sent", sessions.Load())
+	}
+}
+
+// TestDrainTimeoutStuckHandler: a handler that ignores its cancelled
+// context does not keep Connect from returning after a drain timed out:
+// the stream closes, and sluice hands the job back. Connect waited for
+// it for ever, so a SIGTERMed worker hung until it was killed.
+func TestDrainTimeoutStuckHandler(t *testing.T) {
+	t.Parallel()
+	ended := make(chan error, 1)
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		if err := s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: "s.1", JobId: "j"}}}}}); err != nil {
+			return err
+		}
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				ended <- err
+				return nil
+			}
+			if rs := m.GetResults().GetResults(); len(rs) > 0 {
+				ended <- fmt.Errorf("answered %v, want no answer for a job still running", rs)
+			}
+		}
+	})
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	handler := func(context.Context, worker.Job) error {
+		close(started)
+		<-release // heedless of its context
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, addr, "k", handler, worker.ConnectOptions{DrainTimeout: 50 * time.Millisecond, Logger: quiet})
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		release <- struct{}{} // let Connect return
+		<-done
+		t.Fatal("Connect still draining 10s after ctx ended, with a DrainTimeout of 50ms")
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("the stream ended with %v, want the worker's clean close", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the stream did not end")
 	}
 }

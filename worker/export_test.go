@@ -5,3 +5,7 @@ import "time"
 // A dead connection is found within about 11s in tests, not 40s (gRPC
 // pings no more often than every 10s).
 func init() { keepaliveTime, keepaliveTimeout = 10*time.Second, time.Second }
+
+// A drain that timed out leaves a handler that ignores its context after
+// 1s, not 5s.
+func init() { cancelGrace = time.Second }
