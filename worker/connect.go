@@ -88,9 +88,9 @@ var (
 	keepaliveTimeout = 10 * time.Second
 )
 
-// cancelGrace is how long a drain that timed out waits for the handlers it
-// cancelled to return; it leaves the rest running. A variable for the
-// tests.
+// cancelGrace is how long a stop that ran out of time (Connect's drain,
+// Serve's grace) waits for the handlers it cancelled to return; it leaves
+// the rest running. A variable for the tests.
 var cancelGrace = 5 * time.Second
 
 // ErrRefused is returned by Connect when sluice refuses the worker's key or

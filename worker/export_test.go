@@ -6,6 +6,6 @@ import "time"
 // pings no more often than every 10s).
 func init() { keepaliveTime, keepaliveTimeout = 10*time.Second, time.Second }
 
-// A drain that timed out leaves a handler that ignores its context after
+// A stop that ran out of time leaves a handler that ignores its context after
 // 1s, not 5s.
 func init() { cancelGrace = time.Second }

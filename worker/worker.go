@@ -170,7 +170,8 @@ type Config struct {
 	Handler Handler
 	// ShutdownGrace is how long Serve waits for jobs in progress once its
 	// context ends; then their contexts are cancelled and the drainer
-	// retries them. Defaults to 30s.
+	// retries them, and Serve returns once their handlers do, or 5s later
+	// without those that ignore their context. Defaults to 30s.
 	ShutdownGrace time.Duration
 	// TLS serves the worker API over TLS with this config (LoadTLS builds
 	// one; set ClientCAs and ClientAuth to require the drainers' client
@@ -211,9 +212,23 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 	case <-ctx.Done():
 	}
 	hs.Shutdown()
-	t := time.AfterFunc(grace, srv.Stop)
-	defer t.Stop()
-	srv.GracefulStop()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(grace):
+		srv.Stop() // closes the connections and cancels the handlers' contexts
+		select {
+		case <-stopped:
+		case <-time.After(cancelGrace):
+			// GracefulStop waits for every handler, even after Stop: one
+			// that ignores its context kept Serve, and the process, from
+			// ever returning (found in review). The drainer has retried
+			// its job already.
+			cmp.Or(cfg.Logger, slog.Default()).WarnContext(ctx, "worker: handlers still running after cancellation: returning without them",
+				slog.Duration("waited", cancelGrace))
+		}
+	}
 	<-errc // Serve returns nil once stopped
 	return nil
 }

@@ -223,6 +223,54 @@ func TestShutdownGrace(t *testing.T) {
 	}
 }
 
+// TestShutdownGraceStuckHandler: a handler that ignores its cancelled
+// context does not keep Serve from returning after the grace. Serve
+// waited for it for ever (GracefulStop waits for every handler, even
+// after Stop), so a SIGTERMed worker hung until it was killed.
+func TestShutdownGraceStuckHandler(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(ctx, lis, worker.Config{Logger: quiet, ShutdownGrace: 50 * time.Millisecond, Handler: func(context.Context, worker.Job) error {
+			close(started)
+			<-release // heedless of its context
+			return nil
+		}})
+	}()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	delivered := make(chan error, 1)
+	go func() {
+		delivered <- drainer.NewGRPCWorker(conn).Handle(t.Context(), &drainer.Job{ID: "j1", Attempt: 1})
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		release <- struct{}{} // let Serve return
+		<-served
+		t.Fatal("Serve still stopping 10s after ctx ended, with a ShutdownGrace of 50ms")
+	}
+	if err := <-delivered; err == nil || drainer.IsPermanent(err) {
+		t.Fatalf("drainer outcome %v, want retry", err)
+	}
+}
+
 func TestServeNeedsHandler(t *testing.T) {
 	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
