@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -577,6 +578,28 @@ func (c *puller) call(ctx context.Context, log *slog.Logger, lease string, job J
 	return resultOf(lease, err), err
 }
 
+// resultErrorMax bounds the error a Result carries; sluice keeps the
+// first 1 KiB of it with the job.
+const resultErrorMax = 4 << 10
+
+// resultError is err's message as a Result carries it. A Result that
+// could not be sent broke the stream, and every answer in its batch was
+// lost; the job went back with no attempt counted and failed so again,
+// for ever. So the message is made valid UTF-8 (protobuf strings must
+// be), and cut to resultErrorMax bytes, marked (a batch of long ones
+// went over the message size sluice reads; found in review).
+func resultError(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(s) <= resultErrorMax {
+		return s
+	}
+	cut := resultErrorMax - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // resultOf turns a handler's error into the job's result, as the status
 // table does for push workers: nil acks, Permanent fails, RetryAfter
 // retries no sooner than its delay, anything else retries.
@@ -585,10 +608,7 @@ func resultOf(lease string, err error) *workerv1.Result {
 	if err == nil {
 		return r
 	}
-	// Protobuf strings must be UTF-8: a Result that is not could not be
-	// sent, and the broken stream lost every answer in its batch; the job
-	// went back with no attempt counted and failed so again, for ever.
-	r.Error = strings.ToValidUTF8(err.Error(), "\uFFFD")
+	r.Error = resultError(err)
 	if IsPermanent(err) {
 		r.Outcome = workerv1.Outcome_OUTCOME_FAIL
 		return r

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/worker"
 )
 
@@ -31,13 +32,13 @@ type fakePull struct {
 
 func (f *fakePull) Connect(s workerv1.PullService_ConnectServer) error { return f.fn(s) }
 
-func startFake(t *testing.T, fn func(workerv1.PullService_ConnectServer) error) string {
+func startFake(t *testing.T, fn func(workerv1.PullService_ConnectServer) error, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	workerv1.RegisterPullServiceServer(srv, &fakePull{fn: fn})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -556,5 +557,51 @@ func TestDrainTimeoutStuckHandler(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("the stream did not end")
+	}
+}
+
+// TestResultErrorTooLong: a handler's error longer than sluice takes in a
+// message (a downloaded body quoted in it, say) is answered, cut short.
+// The Results message went over sluice's limit: the stream broke with
+// every answer in the batch lost, and the job was handed back with no
+// attempt counted and failed the same way again, for ever.
+func TestResultErrorTooLong(t *testing.T) {
+	t.Parallel()
+	var sessions atomic.Int32
+	got := make(chan *workerv1.Result, 1)
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		sessions.Add(1)
+		if err := welcome(s); err != nil {
+			return err
+		}
+		if err := s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: "s.1", JobId: "j"}}}}}); err != nil {
+			return err
+		}
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				return nil
+			}
+			for _, r := range m.GetResults().GetResults() {
+				got <- r
+			}
+		}
+	}, grpc.MaxRecvMsgSize(serve.MaxRecvMsgBytes)) // sluice's worker listener's limit
+	body := strings.Repeat("é", serve.MaxRecvMsgBytes/2)
+	handler := func(context.Context, worker.Job) error {
+		return fmt.Errorf("upstream answered 502: %s", body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.Connect(ctx, addr, "k", handler, worker.ConnectOptions{Logger: quiet}) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case r := <-got:
+		e := r.GetError()
+		if r.GetOutcome() != workerv1.Outcome_OUTCOME_RETRY || !strings.HasPrefix(e, "upstream answered 502: éé") || !strings.HasSuffix(e, "é…") || len(e) > 4<<10 {
+			t.Errorf("answered %s with a %d-byte error ending %q, want a RETRY with the error cut to at most 4 KiB, marked", r.GetOutcome(), len(e), e[max(len(e)-8, 0):])
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no answer in 5s (%d sessions): the result could not be sent", sessions.Load())
 	}
 }
