@@ -235,6 +235,9 @@ func (t Topology) Validate() error {
 		if !(l.Capacity > 0) || math.IsInf(l.Capacity, 0) { // NaN (YAML's .nan) fails too
 			errs = append(errs, fmt.Errorf("%s: capacity must be positive", at))
 		}
+		if l.SLA <= 0 {
+			errs = append(errs, fmt.Errorf("%s: sla %s must be positive", at, time.Duration(l.SLA)))
+		}
 		if l.DeprecatedDrainRate != 0 {
 			errs = append(errs, fmt.Errorf("%s: give capacity only (drain_rate is its deprecated name)", at))
 		}

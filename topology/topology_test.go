@@ -97,6 +97,10 @@ func TestParse(t *testing.T) {
 		{name: "no lanes", yaml: "prefix: x\n", wantErr: "at least one lane"},
 		{name: "bad lane name", yaml: "lanes:\n  - name: Premium\n", wantErr: "lowercase"},
 		{name: "duplicate lane", yaml: "lanes:\n  - name: a\n  - name: a\n", wantErr: "duplicate lane"},
+		// A negative sla was taken: with a high_water_mark given it
+		// passed, and without one the error blamed high_water_mark.
+		{name: "negative sla", yaml: "lanes:\n  - name: a\n    sla: -5m\n    high_water_mark: 100\n", wantErr: "sla -5m0s must be positive"},
+		{name: "negative sla sizing the high-water mark", yaml: "lanes:\n  - name: a\n    sla: -5m\n", wantErr: "sla -5m0s must be positive"},
 		{name: "visibility too short", yaml: "lanes:\n  - name: a\n    visibility_timeout: 10ms\n", wantErr: "visibility_timeout"},
 		{name: "name too long", yaml: "prefix: " + strings.Repeat("p", 60) + "\nlanes:\n  - name: " + strings.Repeat("l", 20) + "\n", wantErr: "over the limit of 80"},
 	}
