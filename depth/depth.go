@@ -167,17 +167,3 @@ func (c *Cache) Add(q string, n int64) {
 		e.waiting.Add(n)
 	}
 }
-
-// Snapshot returns the last known Stats of q.
-func (c *Cache) Snapshot(q string) queue.Stats {
-	e := c.entries[q]
-	if e == nil {
-		return queue.Stats{Queue: q}
-	}
-	return queue.Stats{
-		Queue:     q,
-		Visible:   e.waiting.Load(),
-		InFlight:  e.inFlight.Load(),
-		OldestAge: time.Duration(e.oldest.Load()),
-	}
-}

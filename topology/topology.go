@@ -431,7 +431,7 @@ type QueueInfo struct {
 }
 
 // Queues lists every queue of the topology, each lane's dead-letter queue
-// before the queues that redrive to it (the order EnsureQueues needs).
+// before the queues that redrive to it.
 func (t Topology) Queues() []QueueInfo {
 	var out []QueueInfo
 	for _, l := range t.Lanes {
