@@ -578,22 +578,23 @@ func (c *puller) call(ctx context.Context, log *slog.Logger, lease string, job J
 	return resultOf(lease, err), err
 }
 
-// resultErrorMax bounds the error a Result carries; sluice keeps the
-// first 1 KiB of it with the job.
-const resultErrorMax = 4 << 10
+// errorTextMax bounds the error text a worker answers with, in a Result
+// or a status; sluice keeps the first 1 KiB of it with the job.
+const errorTextMax = 4 << 10
 
-// resultError is err's message as a Result carries it. A Result that
-// could not be sent broke the stream, and every answer in its batch was
-// lost; the job went back with no attempt counted and failed so again,
-// for ever. So the message is made valid UTF-8 (protobuf strings must
-// be), and cut to resultErrorMax bytes, marked (a batch of long ones
-// went over the message size sluice reads; found in review).
-func resultError(err error) string {
+// errorText is err's message as a worker answers it. An answer that
+// could not be sent was lost with others: a Result that could not be
+// encoded broke the stream, and every answer in its batch; a status over
+// the drainer's trailer limit broke the connection. Either way the job
+// went back with no attempt counted and failed so again, for ever. So
+// the message is made valid UTF-8 (protobuf strings must be), and cut to
+// errorTextMax bytes, marked (found in review).
+func errorText(err error) string {
 	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	if len(s) <= resultErrorMax {
+	if len(s) <= errorTextMax {
 		return s
 	}
-	cut := resultErrorMax - len("…")
+	cut := errorTextMax - len("…")
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
@@ -608,7 +609,7 @@ func resultOf(lease string, err error) *workerv1.Result {
 	if err == nil {
 		return r
 	}
-	r.Error = resultError(err)
+	r.Error = errorText(err)
 	if IsPermanent(err) {
 		r.Outcome = workerv1.Outcome_OUTCOME_FAIL
 		return r

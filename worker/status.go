@@ -3,7 +3,6 @@ package worker
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -48,8 +47,8 @@ func ToStatus(err error) error {
 	}
 	// A status with details is sent as a google.rpc.Status, whose message
 	// must be UTF-8: with an error that was not, gRPC dropped the details
-	// and a RetryAfter's delay with them.
-	msg := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	// and a RetryAfter's delay with them. A long one broke the connection.
+	msg := errorText(err)
 	var perm *PermanentError
 	if errors.As(err, &perm) {
 		return status.Error(codes.FailedPrecondition, msg)

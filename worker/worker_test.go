@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,11 @@ func TestOutcomes(t *testing.T) {
 			wantRetry: true, wantAfter: 3 * time.Second,
 		},
 		{name: "Permanent dead-letters", handler: func() error { return worker.Permanent(errors.New("bad payload")) }},
+		{
+			// Its status went over the trailer size the drainer reads, and
+			// the call failed INTERNAL: a retry, for ever.
+			name: "Permanent dead-letters with a 17 MiB error", handler: func() error { return worker.Permanent(errors.New(strings.Repeat("x", 17<<20))) },
+		},
 		{name: "a plain error retries with backoff", handler: func() error { return errors.New("database down") }, wantRetry: true},
 		{name: "a status from another service is not passed on", handler: func() error {
 			return fmt.Errorf("fetch customer: %w", status.Error(codes.NotFound, "no such customer"))
