@@ -29,7 +29,7 @@ type Live struct {
 
 	// watching, when set (by tests), is called once Watch watches the
 	// directory: a change from then on is seen.
-	watching func()
+	watching func(*fsnotify.Watcher)
 }
 
 // Version is one loaded config and where it came from.
@@ -163,7 +163,7 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 		return fmt.Errorf("watch tenant config directory: %w", err)
 	}
 	if l.watching != nil {
-		l.watching()
+		l.watching(w)
 	}
 	// Only the file itself matters, or for a Kubernetes ConfigMap the
 	// "..data" symlink swapped over it; other files in the directory (the
@@ -187,6 +187,10 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 				return nil
 			}
 			report(false, fmt.Errorf("watch tenant config: %w", err))
+			// Events may have been lost (the kernel's queue overflowed):
+			// read the file again rather than miss a change until the
+			// next one.
+			settle.Reset(watchSettle)
 		case <-settle.C:
 			if changed, err := l.Reload(); changed || err != nil {
 				report(changed, err)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 const liveV1 = `tenants:
@@ -150,7 +152,7 @@ func TestLiveWatch(t *testing.T) {
 	}
 	reports := make(chan report, 10)
 	watching := make(chan struct{})
-	l.watching = func() { close(watching) }
+	l.watching = func(*fsnotify.Watcher) { close(watching) }
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := l.Watch(ctx, func(changed bool, err error) { reports <- report{changed, err} }); err != nil {
@@ -211,5 +213,43 @@ func TestFixedIsNotReloadable(t *testing.T) {
 	}
 	if l.Config() != cfg {
 		t.Fatal("Config is not the fixed one")
+	}
+}
+
+// TestLiveWatchErrorRereads: a watcher error can mean lost events (the
+// kernel's queue overflowed), so Watch reads the file again. Before, a
+// change whose event was lost went unseen until the next change.
+func TestLiveWatchErrorRereads(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	writeFile(t, path, liveV1)
+	l, err := NewLive(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, liveV2) // changed with no watcher to see it: a lost event
+	l.watching = func(w *fsnotify.Watcher) {
+		go func() { w.Errors <- fsnotify.ErrEventOverflow }() // read once Watch loops
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	reloaded := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := l.Watch(ctx, func(changed bool, _ error) {
+			if changed {
+				reloaded <- struct{}{}
+			}
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	defer func() { cancel(); wg.Wait() }()
+	select {
+	case <-reloaded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload within 10s of a watcher error")
+	}
+	if got := submitRate(t, l); got != 50 {
+		t.Fatalf("submit_rate %g, want 50", got)
 	}
 }
