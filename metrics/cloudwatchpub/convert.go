@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/metrics"
 )
@@ -104,6 +105,12 @@ type converter struct {
 }
 
 type prevSample struct {
+	// created is the series' creation time (Prometheus's created
+	// timestamp), zero if it has none. A series deleted and made again
+	// between two cycles (package metrics does so when a tenant leaves the
+	// top K and comes back) has a new one: it is a new series, whatever
+	// its value.
+	created time.Time
 	value   float64  // counter
 	count   uint64   // histogram
 	sum     float64  // histogram
@@ -174,7 +181,9 @@ func (c *converter) convert(fams []*dto.MetricFamily, now time.Time) []types.Met
 			switch typ {
 			case dto.MetricType_COUNTER:
 				v := m.GetCounter().GetValue()
-				next[seriesKey] = prevSample{value: v}
+				created := createdTime(m.GetCounter().GetCreatedTimestamp())
+				seen = seen && prev.created.Equal(created)
+				next[seriesKey] = prevSample{created: created, value: v}
 				if seen && v >= prev.value {
 					v -= prev.value
 				} // else new series or reset: everything counted so far is new
@@ -226,7 +235,9 @@ func (c *converter) addHistogram(a *agg, h *dto.Histogram, prev prevSample, seen
 		cum = append(cum, b.GetCumulativeCount())
 	}
 	count, sum := h.GetSampleCount(), h.GetSampleSum()
-	next[seriesKey] = prevSample{count: count, sum: sum, buckets: cum}
+	created := createdTime(h.GetCreatedTimestamp())
+	seen = seen && prev.created.Equal(created)
+	next[seriesKey] = prevSample{created: created, count: count, sum: sum, buckets: cum}
 	if seen && count >= prev.count && len(prev.buckets) == len(cum) {
 		count -= prev.count
 		sum -= prev.sum
@@ -309,6 +320,15 @@ func estimateMinMax(bounds []float64, counts []uint64, n uint64, sum float64) (l
 	lo = min(lo, mean)
 	hi = max(hi, mean)
 	return lo, hi
+}
+
+// createdTime returns a series' created timestamp, or the zero time when
+// it has none (a collector that does not set it).
+func createdTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

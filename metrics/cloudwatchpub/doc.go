@@ -22,8 +22,11 @@
 //     1024 characters (a tier is named freely in the tenant file).
 //   - counters become the increase since the previous cycle, unit Count
 //     (the first cycle reports everything counted since the series
-//     appeared; a counter that went down was reset and reports its new
-//     value). Zero increases are sent too, so alarms see 0, not missing data.
+//     appeared; a counter that went down was reset, and a series with a
+//     new created timestamp was deleted and made again, as package metrics
+//     does when a tenant leaves the top K and comes back: either reports
+//     its new value). Zero increases are sent too, so alarms see 0, not
+//     missing data.
 //   - gauges become their current value (unit Seconds for *_seconds, else
 //     Count).
 //   - histograms become a StatisticSet of the samples observed since the

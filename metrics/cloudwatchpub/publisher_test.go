@@ -12,8 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/smithy-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -582,4 +586,74 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// recorder is an API that keeps the datums it is sent, for tests that run
+// in a synctest bubble (no network).
+type recorder struct {
+	mu   sync.Mutex
+	data []types.MetricDatum
+}
+
+func (r *recorder) PutMetricData(_ context.Context, in *cloudwatch.PutMetricDataInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.data = append(r.data, in.MetricData...)
+	return &cloudwatch.PutMetricDataOutput{}, nil
+}
+
+// take returns the sum of the values sent for name since the last take.
+func (r *recorder) take(name string) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var sum float64
+	for _, d := range r.data {
+		if aws.ToString(d.MetricName) == name && d.Value != nil {
+			sum += *d.Value
+		}
+	}
+	r.data = nil
+	return sum
+}
+
+// TestTenantRelabeledBetweenCycles: package metrics deletes a tenant's
+// series when the tenant leaves the top K and starts a new one from zero
+// when it comes back. With a publish interval longer than the top-K
+// refresh (--cloudwatch-interval 5m, refresh 1m) both can happen between
+// two cycles; the publisher took the new series for the old one and
+// subtracted the old total from it, so JobsSubmitted lost that many jobs.
+func TestTenantRelabeledBetweenCycles(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg, metrics.Options{TopTenants: 1, TenantRefresh: time.Minute})
+		rec := &recorder{}
+		p := cloudwatchpub.NewPublisher(cloudwatchpub.PublisherConfig{Client: rec, Gatherer: reg, Interval: 5 * time.Minute})
+		submit := func(tenant string, n int) {
+			for range n {
+				m.Submit(tenant, "standard", "std", metrics.OutcomeAdmitted)
+			}
+		}
+		publish := func() float64 {
+			t.Helper()
+			if err := p.Publish(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			return rec.take("JobsSubmitted")
+		}
+
+		submit("a", 100) // a holds the only label
+		if got := publish(); got != 100 {
+			t.Fatalf("first cycle: JobsSubmitted %v, want 100", got)
+		}
+		submit("b", 300) // counted as other
+		time.Sleep(time.Minute)
+		submit("a", 1000) // refresh: b takes the label, a's series is deleted
+		time.Sleep(time.Minute)
+		submit("a", 150) // refresh: a takes it back, a new series from zero
+		want := float64(300 + 1000 + 150)
+		if got := publish(); got != want {
+			t.Errorf("second cycle: JobsSubmitted %v, want %v (every job submitted since the first)", got, want)
+		}
+	})
 }
