@@ -13,13 +13,15 @@
 //     sluice_age_of_first_attempt_seconds → AgeOfFirstAttempt (the metric
 //     list is in package metrics).
 //   - dimensions: only the labels lane, queue, kind, action, reason,
-//     outcome, tier and operation, as Lane, Queue, Kind, Action, Reason,
-//     Outcome, Tier and Operation. Every other label, tenant above all, is
-//     dropped, and series that then coincide are added up. An empty or
-//     blank label value becomes "none", so each metric keeps one dimension
-//     set; a value CloudWatch would refuse (and with it the whole call) has
-//     each non-ASCII or control character replaced by '_' and is cut to
-//     1024 characters (a tier is named freely in the tenant file).
+//     outcome, tier, operation and result, as Lane, Queue, Kind, Action,
+//     Reason, Outcome, Tier, Operation and Result (TenantConfigReloads by
+//     Result, so that refused reloads can be alarmed on). Every other
+//     label, tenant above all, is dropped, and series that then coincide
+//     are added up. An empty or blank label value becomes "none", so each
+//     metric keeps one dimension set; a value CloudWatch would refuse (and
+//     with it the whole call) has each non-ASCII or control character
+//     replaced by '_' and is cut to 1024 characters (a tier is named
+//     freely in the tenant file).
 //   - counters become the increase since the previous cycle, unit Count
 //     (the first cycle reports everything counted since the series
 //     appeared; a counter that went down was reset, and a series with a
