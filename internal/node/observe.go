@@ -68,6 +68,9 @@ type Observer struct {
 	pub     *cloudwatchpub.Publisher
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// polling waits for the backend-call poller, whose last count (made
+	// once cancel is called) the last CloudWatch publish must carry.
+	polling sync.WaitGroup
 	// stopTracing flushes and stops the trace exporter; nil when off.
 	stopTracing func(context.Context) error
 	stopOnce    sync.Once
@@ -129,7 +132,7 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		}
 	}
 	if counter, ok := backend.(interface{ APICalls() map[string]int64 }); ok {
-		o.wg.Go(func() { o.pollAPICalls(ctx, counter.APICalls) })
+		o.polling.Go(func() { o.pollAPICalls(ctx, counter.APICalls) })
 	}
 	if store, ok := backend.(interface {
 		ObserveWrites(func(ops int, took time.Duration))
@@ -185,6 +188,7 @@ func (o *Observer) Stop(ctx context.Context) error {
 func (o *Observer) stop(ctx context.Context) error {
 	var errs []error
 	o.cancel()
+	o.polling.Wait() // its last count, before the last publish
 	if o.stopTracing != nil {
 		// Five seconds at most, so an unreachable collector leaves time
 		// for the last CloudWatch publish.

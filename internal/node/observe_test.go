@@ -3,10 +3,18 @@ package node
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice/internal/topotest"
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/metrics/cloudwatchpub"
 )
 
 // TestObserverStop starts an observer serving /metrics on a loopback port:
@@ -31,4 +39,69 @@ func TestObserverStop(t *testing.T) {
 	if err := o.srv.ListenAndServe(); err != http.ErrServerClosed {
 		t.Fatalf("metrics server after Stop: %v, want it closed", err)
 	}
+}
+
+// apiRecorder is a cloudwatchpub.API that adds up the BackendCalls it is
+// sent.
+type apiRecorder struct {
+	mu    sync.Mutex
+	calls float64
+}
+
+func (r *apiRecorder) PutMetricData(_ context.Context, in *cloudwatch.PutMetricDataInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range in.MetricData {
+		if aws.ToString(d.MetricName) == "BackendCalls" && d.Value != nil {
+			r.calls += *d.Value
+		}
+	}
+	return &cloudwatch.PutMetricDataOutput{}, nil
+}
+
+// TestObserverStopPublishesTheLastBackendCalls: Stop's last CloudWatch
+// publish must carry the backend calls the poller counts on its way out
+// (the process's last deletes and moves). The poller's last count and
+// the publisher's flush ran side by side, and the flush could go first,
+// so the last calls never reached CloudWatch.
+func TestObserverStopPublishesTheLastBackendCalls(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		rec := &apiRecorder{}
+		o := &Observer{
+			Metrics: metrics.New(reg, metrics.Options{}),
+			log:     topotest.QuietLog,
+			pub:     cloudwatchpub.NewPublisher(cloudwatchpub.PublisherConfig{Client: rec, Gatherer: reg, Interval: time.Hour}),
+		}
+		var ctx context.Context
+		ctx, o.cancel = context.WithCancel(t.Context())
+		if err := o.pub.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		n := int64(0)
+		o.polling.Go(func() {
+			o.pollAPICalls(ctx, func() map[string]int64 {
+				mu.Lock()
+				defer mu.Unlock()
+				if ctx.Err() != nil {
+					time.Sleep(time.Second) // the last count takes a while
+				}
+				return map[string]int64{"DeleteMessageBatch": n}
+			})
+		})
+		mu.Lock()
+		n = 7 // calls made while the process stops, counted on the way out
+		mu.Unlock()
+		if err := o.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		o.polling.Wait() // a no-op once Stop waits for the poller itself
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if rec.calls != 7 {
+			t.Errorf("BackendCalls published %v, want 7", rec.calls)
+		}
+	})
 }
