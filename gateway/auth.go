@@ -9,7 +9,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/tenant"
 )
 
@@ -59,19 +61,30 @@ func authenticate(ctx context.Context, md metadata.MD, auth func() Authenticator
 // call from its headers before gRPC reads the request body, so a caller
 // without a valid key cannot make the gateway receive and decode a
 // message of up to the receive limit. The tenant it finds rides in the
-// call's context, where UnaryAuth and StreamAuth find it.
-func TapAuth(auth func() Authenticator) tap.ServerInHandle {
+// call's context, where UnaryAuth and StreamAuth find it. Each Submit or
+// SubmitBatch it refuses is counted in m (nil counts nothing) as one
+// job with outcome unauthenticated: its body, and so its jobs, are never
+// read.
+func TapAuth(auth func() Authenticator, m *metrics.Metrics) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if serve.IsPublicMethod(info.FullMethodName) {
 			return ctx, nil
 		}
-		return authenticate(ctx, info.Header, auth)
+		ctx, err := authenticate(ctx, info.Header, auth)
+		if err != nil {
+			switch info.FullMethodName {
+			case ingestv1.IngestService_Submit_FullMethodName, ingestv1.IngestService_SubmitBatch_FullMethodName:
+				m.Submit("", "", "", metrics.OutcomeUnauthenticated)
+			}
+		}
+		return ctx, err
 	}
 }
 
 // UnaryAuth returns an interceptor that authenticates every call except
 // health and reflection. auth is called per request so that a reloaded
-// tenant config takes effect at once.
+// tenant config takes effect at once. The calls it refuses are not
+// counted: install TapAuth before it, which refuses them first.
 func UnaryAuth(auth func() Authenticator) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if _, ok := TenantFrom(ctx); ok || serve.IsPublicMethod(info.FullMethod) {

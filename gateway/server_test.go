@@ -85,7 +85,7 @@ func setupWrapped(t testing.TB, cfg Config, wrap func(queue.Backend) queue.Backe
 	}
 	auth := func() Authenticator { return tenants }
 	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{UnaryAuth(auth)}, []grpc.StreamServerInterceptor{StreamAuth(auth)},
-		grpc.InTapHandle(TapAuth(auth)))
+		grpc.InTapHandle(TapAuth(auth, cfg.Metrics)))
 	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

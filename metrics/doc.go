@@ -43,7 +43,9 @@
 //     unauthenticated, unavailable (the backend did not store the job).
 //     Jobs submitted = the sum; throttled by reason and tier = the
 //     throttled_* outcomes by tier. tenant is described below; calls that
-//     never reached a tenant (unauthenticated) count as tenant="other".
+//     never reached a tenant (unauthenticated) count as tenant="other",
+//     with no tier or lane, once per call: a SubmitBatch refused for its
+//     key is refused before its jobs are read (gateway.TapAuth).
 //   - sluice_enqueue_latency_seconds: how long the backend took to store an
 //     admitted job durably (fsync, or SendMessageBatch on SQS).
 //   - sluice_queue_*: the last depth reading of each queue (the depth cache

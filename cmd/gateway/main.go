@@ -240,7 +240,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 	}
 	auth := func() gateway.Authenticator { return tenants.Config() }
 	// Keys are checked from the headers before a request body is read.
-	ingestOpts := append([]grpc.ServerOption{grpc.InTapHandle(gateway.TapAuth(auth))}, tlsCfg.Ingest...)
+	ingestOpts := append([]grpc.ServerOption{grpc.InTapHandle(gateway.TapAuth(auth, obs.Metrics))}, tlsCfg.Ingest...)
 	srv := serve.NewServer(log, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, []grpc.StreamServerInterceptor{gateway.StreamAuth(auth)}, ingestOpts...)
 	ingestv1.RegisterIngestServiceServer(srv.GRPC, gw)
 

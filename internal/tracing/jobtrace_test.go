@@ -169,7 +169,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := func() gateway.Authenticator { return tenants }
-	gwSrv := serve.NewServer(quiet, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, nil, grpc.InTapHandle(gateway.TapAuth(auth)))
+	gwSrv := serve.NewServer(quiet, []grpc.UnaryServerInterceptor{gateway.UnaryAuth(auth)}, nil, grpc.InTapHandle(gateway.TapAuth(auth, nil)))
 	ingestv1.RegisterIngestServiceServer(gwSrv.GRPC, gw)
 	client := ingestv1.NewIngestServiceClient(serveGRPC(t, gwSrv.GRPC))
 
