@@ -41,7 +41,7 @@ type ObserveFlags struct {
 func (f *ObserveFlags) Register(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&f.MetricsListen, "metrics-listen", defaultListen, "address of the Prometheus /metrics endpoint; empty turns it off")
 	fs.StringVar(&f.CloudWatchNamespace, "cloudwatch-namespace", "", "publish the same metrics to CloudWatch under this namespace; empty turns it off")
-	fs.DurationVar(&f.CloudWatchInterval, "cloudwatch-interval", time.Minute, "how often metrics are published to CloudWatch")
+	fs.DurationVar(&f.CloudWatchInterval, "cloudwatch-interval", time.Minute, "how often metrics are published to CloudWatch; at most 1m for the Terraform module's alarms, which read one-minute periods")
 	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/gRPC collector: host:port (plain text), http://host:port or https://host:port; empty turns tracing off. OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME and the like apply")
 	f.serviceName = "sluice-" + fs.Name()
 }
