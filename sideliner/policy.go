@@ -171,9 +171,10 @@ type Policy struct {
 	// up to MaxDelay.
 	RetryCap time.Duration
 	// NoSideline turns sidelining off: Decide skips rules 4 and 5, so
-	// every live job is delivered in the order it is read, and Admit
-	// applies no tenant drain limits. It makes a plain shared FIFO, the
-	// baseline the benchmarks (bench/) compare against. Off by default.
+	// every live job is delivered in the order it is read, and the
+	// drainer schedules every job as one tenant's, with no tenant drain
+	// limits. It makes a plain shared FIFO, the baseline the benchmarks
+	// (bench/) compare against. Off by default.
 	NoSideline bool
 }
 
