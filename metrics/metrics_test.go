@@ -299,6 +299,30 @@ func TestTopTenants(t *testing.T) {
 		}
 	})
 
+	// Volumes halve at every refresh period, idle ones included: a
+	// refresh runs only on a submit, and after an idle hour the counts
+	// halved once, not sixty times, so yesterday's heaviest tenant kept
+	// its label for many minutes over today's.
+	t.Run("idle periods decay the volumes too", func(t *testing.T) {
+		t.Parallel()
+		m, bundle := setup(t, Options{TopTenants: 1})
+		m.Submit("yesterday", "free", "free", OutcomeAdmitted)
+		for range 100_000 {
+			m.Submit("yesterday", "free", "free", OutcomeAdmitted)
+		}
+		bundle.clock.Advance(time.Hour) // nothing submitted
+		for range 2 {
+			for range 100 {
+				m.Submit("today", "free", "free", OutcomeAdmitted)
+			}
+			bundle.clock.Advance(TenantRefreshDefault)
+		}
+		m.Submit("today", "free", "free", OutcomeAdmitted)
+		if got := m.tenants.labels(); !slices.Equal(got, []string{"today"}) {
+			t.Fatalf("labeled %v two minutes after an idle hour, want [today]", got)
+		}
+	})
+
 	t.Run("negative K labels no tenant", func(t *testing.T) {
 		t.Parallel()
 		m, bundle := setup(t, Options{TopTenants: -1})

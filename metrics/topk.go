@@ -20,9 +20,11 @@ import (
 // volume (count − error) among the labeled tenants and the candidates
 // become the labeled set, ties keeping the current holder, and every count
 // then halves, so the ranking follows recent volume (half-life one refresh
-// period). Labels change only at a refresh, except that while fewer than k
-// tenants have been seen each new tenant is labeled at once, so a
-// deployment with at most k tenants sees every tenant from its first job.
+// period). A refresh runs at the first observation due; it halves the
+// counts once for each period since the last, idle ones included. Labels
+// change only at a refresh, except that while fewer than k tenants have
+// been seen each new tenant is labeled at once, so a deployment with at
+// most k tenants sees every tenant from its first job.
 //
 // Memory: k + capacity entries. Cost per observation: a map lookup and,
 // for a candidate, a heap fix (O(log capacity)); a refresh sorts k +
@@ -76,7 +78,13 @@ func (t *topK) do(tenant string, n int, fn func(label string)) {
 	case t.next.IsZero():
 		t.next = now.Add(t.refresh)
 	case !now.Before(t.next):
-		t.rebalance()
+		// One halving per refresh period that passed, the idle ones
+		// with no submit to run a refresh included.
+		halvings := 1
+		if t.refresh > 0 {
+			halvings += int(min(now.Sub(t.next)/t.refresh, 63))
+		}
+		t.rebalance(halvings)
 		t.next = now.Add(t.refresh)
 	}
 	fn(t.observe(tenant, uint64(n)))
@@ -113,8 +121,9 @@ func (t *topK) observe(tenant string, n uint64) string {
 }
 
 // rebalance picks the new labeled set, unlabels the tenants that left it
-// and halves every count.
-func (t *topK) rebalance() {
+// and halves every count the given number of times.
+func (t *topK) rebalance(halvings int) {
+	shift := uint(min(max(halvings, 1), 63))
 	all := make([]*entry, 0, len(t.labeled)+len(t.cands))
 	for _, e := range t.labeled {
 		all = append(all, e)
@@ -154,8 +163,8 @@ func (t *topK) rebalance() {
 	t.cands = make(map[string]*entry, len(all)-n)
 	t.heap = t.heap[:0]
 	for _, e := range all {
-		e.count /= 2
-		e.err /= 2
+		e.count >>= shift
+		e.err >>= shift
 	}
 	for _, e := range all[n:] {
 		if e.count == 0 {
