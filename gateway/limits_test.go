@@ -1,16 +1,22 @@
 package gateway
 
 import (
+	"encoding/base64"
+	"errors"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/envelope"
+	envelopev1 "github.com/sluice-dev/sluice/gen/sluice/envelope/v1"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/queue"
@@ -152,5 +158,38 @@ func TestTenantComesOnlyFromTheKey(t *testing.T) {
 	two := metadata.AppendToOutgoingContext(key(t.Context(), "tiny-key-1"), "authorization", "Bearer acme-key-1")
 	if _, err := tb.client.Submit(two, &ingestv1.SubmitRequest{Payload: []byte("x")}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("two keys: %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// TestAcceptedEnvelopeHasRoomForTheDrainer: the drainer adds to an
+// envelope as it retries or dead-letters it (the first attempt's time,
+// the attempts, the last error, the reason, a replay's time). An envelope
+// at the gateway's limit must still fit SQS's 256 KiB after base64 with
+// all of them at their largest. At 192 KiB it did not: the job's retry
+// and dead-letter moves failed as too large, for ever, until SQS's own
+// redrive took it to the DLQ with no reason.
+func TestAcceptedEnvelopeHasRoomForTheDrainer(t *testing.T) {
+	t.Parallel()
+	env := &envelopev1.Envelope{
+		JobId: "01JOB", Tenant: "acme", Lane: "premium", EnqueuedAt: timestamppb.Now(),
+		TraceContext: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+	}
+	body, err := envelope.Encode(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Payload = make([]byte, MaxMessageBytesDefault-len(body)-4) // less its tag and length
+	if body, err = envelope.Encode(env); err != nil || len(body) != MaxMessageBytesDefault {
+		t.Fatalf("envelope at the limit: %d bytes (%v), want %d", len(body), err, MaxMessageBytesDefault)
+	}
+	far := timestamppb.New(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC))
+	env.FirstAttemptAt, env.ReplayedAt, env.Attempts = far, far, math.MaxUint32
+	env.DeadLetterReason = strings.Repeat("r", 64) // the reasons are short words
+	env.LastError = envelope.LastError(errors.New(strings.Repeat("€", envelope.LastErrorMax)))
+	if body, err = envelope.Encode(env); err != nil {
+		t.Fatal(err)
+	}
+	if n := base64.StdEncoding.EncodedLen(len(body)); n > queue.MaxBodyBytes {
+		t.Fatalf("after the drainer's additions the envelope is %d bytes, %d in base64: over SQS's %d", len(body), n, queue.MaxBodyBytes)
 	}
 }

@@ -49,7 +49,7 @@ type Config struct {
 	// Required; the caller starts and stops it.
 	Depth *depth.Cache
 	// MaxMessageBytes bounds a job's encoded envelope. Defaults to
-	// MaxMessageBytesDefault (192 KiB).
+	// MaxMessageBytesDefault (190 KiB).
 	MaxMessageBytes int
 	// IdempotencyWindow is how long a key is remembered. Defaults to 10
 	// minutes.

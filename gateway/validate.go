@@ -8,6 +8,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -33,8 +34,9 @@ const (
 	// MaxMessageBytesDefault bounds a job's encoded envelope on every
 	// backend, so a job accepted by the single-node default is accepted on
 	// SQS too: base64 (SQS bodies must be text) expands 192 KiB to SQS's
-	// 256 KiB.
-	MaxMessageBytesDefault = 192 * 1024
+	// 256 KiB, and the drainer's additions (envelope.Headroom) must fit
+	// there too. 190 KiB.
+	MaxMessageBytesDefault = 192*1024 - envelope.Headroom
 	maxViolationsReported  = 20
 )
 

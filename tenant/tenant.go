@@ -83,8 +83,8 @@ type Limits struct {
 
 // MaxPayloadBytesCeiling is the largest payload any tenant may configure.
 // With up to 16 attributes and the envelope's own fields it stays inside the
-// gateway's message limit (192 KiB of envelope, which base64 expands to
-// SQS's 256 KiB).
+// gateway's message limit (190 KiB of envelope: with the drainer's
+// additions base64 expands it to at most SQS's 256 KiB).
 const MaxPayloadBytesCeiling = 160 * 1024
 
 // DefaultTiers are the built-in tiers. A file's tiers section overrides

@@ -27,7 +27,7 @@ type SubmitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque job payload delivered to the worker as is. 1 byte to the
 	// tenant's payload limit (at most 160 KiB; with attributes the
-	// encoded job must stay within 192 KiB).
+	// encoded job must stay within 190 KiB).
 	Payload []byte `protobuf:"bytes,1,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Free-form attributes delivered with the job (at most 16 entries; keys
 	// up to 128 bytes, values up to 1 KiB).
