@@ -208,6 +208,9 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 	go func() { errc <- srv.Serve(lis) }()
 	select {
 	case err := <-errc:
+		// The listener failed: stop serving the connections already
+		// accepted too, rather than leave them running after Serve returns.
+		srv.Stop()
 		return fmt.Errorf("worker: serve %s: %w", lis.Addr(), err)
 	case <-ctx.Done():
 	}

@@ -357,3 +357,72 @@ func TestTraceContext(t *testing.T) {
 		t.Fatalf("trace context %v without headers, want nil", job.TraceContext)
 	}
 }
+
+// failingListener accepts until fail is closed, then fails every Accept
+// (as a listener whose socket died).
+type failingListener struct {
+	net.Listener
+	fail chan struct{}
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	got := make(chan accepted, 1)
+	go func() {
+		c, err := l.Listener.Accept()
+		got <- accepted{c, err}
+	}()
+	select {
+	case a := <-got:
+		return a.c, a.err
+	case <-l.fail:
+		return nil, errors.New("listener died")
+	}
+}
+
+// TestServeErrorStopsTheServer: when the listener fails, Serve returns
+// its error and stops serving the connections it had: their handlers'
+// contexts end. Before, the gRPC server ran on after Serve returned.
+func TestServeErrorStopsTheServer(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	lis := &failingListener{Listener: inner, fail: make(chan struct{})}
+	started, ended := make(chan struct{}), make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(t.Context(), lis, worker.Config{Logger: quiet, Handler: func(ctx context.Context, _ worker.Job) error {
+			close(started)
+			<-ctx.Done()
+			close(ended)
+			return ctx.Err()
+		}})
+	}()
+	conn, err := grpc.NewClient(inner.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() { _ = drainer.NewGRPCWorker(conn).Handle(t.Context(), &drainer.Job{ID: "j1", Attempt: 1}) }()
+	<-started
+	close(lis.fail)
+	select {
+	case err := <-served:
+		if err == nil || !strings.Contains(err.Error(), "listener died") {
+			t.Fatalf("Serve = %v, want the listener's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return within 10s of its listener failing")
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still runs 10s after Serve returned: the server was not stopped")
+	}
+}
