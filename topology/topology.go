@@ -180,9 +180,19 @@ func (l Lane) withDefaults() Lane {
 	setDefault(&l.Capacity, CapacityDefault)
 	setDefault(&l.SLA, Duration(SLADefault))
 	if l.HighWaterMark == 0 {
-		l.HighWaterMark = int64(l.Capacity * time.Duration(l.SLA).Seconds())
+		l.HighWaterMark = l.derivedHighWaterMark()
 	}
 	return l
+}
+
+// derivedHighWaterMark is capacity × sla in jobs, the high-water mark of
+// a lane that gives none; at most math.MaxInt64.
+func (l Lane) derivedHighWaterMark() int64 {
+	jobs := l.Capacity * time.Duration(l.SLA).Seconds()
+	if jobs >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(jobs)
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -241,7 +251,12 @@ func (t Topology) Validate() error {
 		if l.DeprecatedDrainRate != 0 {
 			errs = append(errs, fmt.Errorf("%s: give capacity only (drain_rate is its deprecated name)", at))
 		}
-		if l.HighWaterMark < 1 {
+		switch {
+		case l.HighWaterMark >= 1:
+		case l.Capacity > 0 && l.SLA > 0 && l.HighWaterMark == l.derivedHighWaterMark():
+			errs = append(errs, fmt.Errorf("%s: capacity %g × sla %s gives a high-water mark under one job: set high_water_mark, or a larger capacity or sla",
+				at, l.Capacity, time.Duration(l.SLA)))
+		default:
 			errs = append(errs, fmt.Errorf("%s: high_water_mark must be positive", at))
 		}
 		if n := len(QueueName(t.Prefix, l.Name, KindSpillover, 0)); n > maxQueueNameLen {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,8 @@ func TestParse(t *testing.T) {
 		// passed, and without one the error blamed high_water_mark.
 		{name: "negative sla", yaml: "lanes:\n  - name: a\n    sla: -5m\n    high_water_mark: 100\n", wantErr: "sla -5m0s must be positive"},
 		{name: "negative sla sizing the high-water mark", yaml: "lanes:\n  - name: a\n    sla: -5m\n", wantErr: "sla -5m0s must be positive"},
+		// The error named high_water_mark, which the file never set.
+		{name: "capacity × sla under one job", yaml: "lanes:\n  - name: a\n    capacity: 0.1\n    sla: 5s\n", wantErr: "capacity 0.1 × sla 5s gives a high-water mark under one job"},
 		{name: "visibility too short", yaml: "lanes:\n  - name: a\n    visibility_timeout: 10ms\n", wantErr: "visibility_timeout"},
 		{name: "name too long", yaml: "prefix: " + strings.Repeat("p", 60) + "\nlanes:\n  - name: " + strings.Repeat("l", 20) + "\n", wantErr: "over the limit of 80"},
 	}
@@ -247,5 +250,19 @@ func TestParseRefusesExplicitZero(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHugeCapacitySaturatesTheHighWaterMark: capacity × sla past int64
+// gives the largest mark. Converted as it was, it wrapped negative and
+// the file was refused for a high_water_mark it never set.
+func TestHugeCapacitySaturatesTheHighWaterMark(t *testing.T) {
+	t.Parallel()
+	topo, err := Parse([]byte("lanes:\n  - name: a\n    capacity: 1e17\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := topo.Lanes[0].HighWaterMark; got != math.MaxInt64 {
+		t.Fatalf("high-water mark %d, want %d", got, int64(math.MaxInt64))
 	}
 }
