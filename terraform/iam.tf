@@ -14,9 +14,21 @@ locals {
     Resource = [var.kms_key_arn]
   }]
 
+  # Both binaries publish their metrics with --cloudwatch-namespace; the
+  # first-attempt-age alarms and the dashboard read them. PutMetricData
+  # has no resource ARNs: it is limited to the namespace by a condition.
+  metrics_statement = {
+    Sid       = "PublishMetrics"
+    Effect    = "Allow"
+    Action    = ["cloudwatch:PutMetricData"]
+    Resource  = ["*"]
+    Condition = { StringEquals = { "cloudwatch:namespace" = var.metrics_namespace } }
+  }
+
   # The gateway sends new jobs to shard queues only. It reads queue
   # attributes (depth) of every queue for least-depth routing and the
-  # lanes' high-water marks, and resolves names it has no URL for.
+  # lanes' high-water marks, and resolves names it has no URL for; and it
+  # publishes its metrics.
   gateway_policy = {
     Version = "2012-10-17"
     Statement = concat([
@@ -32,6 +44,7 @@ locals {
         Action   = ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
         Resource = local.all_arns
       },
+      local.metrics_statement,
     ], local.kms_statements)
   }
 
@@ -40,7 +53,8 @@ locals {
   # spillover and backlog queues (sidelining), back to the queue a job came
   # from (retry with a delay), the DLQ (dead-lettering) and the shards (DLQ
   # replay). One statement for all, so the policy grows by one ARN per
-  # queue. StartMessageMoveTask serves redrive of a whole DLQ.
+  # queue. StartMessageMoveTask serves redrive of a whole DLQ. And they
+  # publish their metrics.
   drainer_policy = {
     Version = "2012-10-17"
     Statement = concat([
@@ -59,6 +73,7 @@ locals {
         Action   = ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks", "sqs:CancelMessageMoveTask"]
         Resource = local.dlq_arns
       },
+      local.metrics_statement,
     ], local.kms_statements)
   }
 }

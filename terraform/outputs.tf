@@ -60,12 +60,12 @@ output "dlq_names" {
 }
 
 output "gateway_policy_json" {
-  description = "IAM policy for the gateway's role: send to shard queues only; read queue attributes and URLs (and use the KMS key, with kms_key_arn). Add drainer_policy_json too if the gateway runs in-process drainers (--drain, the default)."
+  description = "IAM policy for the gateway's role: send to shard queues only; read queue attributes and URLs; publish metrics to metrics_namespace (and use the KMS key, with kms_key_arn). Add drainer_policy_json too if the gateway runs in-process drainers (--drain, the default)."
   value       = jsonencode(local.gateway_policy)
 }
 
 output "drainer_policy_json" {
-  description = "IAM policy for the drainers' role: receive, delete and change visibility on every queue; send to spillover, backlog, DLQ and back to shards (sideline, retry, dead-letter, replay); DLQ message move tasks (and the KMS key, with kms_key_arn)."
+  description = "IAM policy for the drainers' role: receive, delete and change visibility on every queue; send to spillover, backlog, DLQ and back to shards (sideline, retry, dead-letter, replay); DLQ message move tasks; publish metrics to metrics_namespace (and the KMS key, with kms_key_arn)."
   value       = jsonencode(local.drainer_policy)
 }
 

@@ -155,10 +155,11 @@ type (
 	policy struct {
 		Version   string `json:"Version"`
 		Statement []struct {
-			Sid      string   `json:"Sid"`
-			Effect   string   `json:"Effect"`
-			Action   []string `json:"Action"`
-			Resource []string `json:"Resource"`
+			Sid       string                       `json:"Sid"`
+			Effect    string                       `json:"Effect"`
+			Action    []string                     `json:"Action"`
+			Resource  []string                     `json:"Resource"`
+			Condition map[string]map[string]string `json:"Condition"`
 		} `json:"Statement"`
 	}
 )
@@ -494,14 +495,26 @@ func checkPolicies(t *testing.T, e *evaluation, want topology.Topology) {
 			if s.Effect != "Allow" {
 				t.Errorf("statement %s: effect %s", s.Sid, s.Effect)
 			}
+			// PutMetricData has no resources: it is granted on "*"
+			// for the namespace the dashboard and alarms read only.
+			wantCond := map[string]map[string]string(nil)
+			if slices.Contains(s.Action, "cloudwatch:PutMetricData") {
+				wantCond = map[string]map[string]string{"StringEquals": {"cloudwatch:namespace": cloudwatchpub.NamespaceDefault}}
+			}
+			if !reflect.DeepEqual(s.Condition, wantCond) {
+				t.Errorf("statement %s: condition %v, want %v", s.Sid, s.Condition, wantCond)
+			}
 			for _, a := range s.Action {
 				out[a] = append(out[a], s.Resource...)
 			}
 		}
 		return out
 	}
+	// Both binaries publish their metrics with --cloudwatch-namespace
+	// (the first-attempt-age alarms and the dashboard read them).
+	metricsGrant := []string{"*"}
 	gw := grants(decode[policy](t, jsonDecode(t, e.output(t, "gateway_policy_json"))))
-	wantGW := map[string][]string{"sqs:SendMessage": shards, "sqs:GetQueueAttributes": all, "sqs:GetQueueUrl": all}
+	wantGW := map[string][]string{"sqs:SendMessage": shards, "sqs:GetQueueAttributes": all, "sqs:GetQueueUrl": all, "cloudwatch:PutMetricData": metricsGrant}
 	if !maps.EqualFunc(gw, wantGW, func(a, b []string) bool { return slices.Equal(sortedCopy(a), sortedCopy(b)) }) {
 		t.Errorf("gateway policy grants %v\nwant %v", gw, wantGW)
 	}
@@ -510,6 +523,7 @@ func checkPolicies(t *testing.T, e *evaluation, want topology.Topology) {
 		"sqs:ReceiveMessage": all, "sqs:DeleteMessage": all, "sqs:ChangeMessageVisibility": all,
 		"sqs:SendMessage": all, "sqs:GetQueueAttributes": all, "sqs:GetQueueUrl": all,
 		"sqs:StartMessageMoveTask": dlqs, "sqs:ListMessageMoveTasks": dlqs, "sqs:CancelMessageMoveTask": dlqs,
+		"cloudwatch:PutMetricData": metricsGrant,
 	}
 	if !maps.EqualFunc(dr, wantDR, func(a, b []string) bool { return slices.Equal(sortedCopy(a), sortedCopy(b)) }) {
 		t.Errorf("drainer policy grants %v\nwant %v", dr, wantDR)

@@ -49,7 +49,8 @@ run "iam_policies" {
   command = plan
 
   variables {
-    lanes = [{ name = "a", shards = 2 }, { name = "b", shards = 1 }]
+    lanes             = [{ name = "a", shards = 2 }, { name = "b", shards = 1 }]
+    metrics_namespace = "Acme/Sluice"
   }
   assert {
     condition = jsondecode(output.gateway_policy_json) == {
@@ -70,6 +71,13 @@ run "iam_policies" {
           Effect   = "Allow"
           Action   = ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"]
           Resource = [for n in output.queue_names : "arn:aws:sqs:eu-west-1:123456789012:${n}"]
+        },
+        {
+          Sid       = "PublishMetrics"
+          Effect    = "Allow"
+          Action    = ["cloudwatch:PutMetricData"]
+          Resource  = ["*"]
+          Condition = { StringEquals = { "cloudwatch:namespace" = "Acme/Sluice" } }
         },
       ]
     }
@@ -94,6 +102,7 @@ run "iam_policies" {
         resources = 9
       }
       RedriveDeadLetters = { actions = ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks", "sqs:CancelMessageMoveTask"], resources = 2 }
+      PublishMetrics     = { actions = ["cloudwatch:PutMetricData"], resources = 1 }
     }
     error_message = "drainer policy: ${output.drainer_policy_json}"
   }
@@ -102,6 +111,12 @@ run "iam_policies" {
       "arn:aws:sqs:eu-west-1:123456789012:sluice-a-dlq", "arn:aws:sqs:eu-west-1:123456789012:sluice-b-dlq",
     ]
     error_message = "drainers must send to sideline queues and redrive DLQs"
+  }
+  # Both binaries publish to metrics_namespace (--cloudwatch-namespace):
+  # without it the first-attempt-age alarms never see a datum.
+  assert {
+    condition     = jsondecode(output.drainer_policy_json).Statement[2].Condition == { StringEquals = { "cloudwatch:namespace" = "Acme/Sluice" } }
+    error_message = "drainer policy: PutMetricData must be granted for metrics_namespace only: ${output.drainer_policy_json}"
   }
 }
 
