@@ -161,7 +161,7 @@ func (f *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Kind, "backend", "embedded", "queue backend: embedded (durable files in --data-dir) or sqs")
 	fs.StringVar(&f.DataDir, "data-dir", "data", "directory of the embedded backend, and of the development and admin keys")
 	fs.StringVar(&f.SQSEndpoint, "sqs-endpoint", "", "SQS endpoint URL, e.g. http://127.0.0.1:4566 for a local SQS-compatible server; empty uses AWS")
-	fs.StringVar(&f.Region, "aws-region", "", "AWS region for SQS; empty uses AWS_REGION or the shared config")
+	fs.StringVar(&f.Region, "aws-region", "", "AWS region for SQS, and for CloudWatch with --cloudwatch-namespace; empty uses AWS_REGION or the shared config")
 	fs.BoolVar(&f.CreateQueues, "create-queues", false, "with --backend sqs, create missing queues (normally Terraform does)")
 	f.ReceiveLinger = -1
 	fs.Var(fsyncFlag{&f.SyncInterval}, "fsync", "embedded backend durability: always (OK after an fsync: survives power loss) or interval:<d> such as interval:10ms (OK once written to the OS: survives a crash of the process; a power loss can lose the last <d> of jobs)")

@@ -119,7 +119,13 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		log.InfoContext(ctx, "metrics listening", slog.String("addr", lis.Addr().String()))
 	}
 	if f.CloudWatchNamespace != "" {
-		awsCfg, err := config.LoadDefaultConfig(ctx)
+		// On SQS, publish to the queues' region (--aws-region), where
+		// the Terraform module's alarms and dashboard read the metrics.
+		var opts []func(*config.LoadOptions) error
+		if r, ok := backend.(interface{ Region() string }); ok && r.Region() != "" {
+			opts = append(opts, config.WithRegion(r.Region()))
+		}
+		awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("cloudwatch (--cloudwatch-namespace): %w", err)
 		}

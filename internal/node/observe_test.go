@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,6 +18,8 @@ import (
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/metrics/cloudwatchpub"
+	"github.com/sluice-dev/sluice/queue/sqsqueue"
+	"github.com/sluice-dev/sluice/topology"
 )
 
 // TestObserverStop starts an observer serving /metrics on a loopback port:
@@ -104,4 +109,66 @@ func TestObserverStopPublishesTheLastBackendCalls(t *testing.T) {
 			t.Errorf("BackendCalls published %v, want 7", rec.calls)
 		}
 	})
+}
+
+// TestObserverPublishesToTheQueuesRegion: on SQS the CloudWatch publisher
+// signs for the region of the queues (--aws-region), where the Terraform
+// module puts the alarms and the dashboard that read the metrics. It took
+// the SDK's region alone (AWS_REGION, the shared config), so with
+// --aws-region the metrics went to another region, or, with no
+// AWS_REGION, nowhere, and the first-attempt-age alarms never fired.
+func TestObserverPublishesToTheQueuesRegion(t *testing.T) {
+	// Not parallel: t.Setenv.
+	var (
+		mu    sync.Mutex
+		auths []string
+	)
+	cw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auths = append(auths, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
+		w.WriteHeader(http.StatusOK) // an empty body is success
+	}))
+	t.Cleanup(cw.Close)
+	none := filepath.Join(t.TempDir(), "none")
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL_CLOUDWATCH": cw.URL,
+		"AWS_REGION":                  "us-east-1", // the environment's, not the queues'
+		"AWS_DEFAULT_REGION":          "",
+		"AWS_PROFILE":                 "",
+		"AWS_CONFIG_FILE":             none,
+		"AWS_SHARED_CREDENTIALS_FILE": none,
+		"AWS_ACCESS_KEY_ID":           "AKIDTEST",
+		"AWS_SECRET_ACCESS_KEY":       "secret",
+		"AWS_SESSION_TOKEN":           "",
+	} {
+		t.Setenv(k, v)
+	}
+	// New makes no API call: the SQS endpoint is never dialled.
+	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Region: "eu-west-3", Endpoint: "http://127.0.0.1:1", Logger: topotest.QuietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	o, err := StartObserver(t.Context(), ObserveFlags{CloudWatchNamespace: "Test", CloudWatchInterval: time.Hour}, b, topology.Default(), topotest.QuietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Metrics.AgeOfFirstAttempt("premium", time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := o.Stop(ctx); err != nil { // the last publish
+		t.Fatalf("Stop: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auths) == 0 {
+		t.Fatal("nothing was published")
+	}
+	for _, a := range auths {
+		if !strings.Contains(a, "/eu-west-3/monitoring/aws4_request") {
+			t.Errorf("PutMetricData signed as %q, want for eu-west-3, the queues' region", a)
+		}
+	}
 }

@@ -232,6 +232,11 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	return b, nil
 }
 
+// Region is the AWS region of the backend's SQS client: Config.Region, or
+// the one the standard sources gave. A process publishes its CloudWatch
+// metrics there, beside its queues and the Terraform module's alarms.
+func (b *Backend) Region() string { return b.client.Options().Region }
+
 // newClient builds the SQS client: the SDK's standard retryer with
 // cfg.MaxAttempts attempts and backoff capped at cfg.MaxBackoff, and an HTTP
 // client built with awshttp.NewBuildableClient (the SDK can then apply
