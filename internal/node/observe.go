@@ -97,10 +97,15 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		o.queues[q.Spec.Name] = q
 	}
 	ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	// fail stops what was started (the tracer, the metrics server) before
+	// a later step's error.
+	fail := func(err error) (*Observer, error) {
+		return nil, errors.Join(err, o.Stop(context.WithoutCancel(ctx)))
+	}
 	if f.MetricsListen != "" {
 		lis, err := net.Listen("tcp", f.MetricsListen)
 		if err != nil {
-			return nil, fmt.Errorf("metrics listener (--metrics-listen %s): %w", f.MetricsListen, err)
+			return fail(fmt.Errorf("metrics listener (--metrics-listen %s): %w", f.MetricsListen, err))
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(reg))
@@ -127,14 +132,19 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		}
 		awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("cloudwatch (--cloudwatch-namespace): %w", err)
+			return fail(fmt.Errorf("cloudwatch (--cloudwatch-namespace): %w", err))
+		}
+		if awsCfg.Region == "" {
+			// Every publish would fail, each logged, and the alarms that
+			// read the metrics would see no data: refuse to start instead.
+			return fail(errors.New("cloudwatch (--cloudwatch-namespace): no AWS region: set AWS_REGION (or the region of the shared config's profile)"))
 		}
 		o.pub = cloudwatchpub.NewPublisher(cloudwatchpub.PublisherConfig{
 			Client: cloudwatch.NewFromConfig(awsCfg), Namespace: f.CloudWatchNamespace, Interval: f.CloudWatchInterval,
 			Gatherer: reg, Registerer: reg, Logger: log,
 		})
 		if err := o.pub.Start(ctx); err != nil {
-			return nil, fmt.Errorf("cloudwatch publisher: %w", err)
+			return fail(fmt.Errorf("cloudwatch publisher: %w", err))
 		}
 	}
 	if counter, ok := backend.(interface{ APICalls() map[string]int64 }); ok {

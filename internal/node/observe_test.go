@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -171,4 +172,34 @@ func TestObserverPublishesToTheQueuesRegion(t *testing.T) {
 			t.Errorf("PutMetricData signed as %q, want for eu-west-3, the queues' region", a)
 		}
 	}
+}
+
+// TestObserverRefusesCloudWatchWithoutARegion: with no region every
+// publish failed, logged each cycle, and the process ran on with alarms
+// reading no data. It now refuses to start, saying what to set, and lets
+// go of the metrics listener it had opened.
+func TestObserverRefusesCloudWatchWithoutARegion(t *testing.T) {
+	// Not parallel: t.Setenv.
+	none := filepath.Join(t.TempDir(), "none")
+	for k, v := range map[string]string{
+		"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "",
+		"AWS_CONFIG_FILE": none, "AWS_SHARED_CREDENTIALS_FILE": none,
+	} {
+		t.Setenv(k, v)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	_, err = StartObserver(t.Context(), ObserveFlags{MetricsListen: addr, CloudWatchNamespace: "Test", CloudWatchInterval: time.Minute}, nil, topology.Default(), topotest.QuietLog)
+	if err == nil || !strings.Contains(err.Error(), "set AWS_REGION") {
+		t.Fatalf("StartObserver = %v, want a refusal saying to set AWS_REGION", err)
+	}
+	again, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the metrics listener %s was left open: %v", addr, err)
+	}
+	again.Close()
 }
