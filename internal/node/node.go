@@ -244,10 +244,17 @@ func (t *Target) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&t.HandlerTimeout, "handler-timeout", drainer.HandlerTimeoutDefault, "most time one pushed delivery (a gRPC worker's call or a webhook request) may take before it counts as failed and is retried")
 }
 
-// Validate checks the flags' values, naming the flag at fault.
+// Validate checks the flags' values, naming the flag at fault. A
+// --webhook-secret without --webhook-url is refused: it was ignored, so an
+// operator who set SLUICE_WEBHOOK_SECRET and mistyped the URL's variable
+// ran a gateway that served pull workers and delivered nothing to the
+// webhook, with no word of why.
 func (t Target) Validate() error {
 	if t.HandlerTimeout <= 0 {
 		return fmt.Errorf("--handler-timeout %s: must be positive, such as 15m (the longest a job may run)", t.HandlerTimeout)
+	}
+	if t.WebhookSecret != "" && t.WebhookURL == "" {
+		return errors.New("--webhook-secret signs the posts to --webhook-url, and none is given: add --webhook-url, or leave --webhook-secret out")
 	}
 	return nil
 }
