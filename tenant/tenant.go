@@ -503,15 +503,23 @@ func (b *builder) add(e *tenantEntry) {
 	if c.tenants[e.ID] != nil {
 		fail("duplicate tenant id")
 	}
+	// Without a tier the limits have nothing to inherit: checking them
+	// as well added "lane is empty", "submit_rate must be positive" and
+	// more, which sent operators to write those instead of the tier.
 	def, ok := c.tiers[e.Tier]
-	if !ok {
+	switch {
+	case e.Tier == "":
+		fail("no tier: write tier: one of %v", slices.Sorted(maps.Keys(c.tiers)))
+	case !ok:
 		fail("unknown tier %q (known: %v)", e.Tier, slices.Sorted(maps.Keys(c.tiers)))
 	}
 	c.meaningChanged(e.line, e.Limits, b.seen)
 	limits := e.Limits.inherit(def, e.written)
 	limits.Lane = b.intern(limits.Lane)
-	for _, p := range limits.validate() {
-		fail("%s", p)
+	if ok {
+		for _, p := range limits.validate() {
+			fail("%s", p)
+		}
 	}
 	if len(e.APIKeys)+len(e.APIKeySHA256) == 0 {
 		fail("no api_keys or api_key_sha256")

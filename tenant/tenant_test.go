@@ -72,6 +72,30 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownTierIsOneError: a tenant whose tier is missing or unknown
+// gets one error saying so, not also "lane is empty", "submit_rate must
+// be positive" and the rest, which its limits only lack for want of a
+// tier.
+func TestUnknownTierIsOneError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"no tier", "tenants:\n  - id: a\n    api_keys: [abcdefgh]\n", `line 2: tenant "a": no tier: write tier: one of [free premium standard]`},
+		{"unknown tier", "tenants:\n  - id: a\n    tier: gold\n    api_keys: [abcdefgh]\n", `line 2: tenant "a": unknown tier "gold" (known: [free premium standard])`},
+		{"unknown tier, no key", "tenants:\n  - id: a\n    tier: gold\n", "line 2: tenant \"a\": unknown tier \"gold\" (known: [free premium standard])\nline 2: tenant \"a\": no api_keys or api_key_sha256"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("err = %v, want exactly %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("tenants:\n  - id: a\n    tier: free\n    api_keys: [abcdefgh]\n"))
 	f.Add([]byte("tiers:\n  free: {submit_rate: 5}\n"))
