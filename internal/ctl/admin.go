@@ -42,7 +42,9 @@ type adminFlags struct {
 
 func (a *adminFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.addr, "admin-addr", envOr("SLUICE_ADMIN_ADDR", "127.0.0.1:7071"), "admin API address (or SLUICE_ADMIN_ADDR)")
-	fs.StringVar(&a.key, "admin-key", os.Getenv("SLUICE_ADMIN_KEY"), "admin API key (or SLUICE_ADMIN_KEY; default: the file <data-dir>/admin-key)")
+	// Keys read from the environment are not flag defaults: --help and
+	// every flag mistake print the defaults (see keyFromEnv).
+	fs.StringVar(&a.key, "admin-key", "", "admin API key (or SLUICE_ADMIN_KEY; default: the file <data-dir>/admin-key)")
 	fs.StringVar(&a.dataDir, "data-dir", "data", "where to find admin-key when --admin-key is not given")
 	fs.BoolVar(&a.json, "json", false, "print the API's answer as JSON instead of a table")
 	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "timeout of each call")
@@ -60,7 +62,7 @@ type admin struct {
 // connect resolves the key and dials the admin API; close the returned
 // function when done.
 func (a *adminFlags) connect(ctx context.Context, out io.Writer) (*admin, func(), error) {
-	key := a.key
+	key := keyFromEnv(a.key, "SLUICE_ADMIN_KEY")
 	if key == "" {
 		// A file that is there but unreadable or empty is named as such:
 		// "run where it exists" sent the operator looking for a file
@@ -107,6 +109,18 @@ func adminCommand(own func(fs *flag.FlagSet), body func(c *admin, e *env, args [
 			return body(c, e, args)
 		}
 	}
+}
+
+// keyFromEnv returns flagValue, or if it is empty the environment
+// variable env. A key flag's default was the variable's value, and the
+// flag package prints defaults: "sluicectl stats --help", or any mistyped
+// flag, printed the admin key (tenant and worker keys likewise) to the
+// terminal and whatever log captured it.
+func keyFromEnv(flagValue, env string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv(env)
 }
 
 func envOr(k, def string) string {

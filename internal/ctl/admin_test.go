@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -210,5 +211,45 @@ func TestAdminKeyFileProblemsAreNamed(t *testing.T) {
 				t.Errorf("admin-key %s: err=%v, want it to say %q", tc.name, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestKeysFromEnvironmentAreNotPrinted: the admin, tenant and worker keys
+// set in the environment were the key flags' defaults, so --help and every
+// mistyped flag printed them. They must not appear, and must still be used.
+func TestKeysFromEnvironmentAreNotPrinted(t *testing.T) {
+	secrets := map[string]string{
+		"SLUICE_ADMIN_KEY":  "admin-secret-5f1e",
+		"SLUICE_API_KEY":    "tenant-secret-8a2c",
+		"SLUICE_WORKER_KEY": "worker-secret-3d7b",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	for _, cmd := range [][]string{{"stats"}, {"dlq", "replay"}, {"submit"}, {"worker"}} {
+		for _, extra := range []string{"--help", "--no-such-flag"} {
+			out, _ := run(t, append(cmd, extra)...)
+			for _, v := range secrets {
+				if strings.Contains(out, v) {
+					t.Errorf("sluicectl %s %s printed the key %q from the environment:\n%s", strings.Join(cmd, " "), extra, v, out)
+				}
+			}
+		}
+	}
+
+	// The keys from the environment are still the ones used.
+	tb := topotest.Setup(t, topotest.OneLane)
+	t.Setenv("SLUICE_ADMIN_KEY", "k")
+	if out, err := run(t, "stats", "--admin-addr", serveAdmin(t, tb.Backend, tb)); err != nil {
+		t.Errorf("stats with SLUICE_ADMIN_KEY: %v\n%s", err, out)
+	}
+	if _, err := run(t, "submit", "--addr", "127.0.0.1:1", "--timeout", "100ms", "x"); err == nil || strings.Contains(err.Error(), "no API key") {
+		t.Errorf("submit with SLUICE_API_KEY: %v, want a failure to reach the gateway, not a missing key", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err := ctl.Run(ctx, []string{"worker", "--addr", "127.0.0.1:1", "--key-file", filepath.Join(t.TempDir(), "none")}, io.Discard, io.Discard)
+	if err != nil && strings.Contains(err.Error(), "no worker key") {
+		t.Errorf("worker with SLUICE_WORKER_KEY: %v, want the key from the environment used", err)
 	}
 }

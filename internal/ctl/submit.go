@@ -34,7 +34,7 @@ func (a attrs) Set(v string) error {
 
 func setupSubmit(fs *flag.FlagSet) runFunc {
 	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:7070"), "gateway address (or SLUICE_ADDR)")
-	key := fs.String("key", os.Getenv("SLUICE_API_KEY"), "tenant API key (or SLUICE_API_KEY)")
+	key := fs.String("key", "", "tenant API key (or SLUICE_API_KEY)")
 	idem := fs.String("idempotency-key", "", "idempotency key: a second submit with it within the window returns the first job's id")
 	ttl := fs.Duration("ttl", 0, "time to live (0: none)")
 	delay := fs.Duration("delay", 0, "delay before delivery")
@@ -62,6 +62,7 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 			}
 			payload = b
 		}
+		*key = keyFromEnv(*key, "SLUICE_API_KEY")
 		if *key == "" {
 			return errors.New("no API key: pass --key or set SLUICE_API_KEY (the gateway prints its development key at start, and keeps it in <data-dir>/dev-api-key)")
 		}

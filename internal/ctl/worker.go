@@ -44,7 +44,7 @@ type jobLine struct {
 func setupWorker(fs *flag.FlagSet) runFunc {
 	envAddr, oldEnv := pullAddrEnv()
 	addr := fs.String("addr", cmp.Or(envAddr, "127.0.0.1:7072"), "address of sluice's pull-worker listener, its --worker-listen (or SLUICE_PULL_ADDR)")
-	key := fs.String("key", os.Getenv("SLUICE_WORKER_KEY"), "worker key (or SLUICE_WORKER_KEY; default: the file --key-file)")
+	key := fs.String("key", "", "worker key (or SLUICE_WORKER_KEY; default: the file --key-file)")
 	keyFile := fs.String("key-file", "data/worker-key", "file holding the worker key (sluice writes its development key there)")
 	concurrency := fs.Int("concurrency", 4, "most jobs run at once (the credits granted to sluice)")
 	lanes := fs.String("lanes", "", "comma-separated lanes to serve (empty: every lane the key allows)")
@@ -125,7 +125,7 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 		if *concurrency < 1 || *concurrency > 10000 {
 			return fmt.Errorf("--concurrency %d: want 1 to 10000", *concurrency)
 		}
-		k := *key
+		k := keyFromEnv(*key, "SLUICE_WORKER_KEY")
 		if k == "" {
 			b, err := os.ReadFile(*keyFile)
 			if err != nil {
