@@ -143,6 +143,28 @@ func TestTLSOnBothListeners(t *testing.T) {
 	}
 }
 
+// TestConsoleBesideTLSAdminAPI: with the admin API over mutual TLS the
+// console needs --console-listen, and then it must work. Its in-process
+// client spoke plaintext to the admin API's TLS server, so every page
+// said "the admin API is unavailable: io: read/write on closed pipe" and
+// the charts' samples failed every interval.
+func TestConsoleBesideTLSAdminAPI(t *testing.T) {
+	t.Parallel()
+	pki := tlstest.New(t)
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, Pull: true,
+		Args: []string{"--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey, "--tls-client-ca", pki.CA, "--console-listen", "127.0.0.1:0"},
+	})
+	gw := role(t, cl, "gateway")
+	console := consoleClient(t, strings.TrimSuffix(gw.waitLog("web console listening")["url"].(string), "/"), cl.AdminKey)
+	if page := console("/"); !strings.Contains(page, `id="lane-standard"`) || strings.Contains(page, "unavailable") {
+		t.Errorf("console overview beside a TLS admin API does not show the lanes:\n%s", page)
+	}
+	if page := console("/dlq"); !strings.Contains(page, "No dead-lettered jobs match") {
+		t.Errorf("console DLQ page beside a TLS admin API:\n%s", page)
+	}
+}
+
 // TestMutualTLS requires client certificates: tenants' CA on the ingest
 // listener, an operators' CA on the admin listener (--admin-tls-*), and
 // the same on a standalone drainer. A client without a certificate, or

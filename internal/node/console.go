@@ -46,8 +46,10 @@ func (f ConsoleFlags) Validate() error {
 }
 
 // ConsoleHook serves the web console beside the admin API: given the
-// admin listener and server, it returns the listener the admin API is to
-// use (the console may share it) and a function that stops the console.
+// admin listener and the gRPC server that answers the console's own calls
+// (the admin API without the listener's TLS), it returns the listener the
+// admin API is to use (the console may share it) and a function that
+// stops the console.
 type ConsoleHook func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error)
 
 // ConsoleHook returns the DrainConfig.Console hook the flags describe

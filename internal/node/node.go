@@ -371,8 +371,8 @@ type DrainConfig struct {
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
 	// Console, when set, serves the web console (ConsoleFlags.ConsoleHook):
-	// given the admin listener and gRPC server, it returns the listener
-	// left for gRPC and a stop function.
+	// given the admin listener and a gRPC server of the admin API for its
+	// calls, it returns the listener left for gRPC and a stop function.
 	Console ConsoleHook
 }
 
@@ -430,7 +430,15 @@ func RunDrain(ctx context.Context, cfg DrainConfig) error {
 	adminSrv.ServeFairness(func(top int) *adminv1.GetFairnessResponse { return FairnessReport(d, top) })
 	adminv1.RegisterAdminServiceServer(srv.GRPC, adminSrv)
 	if cfg.Console != nil {
-		grpcLis, stopConsole, err := cfg.Console(ctx, lis, srv.GRPC)
+		// The console calls the admin API in process, over a pipe, so it
+		// gets a server of its own with the same authorization and none
+		// of the admin listener's TLS: given the TLS one, its plaintext
+		// client failed every call ("io: read/write on closed pipe") and
+		// the console showed nothing but that error.
+		consoleSrv := serve.NewServer(cfg.Logger, []grpc.UnaryServerInterceptor{unary}, []grpc.StreamServerInterceptor{stream}, grpc.MaxRecvMsgSize(admin.MaxRequestBytes))
+		adminv1.RegisterAdminServiceServer(consoleSrv.GRPC, adminSrv)
+		defer consoleSrv.GRPC.Stop()
+		grpcLis, stopConsole, err := cfg.Console(ctx, lis, consoleSrv.GRPC)
 		if err != nil {
 			return errors.Join(err, lis.Close())
 		}
