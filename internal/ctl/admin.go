@@ -123,6 +123,22 @@ func keyFromEnv(flagValue, env string) string {
 	return os.Getenv(env)
 }
 
+// tlsHint adds what to fix when a connection failed because client and
+// server disagree about TLS. gRPC says only "error reading server
+// preface: EOF" (plaintext to a TLS server) or "first record does not
+// look like a TLS handshake" (the other way), and the error asked whether
+// the server was running, which it was.
+func tlsHint(msg string, c tlsflags.Client) string {
+	on := c != (tlsflags.Client{})
+	switch {
+	case !on && strings.Contains(msg, "error reading server preface"):
+		return "; if it serves TLS, add --tls-ca (or --tls, for a certificate the system trusts)"
+	case on && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "; it serves plaintext: leave out the --tls flags"
+	}
+	return ""
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -135,7 +151,7 @@ func (c *admin) explain(err error) error {
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.Unavailable:
-		return fmt.Errorf("cannot reach the admin API at %s (is the gateway or drainer running, and is --admin-addr right?): %s", c.addr, st.Message())
+		return fmt.Errorf("cannot reach the admin API at %s (is the gateway or drainer running, and is --admin-addr right?): %s%s", c.addr, st.Message(), tlsHint(st.Message(), c.tls))
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return fmt.Errorf("the admin API refused the credential: %s (use the admin key from <data-dir>/admin-key, not a tenant key)", st.Message())
 	case codes.DeadlineExceeded:

@@ -13,9 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/internal/admintest"
 	"github.com/sluice-dev/sluice/internal/ctl"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
+	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -251,5 +256,49 @@ func TestKeysFromEnvironmentAreNotPrinted(t *testing.T) {
 	err := ctl.Run(ctx, []string{"worker", "--addr", "127.0.0.1:1", "--key-file", filepath.Join(t.TempDir(), "none")}, io.Discard, io.Discard)
 	if err != nil && strings.Contains(err.Error(), "no worker key") {
 		t.Errorf("worker with SLUICE_WORKER_KEY: %v, want the key from the environment used", err)
+	}
+}
+
+// TestTLSMismatchSaysSo: plaintext to a TLS server, or TLS to a plaintext
+// one, failed with "is it running, and is --addr right?" and gRPC's
+// "error reading server preface: EOF", which names neither TLS nor a
+// flag. The error must say which flags to add or leave out.
+func TestTLSMismatchSaysSo(t *testing.T) {
+	t.Parallel()
+	pki := tlstest.New(t)
+	serverTLS, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}.Config("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveGRPC := func(opts ...grpc.ServerOption) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer(opts...)
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		return lis.Addr().String()
+	}
+	tlsAddr := serveGRPC(grpc.Creds(credentials.NewTLS(serverTLS)))
+	plainAddr := serveGRPC()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"stats in plaintext to TLS", []string{"stats", "--admin-addr", tlsAddr, "--admin-key", "k"}, "add --tls-ca"},
+		{"submit in plaintext to TLS", []string{"submit", "--addr", tlsAddr, "--key", "k", "x"}, "add --tls-ca"},
+		{"stats over TLS to plaintext", []string{"stats", "--admin-addr", plainAddr, "--admin-key", "k", "--tls-ca", pki.CA}, "leave out the --tls flags"},
+		{"submit over TLS to plaintext", []string{"submit", "--addr", plainAddr, "--key", "k", "--tls-ca", pki.CA, "x"}, "leave out the --tls flags"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := run(t, append(tt.args, "--timeout", "5s")...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err=%v, want it to say %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -85,7 +85,7 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 			st := status.Convert(err)
 			switch st.Code() {
 			case codes.Unavailable:
-				return fmt.Errorf("cannot reach the gateway at %s (is it running, and is --addr right?): %s", *addr, st.Message())
+				return fmt.Errorf("cannot reach the gateway at %s (is it running, and is --addr right?): %s%s", *addr, st.Message(), tlsHint(st.Message(), tlsc))
 			case codes.Unauthenticated, codes.PermissionDenied:
 				return fmt.Errorf("the gateway refused the key: %s (use the key the gateway printed at start, or one from the tenant config)", st.Message())
 			}
