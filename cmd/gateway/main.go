@@ -284,7 +284,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 		printWelcome(stdout, welcome{
 			addr: lis.Addr().String(), key: devKey, mode: describe(c), consoleURL: console,
 			adminKeyFrom: adminKeyFrom, workerAddr: workers,
-			workerKeyFile: node.WorkerKeyFile(c.backend.DataDir),
+			workerKeyFile: node.WorkerKeyFile(c.backend.DataDir), tlsMode: tlsCfg.IngestMode,
 		})
 	}
 	err = g.Wait()
@@ -336,6 +336,9 @@ type welcome struct {
 	adminKeyFrom                string // where the console's sign-in key is
 	// workerAddr is where pull workers connect ("" when jobs are pushed).
 	workerAddr, workerKeyFile string
+	// tlsMode is the ingest and worker listeners' TLS: "off", "tls" or
+	// "mtls" (node.TLS.IngestMode).
+	tlsMode string
 }
 
 func printWelcome(w io.Writer, c welcome) {
@@ -346,18 +349,28 @@ Development tenant "dev", API key: %[2]s
 	if c.consoleURL != "" {
 		fmt.Fprintf(w, "Web console: %s (sign in with %s)\n", c.consoleURL, c.adminKeyFrom)
 	}
+	// The commands must speak the listeners' TLS, or they fail with an
+	// error that names no flag.
+	ctlTLS, grpcurlTLS := "", "-plaintext"
+	switch c.tlsMode {
+	case "tls":
+		ctlTLS, grpcurlTLS = " --tls-ca <CA of --tls-cert>", "-cacert <CA of --tls-cert>"
+	case "mtls":
+		ctlTLS = " --tls-ca <CA of --tls-cert> --tls-cert <client cert> --tls-key <client key>"
+		grpcurlTLS = "-cacert <CA of --tls-cert> -cert <client cert> -key <client key>"
+	}
 	if c.workerAddr != "" {
 		fmt.Fprintf(w, `
 Run a worker that prints each job (in another terminal):
-  go run ./cmd/sluicectl worker --addr %[1]s --key-file %[2]s
-`, c.workerAddr, c.workerKeyFile)
+  go run ./cmd/sluicectl worker --addr %[1]s --key-file %[2]s%[3]s
+`, c.workerAddr, c.workerKeyFile, ctlTLS)
 	}
 	fmt.Fprintf(w, `
 Submit a job (in another terminal):
-  go run ./cmd/sluicectl submit --addr %[1]s --key %[2]s 'hello, sluice'
+  go run ./cmd/sluicectl submit --addr %[1]s --key %[2]s%[3]s 'hello, sluice'
 
 or with grpcurl:
-  grpcurl -plaintext -H 'authorization: Bearer %[2]s' -d '{"payload":"aGVsbG8="}' %[1]s sluice.ingest.v1.IngestService/Submit
+  grpcurl %[4]s -H 'authorization: Bearer %[2]s' -d '{"payload":"aGVsbG8="}' %[1]s sluice.ingest.v1.IngestService/Submit
 
-`, c.addr, c.key)
+`, c.addr, c.key, ctlTLS, grpcurlTLS)
 }

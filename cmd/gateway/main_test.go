@@ -156,3 +156,36 @@ func TestStopDuringStartIsClean(t *testing.T) {
 		t.Fatalf("run: %v, want no error", err)
 	}
 }
+
+// TestWelcomeSpeaksTheListenersTLS: with --tls-cert the banner printed
+// plaintext commands (grpcurl -plaintext, sluicectl without --tls-ca),
+// which failed against the listener with an error that names no flag
+// (found in review).
+func TestWelcomeSpeaksTheListenersTLS(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		mode         string
+		want, absent []string
+	}{
+		{"off", []string{"grpcurl -plaintext", "--key dev-key 'hello"}, []string{"--tls-ca"}},
+		{"tls", []string{"grpcurl -cacert", "--key dev-key --tls-ca", "--key-file wk --tls-ca"}, []string{"-plaintext", "--tls-cert <client"}},
+		{"mtls", []string{"-cert <client cert> -key <client key>", "--tls-cert <client cert> --tls-key <client key>"}, []string{"-plaintext"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			printWelcome(&out, welcome{addr: "127.0.0.1:7070", key: "dev-key", mode: "embedded", workerAddr: "127.0.0.1:7072", workerKeyFile: "wk", tlsMode: tt.mode})
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("banner lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(out.String(), a) {
+					t.Errorf("banner has %q:\n%s", a, out.String())
+				}
+			}
+		})
+	}
+}
