@@ -89,11 +89,9 @@ resource "aws_sqs_queue" "queue" {
   kms_data_key_reuse_period_seconds = local.sse.kms_data_key_reuse_period_seconds
   sqs_managed_sse_enabled           = local.sse.sqs_managed_sse_enabled
 
-  redrive_policy = jsonencode({
-    deadLetterTargetArn = aws_sqs_queue.dlq[each.value.lane].arn
-    maxReceiveCount     = var.max_receive_count
-  })
-  # No other queue may use a shard, spillover or backlog queue as its DLQ.
+  # No redrive_policy here: aws_sqs_queue_redrive_policy.queue sets it once
+  # the DLQ allows this queue (below). No other queue may use a shard,
+  # spillover or backlog queue as its DLQ.
   redrive_allow_policy = jsonencode({
     redrivePermission = "denyAll"
   })
@@ -101,9 +99,15 @@ resource "aws_sqs_queue" "queue" {
   tags = merge(var.tags, { "sluice:lane" = each.value.lane, "sluice:kind" = each.value.kind })
 }
 
-# The DLQ's side of the redrive: only its lane's queues may send to it. A
-# separate resource, because the sources' redrive_policy already refers to the
-# DLQ (the inline argument would make a cycle).
+# The redrive, in the order SQS needs: the queues, then each DLQ's redrive
+# allow policy listing its lane's queues, then each queue's redrive policy
+# naming the DLQ. SQS lets a queue name a DLQ only if the DLQ's allow policy
+# admits it, so a queue created with its redrive policy inline would be
+# refused whenever its DLQ's byQueue list does not have it yet: every new
+# shard added to an existing lane.
+
+# The DLQ's side: only its lane's queues may send to it. A separate resource,
+# because it lists the queues' ARNs, so it comes after them.
 resource "aws_sqs_queue_redrive_allow_policy" "dlq" {
   for_each = local.lane
 
@@ -115,4 +119,17 @@ resource "aws_sqs_queue_redrive_allow_policy" "dlq" {
     }) :
     jsonencode({ redrivePermission = "allowAll" })
   )
+}
+
+# Each queue's side, set only after its DLQ's allow policy admits it.
+resource "aws_sqs_queue_redrive_policy" "queue" {
+  for_each = local.sources
+
+  queue_url = aws_sqs_queue.queue[each.key].url
+  redrive_policy = jsonencode({
+    deadLetterTargetArn = aws_sqs_queue.dlq[each.value.lane].arn
+    maxReceiveCount     = var.max_receive_count
+  })
+
+  depends_on = [aws_sqs_queue_redrive_allow_policy.dlq]
 }

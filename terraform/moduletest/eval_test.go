@@ -71,6 +71,7 @@ var identity = map[string]struct {
 		return map[string]cty.Value{"dashboard_arn": cty.StringVal("arn:aws:cloudwatch::" + fakeAccount + ":dashboard/" + n)}
 	}},
 	"aws_sqs_queue_redrive_allow_policy": {"queue_url", func(string) map[string]cty.Value { return nil }},
+	"aws_sqs_queue_redrive_policy":       {"queue_url", func(string) map[string]cty.Value { return nil }},
 }
 
 // module is the module's configuration parsed with the HCL libraries.

@@ -122,6 +122,10 @@ type (
 		QueueURL string `json:"queue_url"`
 		Policy   string `json:"redrive_allow_policy"`
 	}
+	redrive struct {
+		QueueURL string `json:"queue_url"`
+		Policy   string `json:"redrive_policy"`
+	}
 	metricStat struct {
 		Namespace  string            `json:"namespace"`
 		MetricName string            `json:"metric_name"`
@@ -234,6 +238,15 @@ func checkQueues(t *testing.T, e *evaluation, want topology.Topology) {
 	if len(byName) != len(want.Queues()) {
 		t.Errorf("the module creates %d queues, topology has %d", len(byName), len(want.Queues()))
 	}
+	// Redrive policies by queue URL: aws_sqs_queue_redrive_policy sets them
+	// once the DLQ admits the queue (TestRedriveOrder).
+	redriveByURL := map[string]string{}
+	for key, r := range instancesOf[redrive](t, e, "aws_sqs_queue_redrive_policy.queue") {
+		if r.QueueURL != fakeQueueURL(key) {
+			t.Errorf("aws_sqs_queue_redrive_policy.queue[%q] is on %s", key, r.QueueURL)
+		}
+		redriveByURL[r.QueueURL] = r.Policy
+	}
 	for _, qi := range want.Queues() {
 		s := qi.Spec
 		q, ok := byName[s.Name]
@@ -250,21 +263,27 @@ func checkQueues(t *testing.T, e *evaluation, want topology.Topology) {
 		if q.SQSManagedSSE == nil || !*q.SQSManagedSSE || q.KMSMasterKeyID != nil {
 			t.Errorf("%s: without kms_key_arn, SSE-SQS expected", s.Name)
 		}
+		if q.RedrivePolicy != nil {
+			// Inline, SQS would check it against the DLQ's allow policy
+			// when the queue is created, before the queue is on its list.
+			t.Errorf("%s: redrive_policy set on the queue itself (%s); aws_sqs_queue_redrive_policy sets it", s.Name, *q.RedrivePolicy)
+		}
+		policy, ok := redriveByURL[fakeQueueURL(s.Name)]
 		if s.DeadLetterQueue == "" {
-			if q.RedrivePolicy != nil {
-				t.Errorf("%s: a DLQ must not redrive, has %s", s.Name, *q.RedrivePolicy)
+			if ok {
+				t.Errorf("%s: a DLQ must not redrive, has %s", s.Name, policy)
 			}
 			continue
 		}
-		if q.RedrivePolicy == nil {
-			t.Errorf("%s: no redrive_policy", s.Name)
+		if !ok {
+			t.Errorf("%s: no aws_sqs_queue_redrive_policy", s.Name)
 			continue
 		}
 		var rp struct {
 			DeadLetterTargetArn string `json:"deadLetterTargetArn"`
 			MaxReceiveCount     int    `json:"maxReceiveCount"`
 		}
-		if err := json.Unmarshal([]byte(*q.RedrivePolicy), &rp); err != nil {
+		if err := json.Unmarshal([]byte(policy), &rp); err != nil {
 			t.Errorf("%s: redrive_policy: %v", s.Name, err)
 		}
 		if rp.DeadLetterTargetArn != fakeQueueARN(s.DeadLetterQueue) || rp.MaxReceiveCount != s.MaxReceiveCount {

@@ -115,6 +115,12 @@ func copyModule(t *testing.T) string {
 // from the caller's environment, and returns its combined output.
 func (env *toolEnv) run(t *testing.T, dir, tool string, args ...string) (string, error) {
 	t.Helper()
+	return env.runEnv(t, dir, nil, tool, args...)
+}
+
+// runEnv is run with extra environment variables (KEY=VALUE).
+func (env *toolEnv) runEnv(t *testing.T, dir string, extra []string, tool string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, tool, args...)
@@ -130,6 +136,7 @@ func (env *toolEnv) run(t *testing.T, dir, tool string, args ...string) (string,
 		"TF_IN_AUTOMATION=1",
 		"TF_INPUT=0",
 	)
+	cmd.Env = append(cmd.Env, extra...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

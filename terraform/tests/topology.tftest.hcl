@@ -41,13 +41,14 @@ run "default_lanes" {
     condition     = output.queue_names[0] == "sluice-premium-dlq" && output.queue_names[1] == "sluice-premium-shard-00" && output.queue_names[6] == "sluice-premium-backlog" && length(output.queue_names) == 21
     error_message = "queue_names is not in topology order (DLQ, shards, spillover, backlog per lane): ${jsonencode(output.queue_names)}"
   }
-  # Redrive: every source to its own lane's DLQ after max_receive_count.
+  # Redrive: every source to its own lane's DLQ after max_receive_count, set
+  # by aws_sqs_queue_redrive_policy (after the DLQ's allow policy), not inline.
   assert {
-    condition = alltrue([for q in aws_sqs_queue.queue :
-      jsondecode(q.redrive_policy).deadLetterTargetArn == "arn:aws:sqs:eu-west-1:123456789012:sluice-${q.tags["sluice:lane"]}-dlq" &&
-      jsondecode(q.redrive_policy).maxReceiveCount == 5
+    condition = keys(aws_sqs_queue_redrive_policy.queue) == keys(aws_sqs_queue.queue) && alltrue([for k, p in aws_sqs_queue_redrive_policy.queue :
+      jsondecode(p.redrive_policy).deadLetterTargetArn == "arn:aws:sqs:eu-west-1:123456789012:sluice-${aws_sqs_queue.queue[k].tags["sluice:lane"]}-dlq" &&
+      jsondecode(p.redrive_policy).maxReceiveCount == 5
     ])
-    error_message = "redrive_policy: ${jsonencode({ for q in aws_sqs_queue.queue : q.name => q.redrive_policy })}"
+    error_message = "redrive_policy: ${jsonencode({ for k, p in aws_sqs_queue_redrive_policy.queue : k => p.redrive_policy })}"
   }
   assert {
     condition     = alltrue([for q in aws_sqs_queue.queue : jsondecode(q.redrive_allow_policy).redrivePermission == "denyAll"])
@@ -91,7 +92,7 @@ run "single_lane_one_shard" {
     error_message = "queues: ${jsonencode(keys(aws_sqs_queue.queue))}"
   }
   assert {
-    condition     = alltrue([for q in aws_sqs_queue.queue : q.visibility_timeout_seconds == 120 && q.message_retention_seconds == 86400 && jsondecode(q.redrive_policy).deadLetterTargetArn == "arn:aws:sqs:eu-west-1:123456789012:sluice-solo-dlq"])
+    condition     = alltrue([for q in aws_sqs_queue.queue : q.visibility_timeout_seconds == 120 && q.message_retention_seconds == 86400]) && alltrue([for p in aws_sqs_queue_redrive_policy.queue : jsondecode(p.redrive_policy).deadLetterTargetArn == "arn:aws:sqs:eu-west-1:123456789012:sluice-solo-dlq"])
     error_message = "lane settings or redrive not applied"
   }
   assert {
@@ -119,7 +120,7 @@ run "twelve_shards_custom_prefix" {
     error_message = "shard names: ${jsonencode(keys(aws_sqs_queue.queue))}"
   }
   assert {
-    condition     = alltrue([for q in aws_sqs_queue.queue : jsondecode(q.redrive_policy).maxReceiveCount == 3 && jsondecode(q.redrive_policy).deadLetterTargetArn == "arn:aws:sqs:eu-west-1:123456789012:acme-prod-bulk-dlq"])
+    condition     = length(aws_sqs_queue_redrive_policy.queue) == 14 && alltrue([for p in aws_sqs_queue_redrive_policy.queue : jsondecode(p.redrive_policy).maxReceiveCount == 3 && jsondecode(p.redrive_policy).deadLetterTargetArn == "arn:aws:sqs:eu-west-1:123456789012:acme-prod-bulk-dlq"])
     error_message = "redrive must follow max_receive_count and the lane's DLQ"
   }
   # 14 sources are over SQS's 10 for byQueue.
@@ -144,5 +145,69 @@ run "kms" {
   assert {
     condition     = contains([for s in jsondecode(output.gateway_policy_json).Statement : s.Sid], "UseQueueEncryptionKey") && contains([for s in jsondecode(output.drainer_policy_json).Statement : s.Sid], "UseQueueEncryptionKey")
     error_message = "with a KMS key both roles need kms:GenerateDataKey and kms:Decrypt"
+  }
+}
+
+# Adding a shard to an existing lane (the safe way to scale): the plan creates
+# the new queue, adds it to the DLQ's byQueue list and sets its redrive with
+# aws_sqs_queue_redrive_policy, which depends on that list (the order is
+# checked by moduletest's TestRedriveOrder).
+run "scale_two_shards" {
+  variables {
+    lanes = [{ name = "scale", shards = 2 }]
+  }
+  override_resource {
+    target = aws_sqs_queue.dlq["scale"]
+    values = { arn = "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-dlq", url = "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-scale-dlq" }
+  }
+  override_resource {
+    target = aws_sqs_queue.queue["sluice-scale-shard-00"]
+    values = { arn = "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-shard-00", url = "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-scale-shard-00" }
+  }
+  override_resource {
+    target = aws_sqs_queue.queue["sluice-scale-shard-01"]
+    values = { arn = "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-shard-01", url = "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-scale-shard-01" }
+  }
+  override_resource {
+    target = aws_sqs_queue.queue["sluice-scale-spillover"]
+    values = { arn = "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-spillover", url = "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-scale-spillover" }
+  }
+  override_resource {
+    target = aws_sqs_queue.queue["sluice-scale-backlog"]
+    values = { arn = "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-backlog", url = "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-scale-backlog" }
+  }
+  assert {
+    condition     = length(jsondecode(aws_sqs_queue_redrive_allow_policy.dlq["scale"].redrive_allow_policy).sourceQueueArns) == 4
+    error_message = "two shards, spillover and backlog: ${aws_sqs_queue_redrive_allow_policy.dlq["scale"].redrive_allow_policy}"
+  }
+}
+
+run "scale_add_shard" {
+  command = plan
+  variables {
+    lanes = [{ name = "scale", shards = 3 }]
+  }
+  override_resource {
+    target          = aws_sqs_queue.queue["sluice-scale-shard-02"]
+    override_during = plan
+    values          = { arn = "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-shard-02", url = "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-scale-shard-02" }
+  }
+  assert {
+    condition     = contains(keys(aws_sqs_queue.queue), "sluice-scale-shard-02") && length(aws_sqs_queue.queue) == 5
+    error_message = "queues: ${jsonencode(keys(aws_sqs_queue.queue))}"
+  }
+  assert {
+    condition = jsondecode(aws_sqs_queue_redrive_allow_policy.dlq["scale"].redrive_allow_policy) == {
+      redrivePermission = "byQueue"
+      sourceQueueArns = [for n in ["shard-00", "shard-01", "shard-02", "spillover", "backlog"] :
+        "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-${n}"
+      ]
+    }
+    error_message = "the DLQ must admit the new shard: ${aws_sqs_queue_redrive_allow_policy.dlq["scale"].redrive_allow_policy}"
+  }
+  assert {
+    condition = (aws_sqs_queue_redrive_policy.queue["sluice-scale-shard-02"].queue_url == "https://sqs.eu-west-1.amazonaws.com/123456789012/sluice-scale-shard-02" &&
+    jsondecode(aws_sqs_queue_redrive_policy.queue["sluice-scale-shard-02"].redrive_policy) == { deadLetterTargetArn = "arn:aws:sqs:eu-west-1:123456789012:sluice-scale-dlq", maxReceiveCount = 5 })
+    error_message = "the new shard's redrive: ${jsonencode(aws_sqs_queue_redrive_policy.queue["sluice-scale-shard-02"])}"
   }
 }
