@@ -261,7 +261,16 @@ func TestSubmitContextEnds(t *testing.T) {
 		s := &scripted{submit: answerSubmit(errRate(20 * time.Second))}
 		serveScripted(t, s)
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(100*time.Millisecond, cancel)
+		// Cancel 100ms after the refusal, in the 20s wait it asks for; a
+		// fixed 100ms from the start cancelled the call itself on a busy
+		// machine.
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); len(s.recorded()) == 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+		}()
 		start := time.Now()
 		_, err := dial(t, s.addr, client.Config{}).Submit(ctx, client.Job{Payload: []byte("x")})
 		var q *client.QuotaError
