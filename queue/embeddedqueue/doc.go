@@ -32,18 +32,19 @@
 // operation, drains whatever else is already queued behind it (up to
 // Options.MaxGroupCommit operations or 32 MiB), applies them all to one
 // open bbolt transaction, appends their changes to a redo log as one
-// record and syncs it, and answers each caller after that single sync.
-// There is no linger delay: callers that arrive while a group is syncing
-// form the next group, so a lone sender pays one sync and 64 concurrent
-// callers share one (TestGroupCommit sees about 30 sends per sync). One
-// operation's logical failure, say a stale receipt, is reported to its
-// caller alone; only a storage error fails the whole group, after which
-// the transaction and the in-memory index are rebuilt from the store and
-// the log. A group that wrote nothing (receives that found nothing)
-// appends nothing. CommitStats counts syncs and the operations they
-// carried. SendMany (queue.MultiSender) is one operation however many
-// queues and batches it carries, so the gateway stores all the jobs of
-// one SubmitBatch call in one record.
+// record and syncs it, and answers each caller after that single sync (a
+// group of receives, deletes, visibility changes and moves alone is not
+// synced: Durability modes). There is no linger delay: callers that
+// arrive while a group is syncing form the next group, so a lone sender
+// pays one sync and 64 concurrent callers share one (TestGroupCommit sees
+// about 30 sends per sync). One operation's logical failure, say a stale
+// receipt, is reported to its caller alone; only a storage error fails
+// the whole group, after which the transaction and the in-memory index
+// are rebuilt from the store and the log. A group that wrote nothing
+// (receives that found nothing) appends nothing. CommitStats counts syncs
+// and the operations they carried. SendMany (queue.MultiSender) is one
+// operation however many queues and batches it carries, so the gateway
+// stores all the jobs of one SubmitBatch call in one record.
 // Move (queue.Mover) stores each message in its new queue and deletes
 // its original in one operation: the drainer's spills, backlog moves,
 // retries and dead-letters cost one write, and a crash cannot leave a
@@ -76,20 +77,20 @@
 //
 // # Durability modes
 //
-// Options.SyncInterval zero (the default, gateway flag --fsync=always):
-// a group's log record is fdatasynced before its callers are answered if
-// it holds a send or a change of queues, so an answered send survives a
-// power loss. A group of receives, deletes, visibility changes and moves
-// alone is answered once its record is written, with no sync (doLazy):
-// it survives a crash of the process, and is synced with the next group
-// that holds a send or by the next checkpoint (every 50 ms), whichever
-// comes first. A power loss can undo those last changes, and only
-// those: an undone receive or delete leaves its message to be received
-// again, and an undone move leaves it where it was, so no message is
-// lost and one may be delivered again (at least once, as SQS). Draining
-// then costs no sync per batch: receiving and deleting went from one
-// fdatasync each to none, and BenchmarkPullDrain from 17–20k to 44–92k
-// jobs/s. The checkpoint syncs lazy records before the next epoch
+// Options.SyncInterval zero (the default, gateway flag --fsync=always): a
+// group's log record is fdatasynced before its callers are answered if it
+// holds a send, a change of queues or a retention sweep, so an answered
+// send survives a power loss. A group of receives, deletes, visibility
+// changes and moves alone is answered once its record is written, with no
+// sync (doLazy): it survives a crash of the process, and is synced with
+// the next group that holds a send or by the next checkpoint (every
+// 50 ms), whichever comes first. A power loss can undo those last changes,
+// and only those: an undone receive or delete leaves its message to be
+// received again, and an undone move leaves it where it was, so no
+// message is lost and one may be delivered again (at least once, as SQS).
+// Draining then costs no sync per batch: receiving and deleting went from
+// one fdatasync each to none, and BenchmarkPullDrain from 17–20k to
+// 44–92k jobs/s. The checkpoint syncs lazy records before the next epoch
 // starts, since its records are synced as they are answered and a power
 // loss that kept them but lost the lazy tail would end the replay at the
 // gap (wal.go; TestUnsyncedTailIsSyncedBeforeTheNextEpoch).
@@ -157,12 +158,21 @@
 // queue), the message's sequence number and its receive generation. Every
 // receive bumps the generation, so once another consumer has received the
 // message, the earlier holder can neither delete nor extend it: it gets
-// queue.ErrReceiptInvalid and knows it lost its lease. Handles from another
-// queue, or from a store deleted and created again, never match, and
-// sequence numbers are never reused. The choice for an expired lease that
-// nobody has taken over follows SQS: Delete still works, ChangeVisibility
-// is refused (SQS's MessageNotInflight). Generations are stored, so leases
-// and handles survive a restart.
+// queue.ErrReceiptInvalid and knows it lost its lease. Handles from
+// another queue, or from a store deleted and created again, never match,
+// and sequence numbers are not reused (but see a power loss below). The
+// choice for an expired lease that nobody has taken over follows SQS:
+// Delete still works, ChangeVisibility is refused (SQS's
+// MessageNotInflight). Generations are stored, so leases and handles
+// survive a restart, but not a power loss: it can undo the last receives
+// and moves (Durability modes), and with them the generations and
+// sequence numbers they took, which the next receives and sends take
+// again. A handle from an undone receive then matches the message's next
+// receive, and one from a receive of a message moved by an undone move
+// can match another message, sent since to the move's queue: a Delete
+// with it deletes that message. Handles must not be kept across a power
+// loss (sluice keeps them in the memory of the process that received
+// them).
 //
 // # Crash safety and locking
 //

@@ -53,13 +53,17 @@ type Options struct {
 	// LockTimeout is how long Open waits for the file lock another
 	// process holds before it fails with ErrInUse. Defaults to one second.
 	LockTimeout time.Duration
-	// SyncInterval chooses when a change is made durable. Zero, the
-	// default, fsyncs every commit before its callers are answered: an
-	// answered call survives a power loss. A positive interval answers a
-	// call once its changes are written to the redo log in the operating
-	// system (they survive a crash of the process) and fsyncs once per
-	// interval: a power loss can lose the calls answered in the last
-	// interval, plus the sync under way.
+	// SyncInterval chooses when a change is made durable. Zero, the default,
+	// fsyncs every commit that holds a send (or a queue change or retention
+	// sweep) before its callers are answered: an answered send survives a
+	// power loss. Receives, deletes, visibility changes and moves are
+	// answered once written to the redo log, and synced with the next send
+	// or checkpoint: a power loss can undo the last of them, and leaves
+	// their messages where they were. A positive interval answers a call
+	// once its changes are written to the redo log in the operating system
+	// (they survive a crash of the process) and fsyncs once per interval: a
+	// power loss can lose the calls answered in the last interval, plus the
+	// sync under way.
 	SyncInterval time.Duration
 }
 
@@ -398,7 +402,8 @@ func (b *Backend) hand(ctx context.Context, o *op) error {
 type CommitStats struct {
 	// Commits is the number of times answered changes were made durable,
 	// one sync each: a redo log sync (in the default mode, per group that
-	// holds a send, and before a checkpoint that follows lazy groups; per
+	// holds an operation other than a receive, delete, visibility change
+	// or move, and before a checkpoint that follows groups of those; per
 	// interval in interval mode), or a commit of the store while degraded.
 	Commits int64
 	// Ops is the number of operations those commits carried; Ops/Commits

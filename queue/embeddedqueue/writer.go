@@ -21,11 +21,12 @@ import (
 //
 // Each group is applied to the open transaction and its changes are
 // appended to the log of the current epoch; its callers are answered once
-// that record is synced (default mode) or written (interval mode). Every
-// checkpointEvery the writer hands the open transaction, stamped with the
-// next epoch, to a goroutine that commits it, and goes on at once: the
-// records of the next epoch go to the other log file, and while the
-// commit runs there is no transaction to apply groups to. Blind
+// that record is synced (default mode, unless every operation in the
+// group is lazy: doLazy) or written (interval mode, and lazy groups).
+// Every checkpointEvery the writer hands the open transaction, stamped
+// with the next epoch, to a goroutine that commits it, and goes on at
+// once: the records of the next epoch go to the other log file, and while
+// the commit runs there is no transaction to apply groups to. Blind
 // operations are still applied, to the index and the log, and their
 // changes are kept to be applied to the next transaction when the commit
 // ends: sends, deletes and visibility changes, which read only the index,
@@ -157,9 +158,10 @@ func (b *Backend) commit(group []*op) {
 
 // apply runs a group in the open transaction (none while a checkpoint
 // commits), answered once its record is in the log: synced there in the
-// default mode, written in interval mode. A degraded backend commits the
-// group at once instead. On any failure the transaction is rebuilt from
-// the store and the log, without the group.
+// default mode unless the group is lazy (needsSync), written in interval
+// mode. A degraded backend commits the group at once instead. On any
+// failure the transaction is rebuilt from the store and the log, without
+// the group.
 func (b *Backend) apply(group []*op) error {
 	if b.broken != nil {
 		return b.broken
