@@ -93,7 +93,10 @@
 // 44–92k jobs/s. The checkpoint syncs lazy records before the next epoch
 // starts, since its records are synced as they are answered and a power
 // loss that kept them but lost the lazy tail would end the replay at the
-// gap (wal.go; TestUnsyncedTailIsSyncedBeforeTheNextEpoch).
+// gap (wal.go; TestUnsyncedTailIsSyncedBeforeTheNextEpoch). For the
+// same reason a failed write or sync of the log commits the store before
+// anything more is answered: the lazy records before it may never reach
+// the disk (TestFailedSyncLeavesNoGapBehindLaterSends).
 //
 // Options.SyncInterval positive (--fsync=interval:<d>): a group's record
 // is written to the log with no sync, then answered. The changes are

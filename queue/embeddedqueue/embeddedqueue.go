@@ -107,6 +107,9 @@ type knobs struct {
 	// logSynced runs on the writer after each sync of the log in the
 	// default mode, with the log's file and how much of it is durable.
 	logSynced func(path string, durable int64)
+	// failLogSync, when it returns an error, fails the default mode's
+	// next sync of the log with it, as a disk would.
+	failLogSync func() error
 }
 
 // Backend is the embedded queue.Backend. Create it with Open; it is safe

@@ -213,6 +213,15 @@ func (b *Backend) apply(group []*op) error {
 	}
 	b.waitCheckpoint()
 	b.rebuild()
+	if b.opts.SyncInterval == 0 {
+		// A failed write or sync may leave the lazy records before it
+		// never written (Linux can mark the pages a failed fdatasync did
+		// not write clean), while the sends answered after it are synced:
+		// a replay would stop at that gap and lose them. Commit the store
+		// now, so that nothing answered later depends on those records;
+		// if that fails too, the backend degrades.
+		b.checkpoint()
+	}
 	return fmt.Errorf("commit: %w", err)
 }
 
@@ -288,6 +297,11 @@ func (b *Backend) endSyncLog(err error) {
 // syncLogNow syncs the current log on the writer: the default mode's
 // sync of a group's record, or of lazy records before a checkpoint.
 func (b *Backend) syncLogNow() error {
+	if b.knobs.failLogSync != nil {
+		if err := b.knobs.failLogSync(); err != nil {
+			return fmt.Errorf("sync redo log: %w", err)
+		}
+	}
 	if err := b.log.sync(); err != nil {
 		return err
 	}
