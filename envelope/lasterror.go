@@ -1,9 +1,6 @@
 package envelope
 
-import (
-	"strings"
-	"unicode/utf8"
-)
+import "github.com/sluice-dev/sluice/internal/errtext"
 
 // LastErrorMax bounds the error an envelope keeps in last_error: a
 // worker's answer can be long, and the envelope travels with every move.
@@ -19,14 +16,4 @@ const Headroom = 2 << 10
 // LastError is err's message as an envelope keeps it in last_error: valid
 // UTF-8 (protobuf strings must be, or the envelope could not be encoded
 // and the job could not move) and at most LastErrorMax bytes.
-func LastError(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	if len(s) <= LastErrorMax {
-		return s
-	}
-	cut := LastErrorMax - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func LastError(err error) string { return errtext.Cut(err, LastErrorMax) }

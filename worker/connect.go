@@ -17,7 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/errtext"
 )
 
 // Pull mode: the worker dials sluice (cmd/gateway or cmd/drainer, at their
@@ -589,17 +589,7 @@ const errorTextMax = 4 << 10
 // went back with no attempt counted and failed so again, for ever. So
 // the message is made valid UTF-8 (protobuf strings must be), and cut to
 // errorTextMax bytes, marked (found in review).
-func errorText(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	if len(s) <= errorTextMax {
-		return s
-	}
-	cut := errorTextMax - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func errorText(err error) string { return errtext.Cut(err, errorTextMax) }
 
 // resultOf turns a handler's error into the job's result, as the status
 // table does for push workers: nil acks, Permanent fails, RetryAfter
