@@ -234,7 +234,9 @@ func TestProducerClose(t *testing.T) {
 func TestProducerRetriesKeepKeys(t *testing.T) {
 	t.Parallel()
 	// The first call, a alone, is held until b is sent, so b waits for
-	// it and the retry of a carries b too.
+	// it and the retry of a carries b too. b's linger outlasts any
+	// answer: with 20ms, on a busy machine b left alone before the first
+	// call's answer came back.
 	entered, release := make(chan struct{}), make(chan struct{})
 	s := &scripted{batch: func(_ context.Context, n int, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
 		switch n {
@@ -248,7 +250,7 @@ func TestProducerRetriesKeepKeys(t *testing.T) {
 		return batchAnswer(req), nil
 	}}
 	serveScripted(t, s)
-	p := newProducer(t, dial(t, s.addr, fastRetries), client.ProducerConfig{Linger: 20 * time.Millisecond})
+	p := newProducer(t, dial(t, s.addr, fastRetries), client.ProducerConfig{Linger: time.Minute})
 	ctx := t.Context()
 	a, err := p.Send(ctx, client.Job{Payload: []byte("a"), IdempotencyKey: "key-a"})
 	if err != nil {
