@@ -471,6 +471,9 @@ func (b *batch) enqueue() {
 	for _, r := range b.results {
 		if r.copyOf != nil {
 			r.jobID, r.duplicate, r.err = r.copyOf.jobID, r.copyOf.err == nil, r.copyOf.err
+			if r.err != nil { // refused as its first was, and counted so
+				r.outcome = r.copyOf.outcome
+			}
 		} else if r.idem != nil {
 			id := r.jobID
 			if r.err != nil {
