@@ -189,6 +189,8 @@ func TestHWMVerdict(t *testing.T) {
 		{"premium at full", 1000, 1.0, true, time.Second},
 		{"free far over: backlog over drain rate", 5500, 0.5, true, 50*time.Second + 10*time.Millisecond},
 		{"capped at five minutes", 1_000_000, 0.5, true, 5 * time.Minute},
+		// 1e10 s: past int64 nanoseconds, which came out as 1 s.
+		{"capped past int64 nanoseconds", 1_000_000_000_000, 0.5, true, 5 * time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -270,8 +270,10 @@ func hwmVerdict(backlog, hwm int64, fraction, drainRate float64) (refused bool, 
 		return false, 0
 	}
 	excess := float64(backlog) - threshold + 1
-	retry = time.Duration(excess / drainRate * float64(time.Second))
-	return true, min(max(retry, minRetry), maxRetry)
+	// Clamped as a float: a wait past int64 nanoseconds (a huge backlog
+	// over a trickle of deliveries) converts to a negative Duration.
+	secs := min(max(excess/drainRate, minRetry.Seconds()), maxRetry.Seconds())
+	return true, time.Duration(secs * float64(time.Second))
 }
 
 const (
