@@ -33,10 +33,13 @@
 // come back at once. Retries stop at Config.MaxAttempts, when the caller's
 // context ends, or when the next wait would outlast the context's deadline.
 //
-// The gateway remembers idempotency keys per process, for its idempotency
-// window (10 minutes by default): a retry that reaches another gateway, or
-// one that restarted, is enqueued again. Delivery is at least once anyway,
-// so workers must be idempotent on the job id.
+// The gateway remembers idempotency keys for its idempotency window (10
+// minutes by default). On its embedded backend a key is stored with its
+// job, so a retry after the gateway restarted still gets the first job's
+// id; on SQS the keys are remembered per gateway process, and a retry that
+// reaches another gateway, or one that restarted, is enqueued again.
+// Delivery is at least once anyway, so workers must be idempotent on the
+// job id.
 //
 // # Errors
 //
