@@ -520,10 +520,12 @@ func (b *batch) entries(rs []*result) []queue.SendEntry {
 }
 
 // settle records the outcome of the send of rs to q, which took took:
-// out has the entries' results, err the whole send's failure.
+// out has the entries' results, err the whole send's failure. A failed
+// send is logged once, with the first error of its jobs.
 func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error, took time.Duration) {
 	b.s.cfg.Metrics.EnqueueLatency(b.lane.lane.Name, took)
 	sent := 0
+	var firstErr error
 	for i, r := range rs {
 		var entryErr error
 		switch {
@@ -538,10 +540,16 @@ func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error
 		if entryErr != nil {
 			r.err = unavailable(entryErr)
 			r.token.Return()
-			b.s.cfg.Logger.WarnContext(b.ctx, "enqueue failed", slog.String("tenant", b.tenant.ID), slog.String("queue", q), slog.Any("error", entryErr))
+			if firstErr == nil {
+				firstErr = entryErr
+			}
 			continue
 		}
 		sent++
+	}
+	if firstErr != nil {
+		b.s.cfg.Logger.WarnContext(b.ctx, "enqueue failed", slog.String("tenant", b.tenant.ID), slog.String("queue", q),
+			slog.Int("failed_jobs", len(rs)-sent), slog.Int("jobs", len(rs)), slog.Any("error", firstErr))
 	}
 	b.s.cfg.Depth.Add(q, int64(sent))
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -75,7 +76,8 @@ func setupWrapped(t testing.TB, cfg Config, wrap func(queue.Backend) queue.Backe
 	if err := depths.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Backend, cfg.Topology, cfg.Tenants, cfg.Depth, cfg.Logger = b, topo, func() *tenant.Config { return tenants }, depths, log
+	cfg.Backend, cfg.Topology, cfg.Tenants, cfg.Depth = b, topo, func() *tenant.Config { return tenants }, depths
+	cfg.Logger = cmp.Or(cfg.Logger, log)
 	if wrap != nil {
 		cfg.Backend = wrap(b)
 	}

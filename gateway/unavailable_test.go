@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,4 +125,61 @@ func storedJobs(t *testing.T, tb *testBundle) int64 {
 		n += s.Visible + s.InFlight + s.Delayed
 	}
 	return n
+}
+
+// countingHandler counts the records logged at each level.
+type countingHandler struct {
+	mu sync.Mutex
+	n  map[slog.Level]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[r.Level]++
+	return nil
+}
+
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *countingHandler) count(l slog.Level) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[l]
+}
+
+// TestFailedSendLogsOnce fails every Send of the gateway's backend under a
+// batch of many jobs: each failed Send is logged once, with its jobs
+// counted, not once per job (a 500-job batch was 500 warnings, and a
+// backend outage under load flooded the log).
+func TestFailedSendLogsOnce(t *testing.T) {
+	t.Parallel()
+	h := &countingHandler{n: map[slog.Level]int{}}
+	var fq *faultqueue.Backend
+	tb := setupWrapped(t, Config{Logger: slog.New(h)}, func(b queue.Backend) queue.Backend {
+		fq = faultqueue.New(b)
+		return fq
+	})
+	fq.Sleep(faultqueue.OpSend)
+	const jobs = 100
+	req := &ingestv1.SubmitBatchRequest{}
+	for range jobs {
+		req.Jobs = append(req.Jobs, &ingestv1.SubmitRequest{Payload: []byte("x")})
+	}
+	resp, err := tb.client.SubmitBatch(key(t.Context(), "bench-key-1"), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range resp.GetResults() {
+		if c := codes.Code(r.GetError().GetCode()); c != codes.Unavailable {
+			t.Fatalf("job %d with the backend down: %v, want UNAVAILABLE", i, r)
+		}
+	}
+	sends := int(fq.Failed(faultqueue.OpSend))
+	if got := h.count(slog.LevelWarn); got != sends {
+		t.Fatalf("%d warnings for %d failed sends of %d jobs, want one per send", got, sends, jobs)
+	}
 }
