@@ -565,21 +565,28 @@ func (b *batch) refuseTooLarge(r *result, n int) {
 }
 
 // endAdmit ends a job's sluice.admit span with the admission's outcome.
+// An in-batch repeat of a key is admitted as its first was: refused with
+// its refusal, or else a duplicate of its job (whose send has yet to
+// settle: that is the first's sluice.enqueue span).
 func endAdmit(span trace.Span, b *batch, r *result) {
 	if span.IsRecording() {
-		outcome := r.outcome
+		a := r
+		if r.copyOf != nil {
+			a = r.copyOf
+		}
+		outcome := a.outcome
 		switch {
-		case r.err != nil:
-			outcome = cmp.Or(outcome, r.err.Code().String())
-			span.SetStatus(otelcodes.Error, r.err.Message())
+		case a.err != nil:
+			outcome = cmp.Or(outcome, a.err.Code().String())
+			span.SetStatus(otelcodes.Error, a.err.Message())
 		case r.duplicate || r.copyOf != nil:
 			outcome = metrics.OutcomeDuplicate
 		default:
 			outcome = metrics.OutcomeAdmitted
 		}
 		span.SetAttributes(tracing.TenantKey.String(b.tenant.ID), tracing.LaneKey.String(b.tenant.Limits.Lane), tracing.OutcomeKey.String(outcome))
-		if r.jobID != "" { // a refused job has none; an in-batch repeat gets its first's after the send
-			span.SetAttributes(tracing.JobIDKey.String(r.jobID))
+		if a.err == nil && a.jobID != "" { // a refused job has none
+			span.SetAttributes(tracing.JobIDKey.String(a.jobID))
 		}
 	}
 	span.End()

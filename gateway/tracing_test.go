@@ -175,3 +175,68 @@ func TestNewTracer(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitSpansOfRepeatedKeys: the admit span of a job repeating an
+// idempotency key earlier in its batch tells what happened to it, which
+// is what happened to its first: a duplicate of the first's job id, or
+// the first's refusal.
+func TestAdmitSpansOfRepeatedKeys(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewSpanRecorder()
+	tb := setupWith(t, Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	// tiny's burst is 3: "stored" takes a token, "k1" and "k2" the rest,
+	// and "refused" finds none.
+	keys := []string{"stored", "k1", "k2", "refused", "stored", "refused"}
+	req := &ingestv1.SubmitBatchRequest{}
+	for _, k := range keys {
+		req.Jobs = append(req.Jobs, &ingestv1.SubmitRequest{Payload: []byte(k), IdempotencyKey: k})
+	}
+	resp, err := tb.client.SubmitBatch(key(t.Context(), "tiny-key-1"), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storedID := resp.GetResults()[0].GetJobId()
+	if r := resp.GetResults()[4]; r.GetJobId() != storedID || !r.GetDuplicate() {
+		t.Fatalf("repeat of the stored job: %v, want a duplicate of %s", r, storedID)
+	}
+	if r := resp.GetResults()[5]; r.GetError() == nil {
+		t.Fatalf("repeat of the refused job: %v, want refused", r)
+	}
+
+	type admit struct {
+		outcome, jobID string
+		code           codes.Code
+	}
+	var got []admit
+	for _, s := range spans.Ended() {
+		if s.Name() != "sluice.admit" {
+			continue
+		}
+		a := admit{code: s.Status().Code}
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case "sluice.outcome":
+				a.outcome = kv.Value.AsString()
+			case "sluice.job_id":
+				a.jobID = kv.Value.AsString()
+			}
+		}
+		got = append(got, a)
+	}
+	want := []admit{
+		{"admitted", storedID, codes.Unset},
+		{"admitted", resp.GetResults()[1].GetJobId(), codes.Unset},
+		{"admitted", resp.GetResults()[2].GetJobId(), codes.Unset},
+		{"throttled_rate", "", codes.Error},
+		{"duplicate", storedID, codes.Unset},
+		{"throttled_rate", "", codes.Error},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d admit spans, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("admit of job %d (key %q): %+v, want %+v", i, keys[i], got[i], want[i])
+		}
+	}
+}
