@@ -1,15 +1,20 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/faultqueue"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/metrics/metricstest"
+	"github.com/sluice-dev/sluice/queue"
 )
 
 // TestRepeatInBatchCountsItsFirstsOutcome sends a batch in which a key
@@ -43,6 +48,53 @@ func TestRepeatInBatchCountsItsFirstsOutcome(t *testing.T) {
 		metrics.OutcomeUnavailable:   0,
 	} {
 		if got := metricstest.CounterSum(t, reg, metrics.NameJobsSubmitted, map[string]string{"outcome": outcome}); got != want {
+			t.Errorf("%s{outcome=%q} = %g, want %g", metrics.NameJobsSubmitted, outcome, got, want)
+		}
+	}
+}
+
+// TestCallerGoneIsNotABackendFailure: a caller whose context ends while
+// its job is being stored (its deadline, or a cancel) was counted as
+// outcome "unavailable", the page-worthy backend failure, and logged as
+// one. It is counted "canceled", and the job is not stored.
+func TestCallerGoneIsNotABackendFailure(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	entered := make(chan struct{}, 1)
+	tb := setupWrapped(t, Config{Metrics: metrics.New(reg, metrics.Options{})}, func(b queue.Backend) queue.Backend {
+		fq := faultqueue.New(b)
+		fq.Inject(func(c faultqueue.Call) error {
+			if c.Op != faultqueue.OpSend {
+				return nil
+			}
+			entered <- struct{}{}
+			<-c.Ctx.Done() // the send outlasts its caller
+			return c.Ctx.Err()
+		})
+		return fq
+	})
+	ctx, cancel := context.WithCancel(key(t.Context(), "acme-key-1"))
+	go func() {
+		<-entered
+		cancel()
+	}()
+	_, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")})
+	if status.Code(err) != codes.Canceled {
+		t.Fatalf("Submit = %v, want CANCELED", err)
+	}
+	for outcome, want := range map[string]float64{
+		metrics.OutcomeCanceled:    1,
+		metrics.OutcomeUnavailable: 0,
+	} {
+		// The handler counts after the client has its answer: wait a
+		// little for it.
+		deadline := time.Now().Add(10 * time.Second)
+		got := metricstest.CounterSum(t, reg, metrics.NameJobsSubmitted, map[string]string{"outcome": outcome})
+		for got != want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			got = metricstest.CounterSum(t, reg, metrics.NameJobsSubmitted, map[string]string{"outcome": outcome})
+		}
+		if got != want {
 			t.Errorf("%s{outcome=%q} = %g, want %g", metrics.NameJobsSubmitted, outcome, got, want)
 		}
 	}

@@ -499,6 +499,8 @@ func (r *result) finalOutcome() string {
 		return metrics.OutcomeAdmitted
 	case r.err.Code() == codes.InvalidArgument:
 		return metrics.OutcomeInvalid
+	case r.err.Code() == codes.Canceled || r.err.Code() == codes.DeadlineExceeded:
+		return metrics.OutcomeCanceled // the caller's context ended (beginError, settle)
 	}
 	return metrics.OutcomeUnavailable
 }
@@ -538,8 +540,14 @@ func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error
 		}
 		endEnqueue(r, entryErr)
 		if entryErr != nil {
-			r.err = unavailable(entryErr)
 			r.token.Return()
+			if ctxErr := b.ctx.Err(); ctxErr != nil && errors.Is(entryErr, ctxErr) {
+				// The caller left (its deadline, or a cancel) before the
+				// job was stored: not a backend failure, nothing to log.
+				r.err = status.FromContextError(ctxErr)
+				continue
+			}
+			r.err = unavailable(entryErr)
 			if firstErr == nil {
 				firstErr = entryErr
 			}

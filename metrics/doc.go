@@ -40,7 +40,9 @@
 //     by outcome: admitted (stored), duplicate (an idempotency key seen
 //     within the window), throttled_rate (the tenant's token bucket),
 //     throttled_backlog (the lane's high-water mark for the tier), invalid,
-//     unauthenticated, unavailable (the backend did not store the job).
+//     unauthenticated, unavailable (the backend did not store the job),
+//     canceled (the caller's context ended first: its deadline or a
+//     cancel, not a backend failure).
 //     Jobs submitted = the sum; throttled by reason and tier = the
 //     throttled_* outcomes by tier. tenant is described below; calls that
 //     never reached a tenant (unauthenticated) count as tenant="other",

@@ -77,6 +77,9 @@ const (
 	OutcomeInvalid          = "invalid"
 	OutcomeUnauthenticated  = "unauthenticated"
 	OutcomeUnavailable      = "unavailable"
+	// OutcomeCanceled: the caller's context ended (its deadline or a
+	// cancel) before the job was stored; not a backend failure.
+	OutcomeCanceled = "canceled"
 )
 
 // Drain actions (the action label of sluice_drain_actions_total). They
@@ -98,7 +101,7 @@ const (
 
 var (
 	outcomes = set(OutcomeAdmitted, OutcomeDuplicate, OutcomeThrottledRate, OutcomeThrottledBacklog,
-		OutcomeInvalid, OutcomeUnauthenticated, OutcomeUnavailable)
+		OutcomeInvalid, OutcomeUnauthenticated, OutcomeUnavailable, OutcomeCanceled)
 	actions = set(ActionDelivered, ActionRetried, ActionSpilled, ActionBacklogged, ActionDropped,
 		ActionDeadLettered, ActionDeferred, ActionRequeued, ActionLeaseLost, ActionMoveFailed, ActionPanicked, ActionReleased)
 )

@@ -34,7 +34,9 @@ const (
 
 // Call describes one backend call, for a Fault to judge.
 type Call struct {
-	Op Op
+	// Ctx is the call's context.
+	Ctx context.Context
+	Op  Op
 	// Queue is the queue the call is about. EnsureQueues and Stats, which
 	// name several, are judged once per queue and fail if any call fails.
 	Queue string
@@ -111,7 +113,7 @@ func (b *Backend) Failed(op Op) int64 {
 
 // check returns the injected error for a call about queues, or nil to let
 // it through.
-func (b *Backend) check(op Op, queues ...string) error {
+func (b *Backend) check(ctx context.Context, op Op, queues ...string) error {
 	b.mu.RLock()
 	f := b.fault
 	b.mu.RUnlock()
@@ -122,7 +124,7 @@ func (b *Backend) check(op Op, queues ...string) error {
 		queues = []string{""}
 	}
 	for _, q := range queues {
-		if err := f(Call{Op: op, Queue: q}); err != nil {
+		if err := f(Call{Ctx: ctx, Op: op, Queue: q}); err != nil {
 			b.failed[op].Add(1)
 			return fmt.Errorf("faultqueue: %s %s: %w", op, q, err)
 		}
@@ -136,7 +138,7 @@ func (b *Backend) EnsureQueues(ctx context.Context, specs []queue.QueueSpec) err
 	for i, s := range specs {
 		names[i] = s.Name
 	}
-	if err := b.check(OpEnsureQueues, names...); err != nil {
+	if err := b.check(ctx, OpEnsureQueues, names...); err != nil {
 		return err
 	}
 	return b.inner.EnsureQueues(ctx, specs)
@@ -144,7 +146,7 @@ func (b *Backend) EnsureQueues(ctx context.Context, specs []queue.QueueSpec) err
 
 // Send implements queue.Backend.
 func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.SendResult, error) {
-	if err := b.check(OpSend, params.Queue); err != nil {
+	if err := b.check(ctx, OpSend, params.Queue); err != nil {
 		return nil, err
 	}
 	return b.inner.Send(ctx, params)
@@ -152,7 +154,7 @@ func (b *Backend) Send(ctx context.Context, params *queue.SendParams) ([]queue.S
 
 // Receive implements queue.Backend.
 func (b *Backend) Receive(ctx context.Context, params *queue.ReceiveParams) ([]queue.Message, error) {
-	if err := b.check(OpReceive, params.Queue); err != nil {
+	if err := b.check(ctx, OpReceive, params.Queue); err != nil {
 		return nil, err
 	}
 	return b.inner.Receive(ctx, params)
@@ -160,7 +162,7 @@ func (b *Backend) Receive(ctx context.Context, params *queue.ReceiveParams) ([]q
 
 // Delete implements queue.Backend.
 func (b *Backend) Delete(ctx context.Context, params *queue.DeleteParams) ([]error, error) {
-	if err := b.check(OpDelete, params.Queue); err != nil {
+	if err := b.check(ctx, OpDelete, params.Queue); err != nil {
 		return nil, err
 	}
 	return b.inner.Delete(ctx, params)
@@ -168,7 +170,7 @@ func (b *Backend) Delete(ctx context.Context, params *queue.DeleteParams) ([]err
 
 // ChangeVisibility implements queue.Backend.
 func (b *Backend) ChangeVisibility(ctx context.Context, params *queue.ChangeVisibilityParams) ([]error, error) {
-	if err := b.check(OpChangeVisibility, params.Queue); err != nil {
+	if err := b.check(ctx, OpChangeVisibility, params.Queue); err != nil {
 		return nil, err
 	}
 	return b.inner.ChangeVisibility(ctx, params)
@@ -176,7 +178,7 @@ func (b *Backend) ChangeVisibility(ctx context.Context, params *queue.ChangeVisi
 
 // Stats implements queue.Backend.
 func (b *Backend) Stats(ctx context.Context, params *queue.StatsParams) ([]queue.Stats, error) {
-	if err := b.check(OpStats, params.Queues...); err != nil {
+	if err := b.check(ctx, OpStats, params.Queues...); err != nil {
 		return nil, err
 	}
 	return b.inner.Stats(ctx, params)
