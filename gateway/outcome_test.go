@@ -99,3 +99,24 @@ func TestCallerGoneIsNotABackendFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRefusedWholeIsCounted: a SubmitBatch refused as a whole (no
+// jobs, or more than MaxBatchJobs) was answered INVALID_ARGUMENT and
+// counted nowhere. It counts once as invalid.
+func TestBatchRefusedWholeIsCounted(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	tb := setupWith(t, Config{Metrics: metrics.New(reg, metrics.Options{})})
+	tooMany := make([]*ingestv1.SubmitRequest, MaxBatchJobs+1)
+	for i := range tooMany {
+		tooMany[i] = &ingestv1.SubmitRequest{Payload: []byte("x")}
+	}
+	for _, jobs := range [][]*ingestv1.SubmitRequest{nil, tooMany} {
+		if _, err := tb.client.SubmitBatch(key(t.Context(), "acme-key-1"), &ingestv1.SubmitBatchRequest{Jobs: jobs}); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("batch of %d: %v, want INVALID_ARGUMENT", len(jobs), err)
+		}
+	}
+	if got := metricstest.CounterSum(t, reg, metrics.NameJobsSubmitted, map[string]string{"outcome": metrics.OutcomeInvalid}); got != 2 {
+		t.Fatalf("%s{outcome=invalid} = %g, want 2", metrics.NameJobsSubmitted, got)
+	}
+}

@@ -164,6 +164,9 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 		return nil, errMissingKey
 	}
 	if v := validateBatch(req); len(v) > 0 {
+		// Refused as a whole, before its jobs are read: counted once, as
+		// a call refused for its key is.
+		s.cfg.Metrics.SubmitN(t.ID, t.Tier, t.Limits.Lane, metrics.OutcomeInvalid, 1)
 		return nil, invalidArgument(v)
 	}
 	b := s.newBatch(ctx, t, len(req.GetJobs()))

@@ -47,7 +47,9 @@
 //     throttled_* outcomes by tier. tenant is described below; calls that
 //     never reached a tenant (unauthenticated) count as tenant="other",
 //     with no tier or lane, once per call: a SubmitBatch refused for its
-//     key is refused before its jobs are read (gateway.TapAuth).
+//     key is refused before its jobs are read (gateway.TapAuth). A
+//     SubmitBatch refused as a whole (no jobs, or too many) counts once
+//     as invalid.
 //   - sluice_enqueue_latency_seconds: how long the backend took to store an
 //     admitted job durably (fsync, or SendMessageBatch on SQS).
 //   - sluice_queue_*: the last depth reading of each queue (the depth cache
