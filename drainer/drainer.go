@@ -72,7 +72,7 @@ type Config struct {
 	Handler Handler
 	// Limits returns a tenant's scheduling limits: weight, guaranteed
 	// share, fair rate and hard ceilings. Defaults to weight 1 and no
-	// limits.
+	// limits; unused with Policy.NoSideline.
 	Limits func(tenant string) scheduler.Limits
 	// Policy holds the retry and deferral settings (MaxAttempts,
 	// RetryBase, RetryCap, DeferDelay); each lane's staleness bound and
@@ -226,7 +226,9 @@ func New(cfg Config) (*Drainer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Limits == nil {
+	if cfg.Limits == nil || cfg.Policy.NoSideline {
+		// A plain FIFO holds every job as one tenant's (""), whose
+		// limits would be a tier's: no tenant's limits apply to it.
 		cfg.Limits = func(string) scheduler.Limits { return scheduler.Limits{} }
 	}
 	d := &Drainer{
