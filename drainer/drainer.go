@@ -329,9 +329,10 @@ func (d *Drainer) Start(ctx context.Context) error {
 }
 
 // Stop stops polling, hands back jobs received but not started (visibility
-// 0), and waits for running deliveries and moves until ctx ends;
-// deliveries still running then are cancelled and their jobs come back
-// after their visibility timeout. Safe to call twice or without Start.
+// 0), and waits for running deliveries and moves, until ctx ends; jobs not
+// handed back by then, and those of deliveries still running, which are
+// cancelled, come back after their visibility timeout. Safe to call twice
+// or without Start.
 func (d *Drainer) Stop(ctx context.Context) error {
 	d.stopOnce.Do(func() {
 		if d.started.CompareAndSwap(false, true) {
@@ -341,7 +342,7 @@ func (d *Drainer) Stop(ctx context.Context) error {
 		d.pollers.Wait()
 		d.dispatchCancel()
 		d.dispatcher.Wait()
-		d.releaseHeld()
+		d.releaseHeld(ctx)
 		done := make(chan struct{})
 		go func() { d.work.Wait(); close(done) }()
 		select {

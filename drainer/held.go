@@ -16,21 +16,23 @@ import (
 // housekeeping that refreshes limits and the fairness gauges.
 
 // releaseHeld makes the jobs that were read ahead but never started
-// visible again, so another drainer takes them at once.
-func (d *Drainer) releaseHeld() {
+// visible again, so another drainer takes them at once; it gives up when
+// ctx (Stop's) ends, and the jobs left come back after their visibility
+// timeout.
+func (d *Drainer) releaseHeld(ctx context.Context) {
 	d.mu.Lock()
-	d.releaseHeldIf(func(*job) bool { return true })
+	d.releaseHeldIf(ctx, func(*job) bool { return true })
 }
 
 // releaseClosed hands back the held jobs of closed lanes.
 func (d *Drainer) releaseClosed() {
 	d.mu.Lock()
-	d.releaseHeldIf(func(j *job) bool { return j.q.inbox.closed })
+	d.releaseHeldIf(context.Background(), func(j *job) bool { return j.q.inbox.closed })
 }
 
-// releaseHeldIf makes the held jobs that drop picks visible again. Called with
-// d.mu held; it unlocks it.
-func (d *Drainer) releaseHeldIf(drop func(*job) bool) {
+// releaseHeldIf makes the held jobs that drop picks visible again, each
+// call within opTimeout and ctx. Called with d.mu held; it unlocks it.
+func (d *Drainer) releaseHeldIf(ctx context.Context, drop func(*job) bool) {
 	held := d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return drop(j) })
 	d.freeRoomLocked()
 	d.mu.Unlock()
@@ -53,11 +55,11 @@ func (d *Drainer) releaseHeldIf(drop func(*job) bool) {
 	}
 	for q, jobs := range requeue {
 		for start := 0; start < len(jobs); start += queue.MaxBatch {
-			d.moveChunk(jobs[start:min(start+queue.MaxBatch, len(jobs))], q.name,
+			d.moveChunk(ctx, jobs[start:min(start+queue.MaxBatch, len(jobs))], q.name,
 				sideliner.Decision{Action: sideliner.Requeue, Reason: sideliner.ReasonReadAheadFull})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	for q, receipts := range byQueue(back) {
 		if err := queue.SetVisibility(ctx, d.cfg.Backend, q, receipts, 0); err != nil {

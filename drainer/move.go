@@ -146,13 +146,15 @@ func (d *Drainer) moveBatch(jobs []*job, dest string, decision sideliner.Decisio
 		defer d.work.Done()
 		defer func() { <-d.moves }()
 		for start := 0; start < len(jobs); start += queue.MaxBatch {
-			d.moveChunk(jobs[start:min(start+queue.MaxBatch, len(jobs))], dest, decision)
+			d.moveChunk(context.Background(), jobs[start:min(start+queue.MaxBatch, len(jobs))], dest, decision)
 		}
 	}()
 }
 
-func (d *Drainer) moveChunk(jobs []*job, dest string, decision sideliner.Decision) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+// moveChunk moves up to a batch of jobs read from one queue to dest,
+// within opTimeout and ctx.
+func (d *Drainer) moveChunk(ctx context.Context, jobs []*job, dest string, decision sideliner.Decision) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	src := jobs[0].q
 	lane := src.inbox.lane.Name

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 )
 
@@ -100,4 +102,52 @@ func TestHandedBackHeldJobsKeepTheirReceives(t *testing.T) {
 	if dl := deadLetters(t, tb); len(dl) != 0 {
 		t.Fatalf("DLQ holds %v after both jobs were delivered", dl)
 	}
+}
+
+// handBackHangs is a backend whose hand-backs (visibility changes to 0)
+// hang until their context ends, as calls to an unreachable backend do.
+type handBackHangs struct{ queue.Backend }
+
+func (b handBackHangs) ChangeVisibility(ctx context.Context, p *queue.ChangeVisibilityParams) ([]error, error) {
+	if len(p.Changes) > 0 && p.Changes[0].Timeout == 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.Backend.ChangeVisibility(ctx, p)
+}
+
+// TestStopIsBoundedByItsContext: Stop hands back the jobs held, but no
+// longer than its context allows, however the backend answers. The
+// hand-back had a 30s deadline of its own: with the backend unreachable at
+// shutdown, Stop with a 1s context took 30s, past any shutdown grace.
+func TestStopIsBoundedByItsContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
+		q := tb.topo.ShardQueue("std", 0)
+		tb.enqueue(t, q, testEnvelope("t", "a", time.Now()), testEnvelope("t", "b", time.Now()))
+		h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+		d, err := New(Config{
+			Backend: handBackHangs{tb.backend}, Topology: tb.topo, Handler: h, Concurrency: 1,
+			Logger: quietLog, PollWait: 100 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-h.started
+		waitFor(t, func() bool { return d.Held() == 1 })
+		const grace = time.Second
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		start := time.Now()
+		if err := d.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Stop = %v, want the deadline passed with a delivery running", err)
+		}
+		if took := time.Since(start); took > 2*grace {
+			t.Fatalf("Stop with a %s context took %s", grace, took)
+		}
+	})
 }
