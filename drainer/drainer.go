@@ -89,7 +89,8 @@ type Config struct {
 	// share, among the tenants holding jobs, of the fresh read-ahead: the
 	// read-ahead in all (max(1,024, 16 × Concurrency) jobs) less the
 	// sideline read-ahead. Beyond either, a tenant's fresh jobs are moved
-	// to the spillover queue. Defaults to 0.
+	// to the spillover queue while some tenant is quiet, and held
+	// otherwise (waitRoom). Defaults to 0.
 	ReadAhead int
 	// StaleReadAhead is the most stale (backlog) jobs, and separately the
 	// most spillover and backlog-queue jobs, held in memory waiting for a
