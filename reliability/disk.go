@@ -31,13 +31,19 @@ type DiskResult struct {
 	FullError    string    `json:"full_error"` // a Submit error seen once the disk was full
 	FullClear    bool      `json:"full_clear"`
 	SurvivedFull bool      `json:"survived_full"` // the gateway kept running while full
+	// RecoveredLive: the gateway that filled the disk took a Submit
+	// again once space was freed, with no restart; Recovery is from
+	// freeing the space to that first OK.
+	RecoveredLive bool          `json:"recovered_live"`
+	Recovery      time.Duration `json:"recovery"`
 	// RestartFull says what a gateway restarted (after SIGKILL) with
-	// drainers on the full disk did.
-	RestartFull   string        `json:"restart_full"`
-	RecoveredLive bool          `json:"recovered_live"` // Submit worked again once space was freed, no restart
-	Recovery      time.Duration `json:"recovery"`       // from freeing space to the first OK
-	Accounting    Accounting    `json:"accounting"`     // after a SIGKILL and a restart with drainers
-	Problems      []string      `json:"problems"`
+	// drainers on the disk, full again, did; RestartRecovery is from
+	// freeing space once more to its first OK (a restart included, if it
+	// had exited).
+	RestartFull     string        `json:"restart_full"`
+	RestartRecovery time.Duration `json:"restart_recovery"`
+	Accounting      Accounting    `json:"accounting"` // after a SIGKILL and a restart with drainers
+	Problems        []string      `json:"problems"`
 }
 
 // RunDisk runs the embedded backend's storage faults on a small tmpfs
@@ -115,15 +121,7 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 		return nil, err
 	}
 	defer load.Close()
-	stopLoad := load.Start(ctx)
-	// Wait for the first refusals, then keep the load on a full disk a
-	// while longer.
-	deadline := time.Now().Add(2 * time.Minute)
-	for load.Stats().Count(codes.Unavailable) == 0 && time.Now().Before(deadline) {
-		sleepCtx(ctx, 100*time.Millisecond)
-	}
-	sleepCtx(ctx, 3*time.Second)
-	stopLoad()
+	fill(ctx, load)
 	res.Load = load.Stats()
 	if l := c.Proc("gateway").Find("enqueue failed"); l != nil {
 		res.FullError, _ = l["error"].(string)
@@ -134,18 +132,38 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 	} else if !res.FullClear {
 		res.Problems = append(res.Problems, "disk full: want UNAVAILABLE naming \"no space left on device\", got "+res.FullError)
 	}
+	if res.SurvivedFull = !c.Proc("gateway").Exited(); !res.SurvivedFull {
+		res.Problems = append(res.Problems, "the gateway exited on a full disk: "+c.Proc("gateway").Tail(3))
+	}
+
+	// 3. Space comes back: the same process must take Submits again, with
+	// no restart (the operator freed space; nobody restarted anything).
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, fmt.Sprintf("size=%d", 2*fsBytes)); err != nil {
+		return nil, fmt.Errorf("grow the tmpfs: %w", err)
+	}
+	filled := c.Proc("gateway")
+	if res.Recovery = probeFor(ctx, c, ledger, 30*time.Second); res.Recovery == 0 {
+		res.Problems = append(res.Problems, "Submit still failed 30 s after space was freed, with the gateway that filled the disk running")
+	}
+	res.RecoveredLive = res.Recovery > 0 && c.Proc("gateway") == filled && !filled.Exited()
+	if res.Recovery > 0 && !res.RecoveredLive {
+		res.Problems = append(res.Problems, "the gateway that filled the disk exited before space was freed: "+filled.Tail(3))
+	}
+
+	// 4. Full again, then SIGKILL, and restart with drainers on the full
+	// disk: it must either serve (deliveries whose deletes fail come back
+	// later) or exit with a clear error.
+	before := load.Stats().Count(codes.Unavailable)
+	fill(ctx, load)
+	if load.Stats().Count(codes.Unavailable) == before {
+		res.Problems = append(res.Problems, "the grown disk never filled again: no UNAVAILABLE answer")
+	}
+	res.Load = load.Stats()
 	for code, n := range res.Load.Codes {
 		if !allowedUnderFaults[code] {
 			res.Problems = append(res.Problems, fmt.Sprintf("Submit answered %s %d times on a full disk", code, n))
 		}
 	}
-	if res.SurvivedFull = !c.Proc("gateway").Exited(); !res.SurvivedFull {
-		res.Problems = append(res.Problems, "the gateway exited on a full disk: "+c.Proc("gateway").Tail(3))
-	}
-
-	// 3. SIGKILL, and restart with drainers on the still-full disk: it
-	// must either serve (deliveries whose deletes fail come back later) or
-	// exit with a clear error.
 	c.Kill("gateway")
 	if err := c.SetDraining(ctx, true); err != nil {
 		res.RestartFull = "exited: " + c.Proc("gateway").LastMsg()
@@ -166,10 +184,12 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 		}
 	}
 
-	// 4. Space comes back: Submit must work again without a restart.
+	// 5. Space comes back again: Submit must work, after a restart only
+	// if the gateway had exited.
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, fmt.Sprintf("size=%d", 4*fsBytes)); err != nil {
 		return nil, fmt.Errorf("grow the tmpfs: %w", err)
 	}
+	t0 := time.Now()
 	select {
 	case <-full.Done():
 		if err := c.StartRole(ctx, "gateway"); err != nil {
@@ -177,23 +197,43 @@ func RunDisk(ctx context.Context, env *Env, fsBytes int64) (*DiskResult, error) 
 		}
 	default:
 	}
-	t0 := time.Now()
-	for time.Since(t0) < 30*time.Second {
-		if ledger.Probe(ctx, c.Addr, crashKeys[0], 100, 10*time.Second) == nil {
-			res.RecoveredLive, res.Recovery = c.Proc("gateway") == full, time.Since(t0)
-			break
-		}
-		sleepCtx(ctx, 100*time.Millisecond)
-	}
-	if res.Recovery == 0 {
-		res.Problems = append(res.Problems, "Submit still failed 30 s after space was freed")
+	if d := probeFor(ctx, c, ledger, 30*time.Second); d == 0 {
+		res.Problems = append(res.Problems, "Submit still failed 30 s after space was freed, after the restart on the full disk")
+	} else {
+		res.RestartRecovery = time.Since(t0)
 	}
 
-	// 5. Every acknowledged job is delivered.
+	// 6. Every acknowledged job is delivered.
 	c.drainAndStop(ctx, ledger, 2*time.Minute, &res.Problems)
 	var left Leftovers
 	if err := c.account(ctx, ledger, &res.Accounting, &left, &res.Problems); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// fill keeps load on until Submit is refused for a full disk (at most 2
+// minutes), and 3 s longer.
+func fill(ctx context.Context, load *Load) {
+	before := load.Stats().Count(codes.Unavailable)
+	stop := load.Start(ctx)
+	deadline := time.Now().Add(2 * time.Minute)
+	for load.Stats().Count(codes.Unavailable) == before && time.Now().Before(deadline) {
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	sleepCtx(ctx, 3*time.Second)
+	stop()
+}
+
+// probeFor submits a probe job every 100 ms until one is accepted and
+// returns how long that took, or 0 if none was within limit.
+func probeFor(ctx context.Context, c *cluster, ledger *Ledger, limit time.Duration) time.Duration {
+	t0 := time.Now()
+	for time.Since(t0) < limit && ctx.Err() == nil {
+		if ledger.Probe(ctx, c.Addr, crashKeys[0], 100, 10*time.Second) == nil {
+			return time.Since(t0)
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	return 0
 }

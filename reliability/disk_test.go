@@ -14,7 +14,7 @@ func TestDiskFaults(t *testing.T) {
 		t.Skip(res.Skipped)
 	}
 	t.Logf("read-only: %s", res.ReadOnlyExit)
-	t.Logf("full: %v; error %q; survived %t; restart on the full disk: %s; recovered live %t in %s; %+v", res.Load.Codes, res.FullError, res.SurvivedFull, res.RestartFull, res.RecoveredLive, res.Recovery, res.Accounting)
+	t.Logf("full: %v; error %q; survived %t; recovered live %t in %s; restart on the full disk: %s, took Submits %s after space was freed; %+v", res.Load.Codes, res.FullError, res.SurvivedFull, res.RecoveredLive, res.Recovery, res.RestartFull, res.RestartRecovery, res.Accounting)
 	for _, p := range res.Problems {
 		t.Error(p)
 	}

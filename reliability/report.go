@@ -134,8 +134,8 @@ func (r *Report) Markdown() string {
 		if r.Disk.Skipped != "" {
 			w("| disk full / read-only | not run: %s |\n", r.Disk.Skipped)
 		} else {
-			w("| disk full / read-only | read-only start refused clearly: %t; full disk answered UNAVAILABLE (%d times), survived: %t, recovered without restart: %t |\n",
-				r.Disk.ReadOnlyClear, r.Disk.Load.Count(codes.Unavailable), r.Disk.SurvivedFull, r.Disk.RecoveredLive)
+			w("| disk full / read-only | read-only start refused clearly: %t; full disk answered UNAVAILABLE (%d times), survived: %t, recovered without restart once space was freed: %t (%s) |\n",
+				r.Disk.ReadOnlyClear, r.Disk.Load.Count(codes.Unavailable), r.Disk.SurvivedFull, r.Disk.RecoveredLive, r.Disk.Recovery.Round(time.Millisecond))
 		}
 	}
 	if len(r.Fuzz) > 0 {
@@ -202,16 +202,19 @@ func (r *Report) Markdown() string {
 	w("### 3. Disk full and read-only (embedded backend)\n\n")
 	w("The data directory lives on a tmpfs mounted for the run. First it is remounted read-only and the gateway started: it must exit non-zero with an error naming the file and the cause. ")
 	w("Then, read-write again, the gateway (not draining) takes 8 KiB jobs until the filesystem is full and 3 s after: Submit must answer UNAVAILABLE naming the cause and the gateway must keep running. ")
-	w("It is then SIGKILLed and restarted with drainers on the still-full disk: it must either serve (deletes and moves may fail, so deliveries come back as duplicates, but none may be lost) or exit with an error naming the cause (the embedded store does when the changes its redo log holds do not fit in the file); once the tmpfs is grown, Submit must work again without a restart, and every acknowledged job must be delivered.\n\n")
+	w("Then the tmpfs is grown to twice its size and the same gateway process, not restarted, must take a Submit again within 30 s. ")
+	w("The load then fills the grown disk too; the gateway is SIGKILLed and restarted with drainers on the full disk: it must either serve (deletes and moves may fail, so deliveries come back as duplicates, but none may be lost) or exit with an error naming the cause (the embedded store does when the changes its redo log holds do not fit in the file); once the tmpfs is grown again, Submit must work (after a restart, if it had exited), and every acknowledged job must be delivered.\n\n")
 	if d := r.Disk; d != nil {
 		if d.Skipped != "" {
 			w("Not run: %s.\n\n", d.Skipped)
 		} else {
 			w("- Read-only data directory: `%s`\n", r.clean(d.ReadOnlyExit))
-			w("- Full %d MiB disk: answers %s; error `%s`; gateway kept running: %t.\n",
-				d.FSBytes>>20, countList(d.Load.Codes), r.clean(d.FullError), d.SurvivedFull)
-			w("- Restarted after SIGKILL with drainers on the full disk: %s. Submit worked again %s after space was freed, without restart: %t.\n",
-				r.clean(d.RestartFull), d.Recovery.Round(time.Millisecond), d.RecoveredLive)
+			w("- Full %d MiB disk, then full again at %d MiB: answers %s; error `%s`; gateway kept running: %t.\n",
+				d.FSBytes>>20, 2*d.FSBytes>>20, countList(d.Load.Codes), r.clean(d.FullError), d.SurvivedFull)
+			w("- Space freed under the running gateway: Submit worked again after %s, without restart: %t.\n",
+				d.Recovery.Round(time.Millisecond), d.RecoveredLive)
+			w("- Restarted after SIGKILL with drainers on the full disk: %s. Submit worked again %s after space was freed.\n",
+				r.clean(d.RestartFull), d.RestartRecovery.Round(time.Millisecond))
 			w("- After SIGKILL and restart: acked %d, delivered %d, lost **%d**, duplicates %d.\n\n", d.Accounting.Acked, d.Accounting.Delivered, d.Accounting.Lost, d.Accounting.Duplicates)
 		}
 	}
