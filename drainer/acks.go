@@ -28,8 +28,9 @@ type ackReq struct {
 }
 
 // ack deletes l's message and returns the result for it alone (an
-// ErrLeaseLost error when the backend refused its receipt).
-func (a *acker) ack(l *lease) error {
+// ErrLeaseLost error when the backend refused its receipt). ctx bounds the
+// batches this caller deletes, its own and others'.
+func (a *acker) ack(ctx context.Context, l *lease) error {
 	req := ackReq{l: l, done: make(chan error, 1)}
 	a.mu.Lock()
 	a.pending = append(a.pending, req)
@@ -50,14 +51,15 @@ func (a *acker) ack(l *lease) error {
 		batch := a.pending[:n:n]
 		a.pending = a.pending[n:]
 		a.mu.Unlock()
-		flush(batch)
+		flush(ctx, batch)
 	}
 	return <-req.done
 }
 
-// flush deletes a batch of one queue's messages and answers each request.
-func flush(batch []ackReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+// flush deletes a batch of one queue's messages, within opTimeout and ctx,
+// and answers each request.
+func flush(ctx context.Context, batch []ackReq) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	first := batch[0].l
 	handles := make([]string, len(batch))

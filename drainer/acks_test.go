@@ -56,7 +56,7 @@ func TestAckerUnderSteadyLoad(t *testing.T) {
 				for i := 0; time.Duration(i)*tt.every < tt.run; i++ {
 					wg.Go(func() {
 						l := &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)}
-						if err := a.ack(l); err != nil {
+						if err := a.ack(context.Background(), l); err != nil {
 							failed.Add(1)
 							first.CompareAndSwap(nil, err.Error())
 						}

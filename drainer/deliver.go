@@ -68,7 +68,7 @@ func (d *Drainer) run(tk *scheduler.Ticket[*job]) {
 		d.sched.Cancel(start, tk)
 		d.mu.Unlock()
 		d.signal()
-		d.carryOut(context.Background(), j, sideliner.Decision{Action: sideliner.Drop, Reason: sideliner.ReasonTTLExpired})
+		d.carryOut(d.handlerCtx, j, sideliner.Decision{Action: sideliner.Drop, Reason: sideliner.ReasonTTLExpired})
 		return
 	}
 	d.deliver(j, func() { d.finish(tk, d.cfg.Now().Sub(start)) })
@@ -210,7 +210,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 // release hands j back to its queue at once (visibility 0), with no
 // attempt counted: its worker went away before answering.
 func (d *Drainer) release(j *job, l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := context.WithTimeout(d.handlerCtx, opTimeout)
 	defer cancel()
 	d.counts.released.Add(1)
 	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionReleased, "")
@@ -221,7 +221,7 @@ func (d *Drainer) release(j *job, l *lease) {
 }
 
 func (d *Drainer) ack(j *job, l *lease) {
-	if err := j.q.acks.ack(l); err != nil {
+	if err := j.q.acks.ack(d.handlerCtx, l); err != nil {
 		// The job ran; it will be delivered again (at least once).
 		d.jobLogger(j).Warn("delete after delivery failed", slog.Any("error", err))
 		if errors.Is(err, ErrLeaseLost) {

@@ -166,7 +166,7 @@ type Drainer struct {
 	pollCancel     context.CancelFunc
 	dispatchCancel context.CancelFunc
 	handlerCancel  context.CancelFunc
-	handlerCtx     context.Context
+	handlerCtx     context.Context // handlers, acks, moves, hand-backs: ends with Stop's context
 	pollers        sync.WaitGroup
 	leaseKeeper    sync.WaitGroup
 	dispatcher     sync.WaitGroup
@@ -330,15 +330,20 @@ func (d *Drainer) Start(ctx context.Context) error {
 }
 
 // Stop stops polling, hands back jobs received but not started (visibility
-// 0), and waits for running deliveries and moves, until ctx ends; jobs not
-// handed back by then, and those of deliveries still running, which are
-// cancelled, come back after their visibility timeout. Safe to call twice
-// or without Start.
+// 0), and waits for running deliveries, acks and moves, until ctx ends;
+// jobs not handed back by then, and those of deliveries, acks and moves
+// still running, which are cancelled, come back after their visibility
+// timeout. Safe to call twice or without Start.
 func (d *Drainer) Stop(ctx context.Context) error {
 	d.stopOnce.Do(func() {
 		if d.started.CompareAndSwap(false, true) {
 			return // never started; a later Start fails
 		}
+		// Past ctx, the deliveries, acks and moves still running are
+		// cancelled wherever Stop waits, not only for the deliveries:
+		// each backend call had opTimeout (30s) of its own, and with the
+		// backend unreachable Stop overran ctx by that much.
+		defer context.AfterFunc(ctx, d.handlerCancel)()
 		d.pollCancel()
 		d.pollers.Wait()
 		d.dispatchCancel()
@@ -349,8 +354,7 @@ func (d *Drainer) Stop(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			d.handlerCancel()
-			<-done
+			<-done // cancelled by the AfterFunc above
 			d.stopErr = fmt.Errorf("drainer: stop: deliveries still running at deadline: %w", ctx.Err())
 		}
 		d.handlerCancel()

@@ -27,7 +27,7 @@ func (d *Drainer) releaseHeld(ctx context.Context) {
 // releaseClosed hands back the held jobs of closed lanes.
 func (d *Drainer) releaseClosed() {
 	d.mu.Lock()
-	d.releaseHeldIf(context.Background(), func(j *job) bool { return j.q.inbox.closed })
+	d.releaseHeldIf(d.handlerCtx, func(j *job) bool { return j.q.inbox.closed })
 }
 
 // releaseHeldIf makes the held jobs that drop picks visible again, each

@@ -20,10 +20,11 @@ import (
 // drop, defer), carried out by relocate (one step on a queue.Mover, else
 // send-then-delete) and batched where they can be.
 
-// carryOut performs a non-delivery decision (see the sideliner's table).
-// parent carries the failed attempt's span, if any.
+// carryOut performs a non-delivery decision (see the sideliner's table),
+// within opTimeout and parent: d.handlerCtx, or a context of it carrying the
+// failed attempt's span.
 func (d *Drainer) carryOut(parent context.Context, j *job, decision sideliner.Decision) {
-	ctx, span := d.startSideline(context.WithoutCancel(parent), j, decision)
+	ctx, span := d.startSideline(parent, j, decision)
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -146,7 +147,7 @@ func (d *Drainer) moveBatch(jobs []*job, dest string, decision sideliner.Decisio
 		defer d.work.Done()
 		defer func() { <-d.moves }()
 		for start := 0; start < len(jobs); start += queue.MaxBatch {
-			d.moveChunk(context.Background(), jobs[start:min(start+queue.MaxBatch, len(jobs))], dest, decision)
+			d.moveChunk(d.handlerCtx, jobs[start:min(start+queue.MaxBatch, len(jobs))], dest, decision)
 		}
 	}()
 }

@@ -234,7 +234,7 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 		go func() {
 			defer d.work.Done()
 			defer func() { <-d.moves }()
-			d.carryOut(context.Background(), s.j, s.decision)
+			d.carryOut(d.handlerCtx, s.j, s.decision)
 		}()
 	}
 }

@@ -151,3 +151,86 @@ func TestStopIsBoundedByItsContext(t *testing.T) {
 		}
 	})
 }
+
+// callsHang is a backend whose deletes, or whose sends, hang until their
+// context ends, as calls to an unreachable backend do.
+type callsHang struct {
+	queue.Backend
+	deletes, sends bool
+}
+
+func (b callsHang) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, error) {
+	if b.deletes {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.Backend.Delete(ctx, p)
+}
+
+func (b callsHang) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
+	if b.sends {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.Backend.Send(ctx, p)
+}
+
+// TestStopIsBoundedWithCallsHanging: the acks and moves that deliveries
+// leave running (an ack after its slot was freed, a retry's move) are
+// given up when Stop's context ends, like the hand-back of held jobs: each
+// had a 30s deadline of its own, which Stop waited out, so with the backend
+// unreachable at shutdown Stop(ctx) overran its context by up to 30s. The
+// jobs stay on their queue and come back after their visibility timeout.
+func TestStopIsBoundedWithCallsHanging(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		backend func(queue.Backend) queue.Backend
+		fail    bool
+	}{
+		{"ack", func(b queue.Backend) queue.Backend { return callsHang{Backend: b, deletes: true} }, false},
+		{"retry", func(b queue.Backend) queue.Backend { return callsHang{Backend: b, sends: true} }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				tb := setup(t, "lanes:\n  - {name: std, shards: 1, visibility_timeout: 3s}\n")
+				q := tb.topo.ShardQueue("std", 0)
+				tb.enqueue(t, q, testEnvelope("t", "a", time.Now()))
+				started := make(chan struct{})
+				var once sync.Once
+				d, err := New(Config{
+					Backend: tt.backend(tb.backend), Topology: tb.topo, Concurrency: 1,
+					Logger: quietLog, PollWait: 100 * time.Millisecond,
+					Handler: HandlerFunc(func(context.Context, *Job) error {
+						once.Do(func() { close(started) })
+						if tt.fail {
+							return errors.New("try again")
+						}
+						return nil
+					}),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := d.Start(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				<-started
+				synctest.Wait() // the ack or the move is under way, and hangs
+				const grace = time.Second
+				ctx, cancel := context.WithTimeout(context.Background(), grace)
+				defer cancel()
+				start := time.Now()
+				_ = d.Stop(ctx)
+				if took := time.Since(start); took > 2*grace {
+					t.Fatalf("Stop with a %s context took %s", grace, took)
+				}
+				if s := stats(t, tb, q); s.Visible+s.InFlight+s.Delayed != 1 {
+					t.Errorf("shard queue after stop: %+v, want the one job still on it", s)
+				}
+			})
+		})
+	}
+}
