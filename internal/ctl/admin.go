@@ -332,6 +332,13 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return c.explain(err)
 		}
+		if preview == 0 {
+			// The API reads preview_bytes 0 as its default (64): --preview
+			// 0 printed the payloads it was given to hide.
+			for _, j := range resp.GetJobs() {
+				j.PayloadPreview = nil
+			}
+		}
 		if c.json {
 			return printJSON(c.out, resp)
 		}

@@ -302,3 +302,21 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// TestListPreviewZeroShowsNoPayload: --preview 0 is allowed ("payload
+// bytes to show (0-4096)"), but the API reads preview_bytes 0 as its
+// default of 64, so `dlq list --preview 0` printed the first 64 bytes of
+// every payload, the ones an operator asked not to see.
+func TestListPreviewZeroShowsNoPayload(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	env := topotest.Envelope("a", "a-1", time.Now())
+	env.Payload = []byte("card=4111111111111111")
+	tb.Enqueue(t, tb.Topo.DLQ("std"), env)
+	addr := serveAdmin(t, tb.Backend, tb)
+	for _, extra := range [][]string{nil, {"--json"}} {
+		out, err := run(t, append([]string{"dlq", "list", "--preview", "0", "--admin-addr", addr, "--admin-key", "k"}, extra...)...)
+		if err != nil || !strings.Contains(out, "a-1") || strings.Contains(out, "4111") || strings.Contains(out, "Y2FyZD0") {
+			t.Errorf("dlq list --preview 0 %q: err=%v, want the job listed without its payload; output:\n%s", extra, err, out)
+		}
+	}
+}
