@@ -108,6 +108,7 @@ type pjob struct {
 	fut      Future // returned by Send: one allocation for both
 	gen      *flushGen
 	attempts int
+	hinted   int       // of the attempts, those refused with a hint (rate, backlog)
 	queued   time.Time // when it became ready to send
 	due      time.Time // of a retry
 }
@@ -394,7 +395,7 @@ func (p *Producer) send(batch []*pjob) {
 	if err != nil {
 		callWait = p.c.callRetryWait(p.ctx, err, func(yield func(int) bool) {
 			for _, j := range batch {
-				if !yield(retryAttempt(err, j.attempts)) {
+				if !yield(j.retryAttempt(err)) {
 					return
 				}
 			}
@@ -417,9 +418,12 @@ func (p *Producer) send(batch []*pjob) {
 			}
 		}
 		if o.err != nil && !mismatch {
-			o.retry, o.again = p.c.retryWait(p.ctx, o.err, retryAttempt(o.err, j.attempts))
+			o.retry, o.again = p.c.retryWait(p.ctx, o.err, j.retryAttempt(o.err))
 			if err != nil {
 				o.retry = callWait
+			}
+			if hinted(o.err) {
+				j.hinted++
 			}
 		}
 		outs[i] = o
@@ -448,16 +452,24 @@ func (p *Producer) send(batch []*pjob) {
 	p.signal()
 }
 
-// retryAttempt is the attempt by which the retry of a job that made
-// attempts and failed with err is judged: refusals with a hint (rate,
-// backlog) do not use up attempts.
-func retryAttempt(err error, attempts int) int {
-	var quota *QuotaError
-	var backlog *BacklogError
-	if errors.As(err, &quota) || errors.As(err, &backlog) {
+// retryAttempt is the attempt by which the retry of j, failed with err, is
+// judged: refusals with a hint (rate, backlog) do not use up attempts,
+// neither this one nor j's earlier ones. (Counted with the earlier ones,
+// a job refused for rate MaxAttempts times failed at its first
+// UNAVAILABLE, with no retry.)
+func (j *pjob) retryAttempt(err error) int {
+	if hinted(err) {
 		return 1
 	}
-	return attempts
+	return j.attempts - j.hinted
+}
+
+// hinted reports whether err is a refusal for rate or backlog, which
+// comes with a hint of when to retry.
+func hinted(err error) bool {
+	var quota *QuotaError
+	var backlog *BacklogError
+	return errors.As(err, &quota) || errors.As(err, &backlog)
 }
 
 // settle completes j's future; the caller holds p.mu.

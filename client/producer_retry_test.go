@@ -2,8 +2,11 @@ package client_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/client"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
@@ -83,5 +86,70 @@ func TestProducerZeroHintBacksOff(t *testing.T) {
 		if gap := calls[i].at.Sub(calls[i-1].at); gap < base/2 {
 			t.Errorf("call %d came %s after a refusal with a zero hint; want the backoff (at least %s)", i, gap, base/2)
 		}
+	}
+}
+
+// TestProducerRateRefusalsLeaveAttempts: a job refused for the tenant's
+// rate (or lane backlog) as many times as Config.MaxAttempts is still
+// retried after an UNAVAILABLE, whole call or its own, with the backoff:
+// such refusals do not use up its attempts. They were counted once it
+// failed for another reason, so a producer slowed to the tenant's rate
+// failed its jobs at the first UNAVAILABLE (a gateway restarting) without
+// a single retry.
+func TestProducerRateRefusalsLeaveAttempts(t *testing.T) {
+	t.Parallel()
+	const refusals = 5 // = MaxAttempts
+	tests := []struct {
+		name   string
+		answer func(req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error)
+	}{
+		{"whole call unavailable", func(*ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+			return nil, errUnavailable
+		}},
+		{"job unavailable", func(req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+			return batchAnswer(req, status.Convert(errUnavailable)), nil
+		}},
+		{"backlog, then unavailable", func(*ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+			return nil, errUnavailable
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			refusal := quotaStatus("rate", time.Millisecond)
+			if strings.HasPrefix(tt.name, "backlog") {
+				refusal = quotaStatus("lane_backlog", time.Millisecond)
+			}
+			s := &scripted{batch: func(_ context.Context, n int, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+				switch {
+				case n < refusals:
+					return batchAnswer(req, refusal), nil
+				case n == refusals:
+					return tt.answer(req)
+				}
+				return batchAnswer(req), nil
+			}}
+			serveScripted(t, s)
+			cfg := fastRetries
+			cfg.MaxAttempts = refusals
+			p := newProducer(t, dial(t, s.addr, cfg), client.ProducerConfig{})
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			f, err := p.Send(ctx, client.Job{Payload: []byte("x")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := f.Wait(ctx)
+			if err != nil {
+				t.Fatalf("job after %d rate refusals and one UNAVAILABLE: %v", refusals, err)
+			}
+			calls := s.recorded()
+			if len(calls) != refusals+2 || res.Attempts != len(calls) {
+				t.Fatalf("%d calls, %d attempts; want %d", len(calls), res.Attempts, refusals+2)
+			}
+			if gap := calls[refusals+1].at.Sub(calls[refusals].at); gap < fastRetries.BackoffBase/2 {
+				t.Errorf("retried %s after UNAVAILABLE, want the backoff (at least %s)", gap, fastRetries.BackoffBase/2)
+			}
+		})
 	}
 }
