@@ -180,7 +180,7 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 		return nil, scanRefused("list DLQ", err)
 	}
 	defer leave()
-	scan := newDLQScan(a.backend, a.log)
+	scan := newDLQScan(a.backend, a.log, a.replays.scanLimit)
 	defer scan.release()
 	resp := &adminv1.ListDLQResponse{}
 	seen := 0

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -32,8 +33,8 @@ const (
 	opTimeout = 30 * time.Second
 )
 
-// errScanLimit ends a scan that reached maxScan messages.
-var errScanLimit = fmt.Errorf("the dead-letter queues hold more than %d messages to look at: narrow the filter (tenant, reason, time)", maxScan)
+// errScanLimit ends a scan that reached its bound of messages held.
+var errScanLimit = errors.New("narrow the filter (tenant, reason, time)")
 
 // dlqMessage is one received DLQ message and its decoded envelope (nil if
 // the body is not a valid envelope, and bad says why).
@@ -51,13 +52,14 @@ type dlqScan struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	held    map[string][]string // queue → receipt handles still held
+	limit   int                 // most messages held at once (maxScan)
 	stop    context.CancelFunc  // ends the heartbeat
 	done    chan struct{}
 }
 
-func newDLQScan(backend queue.Backend, log *slog.Logger) *dlqScan {
+func newDLQScan(backend queue.Backend, log *slog.Logger, limit int) *dlqScan {
 	ctx, stop := context.WithCancel(context.Background())
-	s := &dlqScan{backend: backend, log: log, held: map[string][]string{}, stop: stop, done: make(chan struct{})}
+	s := &dlqScan{backend: backend, log: log, held: map[string][]string{}, limit: limit, stop: stop, done: make(chan struct{})}
 	go s.heartbeat(ctx)
 	return s
 }
@@ -66,7 +68,6 @@ func newDLQScan(backend queue.Backend, log *slog.Logger) *dlqScan {
 // fn for it until fn returns false or the queues are exhausted. Messages
 // stay held until release; fn may delete one and call forget.
 func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []string, fn func(m *dlqMessage) (more bool, err error)) error {
-	total := 0
 	for _, q := range order {
 		var wait time.Duration
 		for confirms := 0; ; {
@@ -99,8 +100,9 @@ func (s *dlqScan) each(ctx context.Context, queues map[string]string, order []st
 					return err
 				}
 			}
-			if total += len(msgs); total >= maxScan {
-				return fmt.Errorf("%w: stopped after %d messages", errScanLimit, total)
+			// What fn moved is no longer held: a replay moves any number.
+			if s.holding() >= s.limit {
+				return fmt.Errorf("the dead-letter queues hold more than %d messages to look at: %w", s.limit, errScanLimit)
 			}
 		}
 	}
@@ -117,6 +119,17 @@ const maxScanConfirms = 3
 func (s *dlqScan) visibleLeft(ctx context.Context, q string) bool {
 	st, err := s.backend.Stats(ctx, &queue.StatsParams{Queues: []string{q}})
 	return err == nil && len(st) == 1 && st[0].Visible > 0
+}
+
+// holding counts the messages held.
+func (s *dlqScan) holding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, receipts := range s.held {
+		n += len(receipts)
+	}
+	return n
 }
 
 // forget stops holding a message that fn deleted.

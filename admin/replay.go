@@ -34,6 +34,9 @@ type replayer struct {
 	topo    topology.Topology
 	log     *slog.Logger
 	gate    *scanGate // one scan of a DLQ at a time in this process
+	// scanLimit bounds the messages one scan holds at once: maxScan,
+	// lower in tests.
+	scanLimit int
 
 	mu      sync.Mutex
 	runs    map[string]*replayRun
@@ -69,7 +72,7 @@ func (r *replayRun) update(f func(pb *adminv1.Replay)) {
 }
 
 func newReplayer(backend queue.Backend, topo topology.Topology, log *slog.Logger) *replayer {
-	return &replayer{backend: backend, topo: topo, log: log, gate: newScanGate(), runs: map[string]*replayRun{}}
+	return &replayer{backend: backend, topo: topo, log: log, gate: newScanGate(), scanLimit: maxScan, runs: map[string]*replayRun{}}
 }
 
 // start begins a replay. A dry run completes before start returns.
@@ -159,7 +162,7 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 	pb := run.snapshot()
 	f, dry, maxJobs := pb.GetFilter(), pb.GetDryRun(), pb.GetMaxJobs()
 	lim := rate.NewLimiter(rate.Limit(pb.GetRatePerSecond()), 1)
-	scan := newDLQScan(p.backend, p.log)
+	scan := newDLQScan(p.backend, p.log, p.scanLimit)
 	var taken int64
 	// A moved job that fails again lands back in the DLQ while the scan
 	// runs: it is a new message, but not one to move again.
