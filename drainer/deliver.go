@@ -140,18 +140,20 @@ func (d *Drainer) deliver(j *job, done func()) {
 		d.cfg.Metrics.Drain(lane, metrics.ActionLeaseLost, "")
 		return
 	}
-	if errors.Is(err, worker.ErrReleased) {
-		outcome, failure = "released", err
-		d.release(j, l)
-		return
-	}
 	if err != nil && d.handlerCtx.Err() != nil {
 		// Stop's deadline passed and cancelled the delivery: the drainer
 		// interrupted it, the worker did not fail it. No attempt is
 		// counted and nothing is moved; the job comes back after its
 		// visibility timeout (the worker may still be winding it down).
+		// A pull hub answers such a delivery ErrReleased: it is not
+		// released either, as Stop no longer waits for backend calls.
 		outcome, failure = "interrupted", err
 		d.jobLogger(j).Warn("delivery cancelled by stop; the job comes back after its visibility timeout", slog.Int("attempt", attempt))
+		return
+	}
+	if errors.Is(err, worker.ErrReleased) {
+		outcome, failure = "released", err
+		d.release(j, l)
 		return
 	}
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
+	"github.com/sluice-dev/sluice/worker"
 )
 
 // TestStopDeadlineCountsNoAttempt stops a drainer whose one delivery is
@@ -24,9 +25,11 @@ func TestStopDeadlineCountsNoAttempt(t *testing.T) {
 	tests := []struct {
 		name        string
 		maxAttempts int
+		released    bool // the handler answers a cancel as the pull hub does
 	}{
-		{"last attempt", 1},
-		{"attempts left", 5},
+		{"last attempt", 1, false},
+		{"attempts left", 5, false},
+		{"pull hub", 5, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,8 +38,17 @@ func TestStopDeadlineCountsNoAttempt(t *testing.T) {
 			q := tb.topo.ShardQueue("std", 0)
 			tb.enqueue(t, q, testEnvelope("t", "interrupted", time.Now()))
 			h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+			handler := Handler(h)
+			if tt.released {
+				handler = HandlerFunc(func(ctx context.Context, j *Job) error {
+					if err := h.Handle(ctx, j); err != nil {
+						return worker.ErrReleased
+					}
+					return nil
+				})
+			}
 			d, err := New(Config{
-				Backend: tb.backend, Topology: tb.topo, Handler: h, Concurrency: 1, Logger: quietLog,
+				Backend: tb.backend, Topology: tb.topo, Handler: handler, Concurrency: 1, Logger: quietLog,
 				PollWait: 100 * time.Millisecond,
 				Policy:   sideliner.Policy{MaxAttempts: tt.maxAttempts},
 			})
@@ -53,7 +65,7 @@ func TestStopDeadlineCountsNoAttempt(t *testing.T) {
 				t.Fatalf("Stop = %v, want the deadline passed with a delivery running", err)
 			}
 			c := d.Counts()
-			if c.DeadLettered != 0 || c.Retried != 0 {
+			if c.DeadLettered != 0 || c.Retried != 0 || c.Released != 0 {
 				t.Errorf("counts %+v: a delivery the drainer cancelled at stop was counted as a failed attempt", c)
 			}
 			if dl := deadLetters(t, tb); len(dl) != 0 {
