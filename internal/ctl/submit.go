@@ -85,6 +85,9 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 			st := status.Convert(err)
 			switch st.Code() {
 			case codes.Unavailable:
+				if cliconn.Reached(err) {
+					return fmt.Errorf("the gateway at %s did not store the job: %s (retry later, with the same --idempotency-key if you gave one; its log says more)", *addr, st.Message())
+				}
 				return fmt.Errorf("cannot reach the gateway at %s (is it running, and is --addr right?): %s%s", *addr, st.Message(), tlsHint(st.Message(), tlsc))
 			case codes.Unauthenticated, codes.PermissionDenied:
 				return fmt.Errorf("the gateway refused the key: %s (use the key the gateway printed at start, or one from the tenant config)", st.Message())
