@@ -9,9 +9,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/depth"
 	"github.com/sluice-dev/sluice/gateway"
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/faultqueue"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/internal/topotest"
