@@ -605,3 +605,56 @@ func TestResultErrorTooLong(t *testing.T) {
 		t.Fatalf("no answer in 5s (%d sessions): the result could not be sent", sessions.Load())
 	}
 }
+
+// TestPullVerdictWithoutCause: Permanent and RetryAfter with a nil error
+// keep their verdicts in pull mode too: their Error panicked, so the job
+// was answered as a panic, a RETRY with no delay.
+func TestPullVerdictWithoutCause(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		give      error
+		want      workerv1.Outcome
+		wantDelay time.Duration
+	}{
+		{"Permanent(nil)", worker.Permanent(nil), workerv1.Outcome_OUTCOME_FAIL, 0},
+		{"RetryAfter(nil, 3s)", worker.RetryAfter(nil, 3*time.Second), workerv1.Outcome_OUTCOME_RETRY, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := make(chan *workerv1.Result, 1)
+			addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+				if err := welcome(s); err != nil {
+					return err
+				}
+				if err := s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: "s.1", JobId: "j"}}}}}); err != nil {
+					return err
+				}
+				for {
+					m, err := s.Recv()
+					if err != nil {
+						return nil
+					}
+					for _, r := range m.GetResults().GetResults() {
+						got <- r
+					}
+				}
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- worker.Connect(ctx, addr, "k", func(context.Context, worker.Job) error { return tt.give }, worker.ConnectOptions{Logger: quiet})
+			}()
+			defer func() { cancel(); <-done }()
+			select {
+			case r := <-got:
+				if r.GetOutcome() != tt.want || r.GetDelay().AsDuration() != tt.wantDelay || r.GetError() == "" {
+					t.Fatalf("answered %v, want %v with a delay of %s and an error text", r, tt.want, tt.wantDelay)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no answer in 10s")
+			}
+		})
+	}
+}

@@ -71,14 +71,20 @@ type Job struct {
 type Handler func(ctx context.Context, job Job) error
 
 // RetryAfterError asks for the next delivery no sooner than After. Its
-// message is Err's: the delay travels to the drainer as a RetryInfo (from a
-// worker) and the drainer logs it beside the error.
+// message is Err's (if Err is nil, it says so): the delay travels to the
+// drainer as a RetryInfo (from a worker) and the drainer logs it beside
+// the error.
 type RetryAfterError struct {
 	Err   error
 	After time.Duration
 }
 
-func (e *RetryAfterError) Error() string { return e.Err.Error() }
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return "retry after " + e.After.String() + " (no cause given)"
+	}
+	return e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *RetryAfterError) Unwrap() error { return e.Err }
@@ -87,10 +93,16 @@ func (e *RetryAfterError) Unwrap() error { return e.Err }
 func RetryAfter(err error, d time.Duration) error { return &RetryAfterError{Err: err, After: d} }
 
 // PermanentError marks a failure that retrying cannot fix. Its message is
-// Err's: the drainer records the job's reason as "permanent_failure: …".
+// Err's (if Err is nil, it says so): the drainer records the job's reason
+// as "permanent_failure: …".
 type PermanentError struct{ Err error }
 
-func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return "failed for good (no cause given)"
+	}
+	return e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *PermanentError) Unwrap() error { return e.Err }

@@ -95,6 +95,13 @@ func TestOutcomes(t *testing.T) {
 		}, wantRetry: true},
 		{name: "a wrapped Permanent dead-letters", handler: func() error { return fmt.Errorf("step 2: %w", worker.Permanent(errors.New("schema"))) }},
 		{name: "a panic retries", handler: func() error { panic("boom") }, wantRetry: true},
+		// With no cause, their Error panicked: the handler's verdict was
+		// lost, and the job was retried as after a panic, at once.
+		{name: "Permanent(nil) dead-letters", handler: func() error { return worker.Permanent(nil) }},
+		{
+			name: "RetryAfter(nil) retries no sooner than asked", handler: func() error { return worker.RetryAfter(nil, 3*time.Second) },
+			wantRetry: true, wantAfter: 3 * time.Second,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
