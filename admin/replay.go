@@ -172,13 +172,13 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 			run.update(func(pb *adminv1.Replay) { pb.Scanned++; pb.Skipped++ })
 			return true, nil
 		}
-		if maxJobs > 0 && taken >= maxJobs {
-			return false, nil
-		}
 		taken++
 		run.update(func(pb *adminv1.Replay) { pb.Scanned++; pb.Matched++ })
+		// At its max the replay ends: it read on through the rest of
+		// the DLQ for one more job, holding all it read.
+		more := maxJobs == 0 || taken < maxJobs
 		if dry {
-			return true, nil
+			return more, nil
 		}
 		if err := lim.Wait(ctx); err != nil {
 			return false, err
@@ -186,12 +186,12 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 		if err := p.moveBackTraced(ctx, pb.GetId(), m); err != nil {
 			p.log.WarnContext(ctx, "replay: job stays in the DLQ", slog.String("queue", m.queue), slog.String("message_id", m.msg.MessageID), slog.Any("error", err))
 			run.update(func(pb *adminv1.Replay) { pb.Failed++ })
-			return true, nil
+			return more, nil
 		}
 		scan.forget(m.queue, m.msg.ReceiptHandle)
 		moved[m.env.GetJobId()] = true
 		run.update(func(pb *adminv1.Replay) { pb.Moved++ })
-		return true, nil
+		return more, nil
 	})
 	scan.release()
 	leave()
