@@ -102,6 +102,8 @@ var ErrRefused = errors.New("refused by sluice")
 // a worker key, and runs handler on each, at most opts.Concurrency at once.
 // It reconnects with backoff when the stream breaks; jobs a broken stream
 // held are redelivered by sluice, and their handlers here are cancelled.
+// Connect does not return while a handler it started runs, unless one
+// still runs 5s after its context was cancelled.
 //
 // When ctx ends it drains gracefully: it asks for no more jobs, lets the
 // running ones, and any still on their way, finish (up to
@@ -149,6 +151,7 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
 		slots: make(chan struct{}, opts.Concurrency),
 	}
+	defer c.waitHandlers()
 	delay := reconnectBase
 	for {
 		start := time.Now()
@@ -200,6 +203,29 @@ type puller struct {
 	// job that finds no slot waits for one; its lease is held by the
 	// stream meanwhile.
 	slots chan struct{}
+	// handlers counts the handlers running, across sessions: Connect
+	// waits for them before it returns. Those of a stream that broke
+	// were cancelled and left running, and Connect returned without them
+	// when ctx ended meanwhile (found in review).
+	handlers sync.WaitGroup
+	// leftRunning: a drain that timed out disconnected without handlers
+	// that ignored their cancelled contexts for cancelGrace.
+	leftRunning bool
+}
+
+// waitHandlers waits for the handlers still running, whose contexts have
+// ended with their sessions, up to cancelGrace.
+func (c *puller) waitHandlers() {
+	if c.leftRunning {
+		return // the drain waited for them already
+	}
+	done := make(chan struct{})
+	go func() { c.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cancelGrace):
+		c.log.Warn("handlers still running after cancellation: returning without them", slog.Duration("waited", cancelGrace))
+	}
 }
 
 // extendKey carries a running job's extender in its handler's context.
@@ -273,7 +299,10 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- c.sendLoop(streamCtx, stream, results, control, flush) }()
 
-	var running handlers
+	running := handlers{all: &c.handlers}
+	// Once the session ends no handler starts: Connect's wait for them
+	// comes after.
+	defer running.close()
 	recvDone := make(chan error, 1)
 	go func() {
 		for {
@@ -325,6 +354,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 			// unanswered, goes back when the stream closes.
 			log.WarnContext(ctx, "handlers still running after cancellation: disconnecting without them (sluice hands their jobs back)",
 				slog.Duration("waited", cancelGrace))
+			c.leftRunning = true
 		}
 	case err := <-recvDone:
 		cancelHandlers()
@@ -349,6 +379,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 // job was dropped and held by sluice until the drain ended; found in
 // review.)
 type handlers struct {
+	all      *sync.WaitGroup // the puller's, across sessions
 	mu       sync.Mutex
 	running  int
 	draining bool
@@ -364,10 +395,22 @@ func (h *handlers) start(f func()) {
 		return
 	}
 	h.running++
+	h.all.Add(1)
 	go func() {
+		defer h.all.Done()
 		defer h.finish()
 		f()
 	}()
+}
+
+// close starts no more handlers.
+func (h *handlers) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closed && h.draining {
+		close(h.idle)
+	}
+	h.closed = true
 }
 
 func (h *handlers) finish() {

@@ -658,3 +658,54 @@ func TestPullVerdictWithoutCause(t *testing.T) {
 		})
 	}
 }
+
+// TestReturnWaitsForHandlers: Connect does not return while a handler of a
+// stream that broke is still running: a handler that takes a moment to
+// stop once cancelled finishes first. Connect returned at once when ctx
+// ended during the reconnect's backoff, with the handler running on
+// against whatever the caller closed next.
+func TestReturnWaitsForHandlers(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{})
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		if err := s.Send(&workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: []*workerv1.Job{{Lease: "s.1", JobId: "j"}}}}}); err != nil {
+			return err
+		}
+		select {
+		case <-started:
+			return status.Error(codes.Unavailable, "sluice restarts")
+		case <-s.Context().Done():
+			return nil
+		}
+	})
+	var once sync.Once
+	cancelled := make(chan struct{})
+	var finished atomic.Bool
+	handler := func(ctx context.Context, _ worker.Job) error {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil
+		}
+		close(started)
+		<-ctx.Done() // the stream broke
+		close(cancelled)
+		time.Sleep(300 * time.Millisecond) // cleaning up
+		finished.Store(true)
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.Connect(ctx, addr, "k", handler, worker.ConnectOptions{Logger: quiet}) }()
+	<-cancelled
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !finished.Load() {
+		t.Error("Connect returned while the handler of the broken stream was still running")
+	}
+}
