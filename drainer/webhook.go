@@ -96,13 +96,24 @@ func (w *Webhook) Handle(ctx context.Context, job *Job) error {
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() {
+		// The rest of the body is read, up to a bound, so that the
+		// connection is kept for the next delivery: one closed with its
+		// body unread is not, and every answer longer than the snippet
+		// cost a new connection (and TLS handshake) per job.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDiscard))
+		resp.Body.Close()
+	}()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if loc := resp.Header.Get("Location"); resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
 		return fmt.Errorf("webhook: %d %s to %s: redirects are not followed; set the webhook URL to where it points", resp.StatusCode, http.StatusText(resp.StatusCode), loc)
 	}
 	return ClassifyHTTPStatus(resp.StatusCode, resp.Header.Get("Retry-After"), time.Now(), string(snippet))
 }
+
+// maxDiscard is the most of an answer's body read past its snippet, to
+// keep the connection; a longer one closes it.
+const maxDiscard = 256 << 10
 
 // ClassifyHTTPStatus maps a webhook response to the drainer's outcome (see
 // Webhook).

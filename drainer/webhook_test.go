@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -128,5 +130,40 @@ func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
 		if IsPermanent(err) {
 			t.Errorf("%d redirect: a permanent failure; want a retry", code)
 		}
+	}
+}
+
+// TestWebhookReusesConnections: a receiver whose answers have bodies
+// longer than the snippet kept for the error (an echo of the job, say)
+// gets one connection for a run of deliveries, not one each. The rest of
+// the body was left unread, so Go's client closed every connection after
+// its answer: a new TCP (and TLS) handshake per job, and sockets in
+// TIME_WAIT piling up under load.
+func TestWebhookReusesConnections(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusOK, http.StatusInternalServerError} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			t.Parallel()
+			var conns atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(code)
+				_, _ = w.Write([]byte(strings.Repeat("x", 4096)))
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			t.Cleanup(srv.Close)
+			w := &Webhook{URL: srv.URL, Client: &http.Client{Transport: &http.Transport{}}}
+			t.Cleanup(w.Client.CloseIdleConnections)
+			for i := range 5 {
+				_ = w.Handle(t.Context(), &Job{ID: fmt.Sprint(i), EnqueuedAt: time.Now()})
+			}
+			if n := conns.Load(); n != 1 {
+				t.Errorf("5 deliveries in turn opened %d connections, want 1", n)
+			}
+		})
 	}
 }
