@@ -215,6 +215,13 @@ func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Unlock()
 	p.signal()
 	for _, g := range open {
+		// Settled jobs first: with ctx ended too, a select alone chose
+		// at random, and reported jobs settled already as given up.
+		select {
+		case <-g.done:
+			continue
+		default:
+		}
 		select {
 		case <-g.done:
 		case <-ctx.Done():

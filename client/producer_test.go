@@ -399,3 +399,33 @@ func TestProducerDispatch(t *testing.T) {
 		})
 	}
 }
+
+// TestProducerCloseWithEndedContext: Flush and Close with a context that
+// has ended return nil when every job sent was settled already: nothing
+// was abandoned. They raced the ended context against the settled jobs
+// and returned its error half the time, as if jobs had been given up.
+func TestProducerCloseWithEndedContext(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, gatewayAddr(t), "acme-key", client.Config{})
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 20 {
+		p, err := c.NewProducer(client.ProducerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := p.Send(t.Context(), client.Job{Payload: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ended); err != nil {
+			t.Errorf("round %d: flush with every job settled: %v", i, err)
+		}
+		if err := p.Close(ended); err != nil {
+			t.Errorf("round %d: close with every job settled: %v", i, err)
+		}
+	}
+}
