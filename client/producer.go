@@ -133,8 +133,14 @@ func (f *Future) Done() <-chan struct{} { return f.done }
 // Wait waits until the job is settled, or ctx ends, and returns its
 // outcome as Client.Submit would: the accepted (or duplicate) job, or the
 // last refusal (*QuotaError, *BacklogError, *InvalidArgumentError) or
-// call failure. A ctx that ends only stops the waiting, not the job.
+// call failure. A ctx that ends only stops the waiting, not the job; a
+// job settled already answers its outcome whatever ctx.
 func (f *Future) Wait(ctx context.Context) (*Result, error) {
+	select {
+	case <-f.done:
+		return f.res, f.err
+	default:
+	}
 	select {
 	case <-f.done:
 		return f.res, f.err

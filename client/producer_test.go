@@ -429,3 +429,25 @@ func TestProducerCloseWithEndedContext(t *testing.T) {
 		}
 	}
 }
+
+// TestFutureWaitWithEndedContext: Wait on a settled job returns its
+// outcome even with a context that has ended. It chose at random between
+// the two, so a caller collecting outcomes after a shutdown began was
+// told half its accepted jobs had not been (and might send them again).
+func TestFutureWaitWithEndedContext(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, gatewayAddr(t), "acme-key", client.Config{})
+	p := newProducer(t, c, client.ProducerConfig{})
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 20 {
+		f, err := p.Send(t.Context(), client.Job{Payload: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-f.Done()
+		if res, err := f.Wait(ended); err != nil || res.JobID == "" {
+			t.Errorf("round %d: wait on a settled job: %+v, %v", i, res, err)
+		}
+	}
+}
