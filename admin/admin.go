@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
@@ -134,11 +135,16 @@ const (
 	pageSizeMax         = 500
 	previewBytesDefault = 64
 	previewBytesMax     = 4096
+	// pageBytesMax bounds one page's jobs, under the 4 MiB a gRPC client
+	// takes by default: 500 jobs with 4 KiB previews and the attributes
+	// the gateway allows are about 10 MB.
+	pageBytesMax = 3 << 20
 )
 
 // ListDLQ returns one page of dead-lettered jobs matching the filter. Pages
 // follow the DLQs' receive order, which is stable on the embedded backend
-// and approximate on SQS.
+// and approximate on SQS. A page ends early, with a next page token,
+// before its jobs pass pageBytesMax.
 func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adminv1.ListDLQResponse, error) {
 	var bad []*errdetails.BadRequest_FieldViolation
 	size := int(req.GetPageSize())
@@ -183,7 +189,7 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 	scan := newDLQScan(a.backend, a.log, a.replays.scanLimit)
 	defer scan.release()
 	resp := &adminv1.ListDLQResponse{}
-	seen := 0
+	seen, pageBytes := 0, 0
 	err = scan.each(ctx, queues, order, func(m *dlqMessage) (bool, error) {
 		if !matches(req.GetFilter(), m) {
 			return true, nil
@@ -192,11 +198,14 @@ func (a *Server) ListDLQ(ctx context.Context, req *adminv1.ListDLQRequest) (*adm
 		if seen <= offset {
 			return true, nil
 		}
-		if len(resp.Jobs) == size {
-			resp.NextPageToken = encodePageToken(offset+size, want)
+		d := deadLetterOf(m, preview)
+		n := proto.Size(d)
+		if len(resp.Jobs) == size || (len(resp.Jobs) > 0 && pageBytes+n > pageBytesMax) {
+			resp.NextPageToken = encodePageToken(offset+len(resp.Jobs), want)
 			return false, nil
 		}
-		resp.Jobs = append(resp.Jobs, deadLetterOf(m, preview))
+		pageBytes += n
+		resp.Jobs = append(resp.Jobs, d)
 		return true, nil
 	})
 	switch {

@@ -264,7 +264,8 @@ func (c *Console) tenants(ctx context.Context, _ *session, r *http.Request, v *v
 		dead = append(dead, tc{t, n})
 	}
 	slices.SortFunc(dead, func(a, b tc) int { return cmpDesc(a.Count, b.Count, a.Tenant, b.Tenant) })
-	data["Dead"], data["DeadMore"] = dead, resp.GetNextPageToken() != ""
+	// A page of bulky jobs ends before 500: say how many were counted.
+	data["Dead"], data["DeadMore"], data["Counted"] = dead, resp.GetNextPageToken() != "", len(resp.GetJobs())
 	fair := c.fairness(ctx, topTenants)
 	data["Drains"], data["Fair"], data["Top"] = fair != nil, fair.GetLanes(), topTenants
 	id := strings.TrimSpace(r.FormValue("tenant"))

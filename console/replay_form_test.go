@@ -1,11 +1,13 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/admintest"
 	"github.com/sluice-dev/sluice/internal/topotest"
@@ -178,5 +181,39 @@ func TestReplayPageTotalIsWhatMatched(t *testing.T) {
 		if !strings.Contains(body, tc.want) {
 			t.Errorf("replay of tenant %s (max %q) done: want %q on the page:\n%s", tc.tenant, tc.max, tc.want, body)
 		}
+	}
+}
+
+// TestBulkyDeadLettersShow: dead letters with the payload and attributes
+// the gateway allows made the 500-job listings of the job page and the
+// Tenants page about 10 MB, which the console's gRPC client refused
+// (RESOURCE_EXHAUSTED, over 4 MiB): no such job could be opened, and the
+// Tenants page could not count dead letters. The pages render, and the
+// count says how many it was taken over.
+func TestBulkyDeadLettersShow(t *testing.T) {
+	t.Parallel()
+	c, tb := servedConsole(t, 0)
+	var envs []*envelope.Envelope
+	for i := range 500 {
+		e := topotest.Envelope("a", fmt.Sprintf("a-%03d", i), time.Now())
+		e.Payload = bytes.Repeat([]byte("p"), 4096)
+		e.Attributes = map[string]string{}
+		for k := range 16 {
+			e.Attributes[fmt.Sprintf("attr-%02d", k)] = strings.Repeat("v", 1024)
+		}
+		envs = append(envs, e)
+	}
+	tb.Enqueue(t, tb.Topo.DLQ("std"), envs...)
+	s := c.newSession(roleAdmin)
+
+	w := get(t, c, s, "/dlq/job?id=a-499")
+	if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, "attr-15") {
+		t.Errorf("job page of a bulky dead letter: status %d, want 200 with its attributes:\n%.3000s", w.Code, body)
+	}
+	w = get(t, c, s, "/tenants")
+	body := w.Body.String()
+	m := regexp.MustCompile(`<td>a</td><td class="n">(\d+)</td>`).FindStringSubmatch(body)
+	if w.Code != http.StatusOK || m == nil || !strings.Contains(body, "Counted over the first "+m[1]+" dead letters") {
+		t.Errorf("tenants page over bulky dead letters: status %d, want tenant a counted and the hint naming that count:\n%.3000s", w.Code, body)
 	}
 }

@@ -1,0 +1,66 @@
+package admin
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-dev/sluice/envelope"
+	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/topotest"
+)
+
+// TestListPagesFitAClient: 500 dead letters at the gateway's limits (a
+// 4 KiB payload, 16 attributes of 1 KiB) made a page of 500 with 4 KiB
+// previews about 10 MB, which gRPC clients refuse by default (4 MiB):
+// sluicectl dlq show and the console's job and Tenants pages failed with
+// RESOURCE_EXHAUSTED. A page stops short of that, and paging still
+// visits every job once.
+func TestListPagesFitAClient(t *testing.T) {
+	t.Parallel()
+	tb := topotest.Setup(t, topotest.OneLane)
+	var envs []*envelope.Envelope
+	for i := range 500 {
+		e := topotest.Envelope("a", fmt.Sprintf("a-%03d", i), time.Now())
+		e.Payload = bytes.Repeat([]byte("p"), 4096)
+		e.Attributes = map[string]string{}
+		for k := range 16 {
+			e.Attributes[fmt.Sprintf("attr-%02d", k)] = strings.Repeat("v", 1024)
+		}
+		envs = append(envs, e)
+	}
+	tb.Enqueue(t, tb.Topo.DLQ("std"), envs...)
+	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	defer stopAdmin(t, a)
+
+	seen := map[string]bool{}
+	token := ""
+	for pages := 0; ; pages++ {
+		resp, err := a.ListDLQ(t.Context(), &adminv1.ListDLQRequest{PageSize: 500, PreviewBytes: 4096, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := proto.Size(resp); n > 4<<20 {
+			t.Fatalf("a page of %d jobs is %d bytes, over the 4 MiB a gRPC client takes by default", len(resp.GetJobs()), n)
+		}
+		for _, j := range resp.GetJobs() {
+			if seen[j.GetJobId()] {
+				t.Fatalf("job %s on two pages", j.GetJobId())
+			}
+			seen[j.GetJobId()] = true
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if len(seen) != 500 {
+		t.Fatalf("pages held %d jobs, want 500", len(seen))
+	}
+}
