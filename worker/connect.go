@@ -122,8 +122,11 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		host, _ := os.Hostname()
 		opts.Name = host + "/" + strconv.Itoa(os.Getpid())
 	}
-	if key == "" || strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return errors.New("worker: the worker key is empty or holds white space or control characters (trim the file it came from)")
+	// gRPC sends only printable ASCII in metadata: a key with anything
+	// else (a byte order mark at the start of its file) failed every
+	// stream with INTERNAL, retried for ever.
+	if key == "" || strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return errors.New("worker: the worker key is empty or holds white space, control characters or characters outside ASCII (trim the file it came from)")
 	}
 	if opts.Concurrency < 1 || opts.Concurrency > 10000 {
 		return fmt.Errorf("worker: concurrency %d: want 1 to 10000", opts.Concurrency)

@@ -709,3 +709,30 @@ func TestReturnWaitsForHandlers(t *testing.T) {
 		t.Error("Connect returned while the handler of the broken stream was still running")
 	}
 }
+
+// TestConnectRefusesAKeyItCannotSend: a worker key gRPC cannot send as
+// metadata (white space, control characters, anything but printable
+// ASCII, such as the byte order mark an editor put at the start of the
+// key's file) is refused up front. One outside ASCII passed the check,
+// and Connect failed every stream with INTERNAL and retried for ever.
+func TestConnectRefusesAKeyItCannotSend(t *testing.T) {
+	t.Parallel()
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		<-s.Context().Done()
+		return nil
+	})
+	for _, key := range []string{"", "k ", "k\n", "k\x00", "k\x7f", "\ufeffk", "kéy"} {
+		t.Run(strconv.Quote(key), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			err := worker.Connect(ctx, addr, key, func(context.Context, worker.Job) error { return nil }, worker.ConnectOptions{Logger: quiet})
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("Connect with key %q: %v after %v, want refused up front", key, err, ctx.Err())
+			}
+		})
+	}
+}
