@@ -289,16 +289,20 @@ func cmpDesc(a, b int, ta, tb string) int {
 	return strings.Compare(ta, tb)
 }
 
-// filterForm is the DLQ filter as the forms send it.
+// filterForm is the DLQ filter as the forms send it. After, the time
+// Since stood for in a dry run (RFC 3339), is what the dry run's Replay
+// button sends: Since read again at the press moved the range the dry run
+// had counted.
 type filterForm struct {
-	Lane, Tenant, Reason, Since string
-	AllTenants                  bool
+	Lane, Tenant, Reason, Since, After string
+	AllTenants                         bool
 }
 
 func filterFormOf(r *http.Request) filterForm {
 	return filterForm{
 		Lane: strings.TrimSpace(r.FormValue("lane")), Tenant: strings.TrimSpace(r.FormValue("tenant")),
-		Reason: strings.TrimSpace(r.FormValue("reason")), Since: strings.TrimSpace(r.FormValue("since")), AllTenants: r.FormValue("all_tenants") == "1",
+		Reason: strings.TrimSpace(r.FormValue("reason")), Since: strings.TrimSpace(r.FormValue("since")),
+		After: strings.TrimSpace(r.FormValue("after")), AllTenants: r.FormValue("all_tenants") == "1",
 	}
 }
 
@@ -312,7 +316,14 @@ func (f filterForm) build(now time.Time) (*adminv1.DLQFilter, error) {
 			out.Tenants = append(out.Tenants, t)
 		}
 	}
-	if f.Since != "" {
+	switch {
+	case f.After != "":
+		at, err := time.Parse(time.RFC3339Nano, f.After)
+		if err != nil {
+			return nil, fmt.Errorf("after %q: not a time (RFC 3339); run the dry run again", f.After)
+		}
+		out.EnqueuedAfter = timestamppb.New(at)
+	case f.Since != "":
 		d, err := time.ParseDuration(f.Since)
 		if err != nil || d < 0 {
 			return nil, fmt.Errorf("since %q: give a duration such as 30m or 2h", f.Since)
@@ -451,6 +462,10 @@ func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter,
 		}
 		c.render(w, http.StatusBadGateway, "dlq", v)
 		return
+	}
+	if at := rp.GetFilter().GetEnqueuedAfter(); at != nil {
+		ff.After = at.AsTime().Format(time.RFC3339Nano)
+		data["F"] = ff
 	}
 	data["Dry"], data["Max"], data["Rate"] = rp, r.PostFormValue("max"), r.PostFormValue("rate")
 	c.render(w, http.StatusOK, "dryrun", v)

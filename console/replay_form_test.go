@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -215,5 +216,45 @@ func TestBulkyDeadLettersShow(t *testing.T) {
 	m := regexp.MustCompile(`<td>a</td><td class="n">(\d+)</td>`).FindStringSubmatch(body)
 	if w.Code != http.StatusOK || m == nil || !strings.Contains(body, "Counted over the first "+m[1]+" dead letters") {
 		t.Errorf("tenants page over bulky dead letters: status %d, want tenant a counted and the hint naming that count:\n%.3000s", w.Code, body)
+	}
+}
+
+// TestConfirmedReplayUsesTheDryRunsTimes: "accepted within 1h" was turned
+// into a time again when the dry run's Replay button was pressed, so the
+// replay's range started later than the one the dry run showed and
+// counted ("accepted since …"): jobs accepted at the start of that range,
+// previewed, were left in the DLQ. The replay runs with the dry run's
+// filter.
+func TestConfirmedReplayUsesTheDryRunsTimes(t *testing.T) {
+	t.Parallel()
+	c, _ := servedConsole(t, 3)
+	s := c.newSession(roleAdmin)
+	w := post(t, c, s, "/replays", url.Values{"tenant": {"a"}, "since": {"2h"}, "rate": {"1000"}})
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `id="confirm"`) {
+		t.Fatalf("dry run: status %d\n%s", w.Code, w.Body.String())
+	}
+	// Press the button: post the confirm form as the page has it.
+	form := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`).FindAllStringSubmatch(w.Body.String(), -1) {
+		form.Set(m[1], html.UnescapeString(m[2]))
+	}
+	if form.Get("confirm") != "1" {
+		t.Fatalf("no confirm form on the dry run page:\n%s", w.Body.String())
+	}
+	w = post(t, c, s, "/replays", form)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("confirm: status %d\n%s", w.Code, w.Body.String())
+	}
+	resp, err := c.cfg.Admin.ListReplays(c.apiContext(t.Context()), &adminv1.ListReplaysRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := resp.GetReplays() // newest first
+	if len(rs) != 2 || !rs[1].GetDryRun() {
+		t.Fatalf("replays: %v", rs)
+	}
+	dry, real := rs[1].GetFilter().GetEnqueuedAfter().AsTime(), rs[0].GetFilter().GetEnqueuedAfter().AsTime()
+	if !real.Equal(dry) {
+		t.Errorf("the replay took jobs accepted since %s; its dry run, since %s", real.Format(time.RFC3339Nano), dry.Format(time.RFC3339Nano))
 	}
 }
