@@ -126,8 +126,11 @@ func (d *Drainer) deliver(j *job, done func()) {
 	defer func() { endDeliver(span, outcome, failure) }()
 	ctx, cancel := context.WithTimeout(spanCtx, d.cfg.HandlerTimeout)
 	d.inDelivery(j, cancel)
+	// The job's lane is its queue's, not the envelope's (which may name
+	// another lane, or none): the pull hub places it by lane, and worker
+	// keys are granted per lane.
 	err := d.handle(ctx, j, &Job{
-		ID: env.GetJobId(), Tenant: env.GetTenant(), Lane: env.GetLane(), Payload: env.GetPayload(),
+		ID: env.GetJobId(), Tenant: env.GetTenant(), Lane: lane, Payload: env.GetPayload(),
 		Attributes: env.GetAttributes(), Attempt: attempt, EnqueuedAt: env.GetEnqueuedAt().AsTime(),
 		TraceContext: tracing.Inject(ctx),
 	})

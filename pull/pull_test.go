@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -993,5 +994,39 @@ func TestStuckHandlerDoesNotStarveTheWorker(t *testing.T) {
 			t.Fatalf("15s on, the worker with 3 free slots got %d of 4 jobs (the stuck one's retry and 3 more): %+v", c.Delivered, c)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestJobGoesToItsQueuesLane: a job goes to a worker serving the lane
+// whose queue it was read from, whatever lane its envelope names. The hub
+// placed it by the envelope's lane: a job on std's queue whose envelope
+// named gold went to a worker whose key may serve gold only, and one
+// naming no lane (a producer other than the gateway) found no worker,
+// was handed back every second and, once past max_receive_count, was
+// dead-lettered without an attempt.
+func TestJobGoesToItsQueuesLane(t *testing.T) {
+	t.Parallel()
+	for _, envLane := range []string{"gold", ""} {
+		t.Run("envelope lane "+strconv.Quote(envLane), func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, time.Minute)
+			gold := r.connect(t, keyGold, 10, "gold")
+			std := r.connect(t, keyAll, 10, "std")
+			e := topotest.Envelope("acme", "j", time.Now())
+			e.Lane = envLane
+			r.b.Enqueue(t, r.b.Topo.ShardQueue("std", 0), e)
+			select {
+			case m := <-gold.msgs:
+				t.Fatalf("a job of std's queue went to the gold-only worker: %v", m)
+			case m := <-std.msgs:
+				jobs := m.GetJobs().GetJobs()
+				if len(jobs) != 1 || jobs[0].GetLane() != "std" {
+					t.Fatalf("std's worker got %v, want the job, of lane std", m)
+				}
+				std.results(ack(jobs[0].GetLease()))
+			case <-time.After(10 * time.Second):
+				t.Fatal("the job reached no worker in 10s")
+			}
+		})
 	}
 }
