@@ -347,7 +347,7 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 		for _, j := range resp.GetJobs() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", printable(j.GetJobId()), printable(j.GetTenant()), j.GetLane(),
 				truncate(ShortReason(j), 40), truncate(printable(j.GetLastError()), 60), j.GetAttempts(),
-				j.GetEnqueuedAt().AsTime().UTC().Format(time.RFC3339), j.GetPayloadBytes(), strconv.Quote(string(j.GetPayloadPreview())))
+				accepted(j.GetEnqueuedAt()), j.GetPayloadBytes(), strconv.Quote(string(j.GetPayloadPreview())))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -360,6 +360,15 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 		}
 		return nil
 	})(fs)
+}
+
+// accepted is a dead letter's acceptance time, or "-" for a malformed one
+// that has none (it showed as 1970-01-01T00:00:00Z).
+func accepted(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return "-"
+	}
+	return ts.AsTime().UTC().Format(time.RFC3339)
 }
 
 // ShortReason is a dead letter's reason without the error it may repeat

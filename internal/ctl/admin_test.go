@@ -358,3 +358,18 @@ func TestBulkyDeadLettersCanBeRead(t *testing.T) {
 		t.Errorf("dlq list --limit 500 --preview 4096 of bulky dead letters: err=%v; output:\n%.2000s", err, out)
 	}
 }
+
+// TestListShowsNoTimeForAMalformedJob: a DLQ message that is not an
+// envelope has no acceptance time, and dlq list printed the zero
+// timestamp's, 1970-01-01T00:00:00Z, as when it was accepted.
+func TestListShowsNoTimeForAMalformedJob(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	if _, err := tb.Backend.Send(t.Context(), &queue.SendParams{Queue: tb.Topo.DLQ("std"), Entries: []queue.SendEntry{{ID: "0", Body: []byte("not an envelope")}}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := serveAdmin(t, tb.Backend, tb)
+	out, err := run(t, "dlq", "list", "--admin-addr", addr, "--admin-key", "k")
+	if err != nil || !strings.Contains(out, "malformed_envelope") || strings.Contains(out, "1970") {
+		t.Errorf("dlq list of a malformed dead letter: err=%v, want it listed with no acceptance time; output:\n%s", err, out)
+	}
+}
