@@ -252,9 +252,17 @@ func (c *Console) tenants(ctx context.Context, _ *session, r *http.Request, v *v
 	if err != nil {
 		data["DeadNote"] = apiError(err)
 	}
+	// A message that is not an envelope has no tenant: it is counted
+	// apart, not as a tenant with no name.
+	malformed := 0
 	for _, j := range resp.GetJobs() {
+		if j.GetTenant() == "" {
+			malformed++
+			continue
+		}
 		counts[j.GetTenant()]++
 	}
+	data["Malformed"] = malformed
 	type tc struct {
 		Tenant string
 		Count  int

@@ -258,3 +258,21 @@ func TestConfirmedReplayUsesTheDryRunsTimes(t *testing.T) {
 		t.Errorf("the replay took jobs accepted since %s; its dry run, since %s", real.Format(time.RFC3339Nano), dry.Format(time.RFC3339Nano))
 	}
 }
+
+// TestTenantsPageCountsMalformedApart: a DLQ message that is not an
+// envelope has no tenant, and the Tenants page counted it under a tenant
+// with no name, linked to a DLQ listing of every tenant's jobs. It is
+// counted as malformed, linked to those only.
+func TestTenantsPageCountsMalformedApart(t *testing.T) {
+	t.Parallel()
+	c, tb := servedConsole(t, 2)
+	if _, err := tb.Backend.Send(t.Context(), &queue.SendParams{Queue: tb.Topo.DLQ("std"), Entries: []queue.SendEntry{{ID: "0", Body: []byte("junk")}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := c.newSession(roleAdmin)
+	body := get(t, c, s, "/tenants").Body.String()
+	if strings.Contains(body, "<td></td>") || strings.Contains(body, `href="/dlq?tenant="`) ||
+		!strings.Contains(body, `<td>a</td><td class="n">2</td>`) || !strings.Contains(body, `id="dead-malformed"`) || !strings.Contains(body, `href="/dlq?reason=malformed_envelope"`) {
+		t.Errorf("tenants page with a malformed dead letter: want tenant a's 2 and the malformed one apart, linked to the malformed ones:\n%s", body)
+	}
+}
