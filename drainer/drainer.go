@@ -147,7 +147,8 @@ type Drainer struct {
 
 	mu        sync.Mutex // guards sched and the fields below
 	sched     *scheduler.Scheduler[*job]
-	heldMax   int           // most jobs held in all
+	receivers int           // receive loops, each holding up to a batch
+	heldMax   int           // most jobs held in all (sizeReadAhead)
 	staleMax  int           // most stale jobs held rather than moved
 	sideMax   int           // most spillover/backlog jobs held
 	roomFreed chan struct{} // closed and replaced when held jobs leave and a poller waits
@@ -269,17 +270,8 @@ func New(cfg Config) (*Drainer, error) {
 	for _, in := range d.lanes {
 		pollers += bufferBatches*len(in.shards) + len(in.side)
 	}
-	// The read-ahead in all is bounded for memory and lease renewals, not
-	// to ration tenants: when many tenants hold jobs, each one's budget
-	// shrinks (freshBudget) rather than the pollers stopping, so a quiet
-	// tenant's job behind many floods is still read.
-	d.heldMax = max(16*cfg.Concurrency, 1024) + pollers*queue.MaxBatch
-	// Stale and sideline jobs wait in memory up to a quarter of the
-	// read-ahead: enough to keep every slot busy from memory while the
-	// pollers look for fresh work, so that under a backlog the workers do
-	// not wait on moves; only what is read beyond it is moved aside.
-	d.staleMax = cmp.Or(cfg.StaleReadAhead, max(2*cfg.Concurrency, d.heldMax/4))
-	d.sideMax = d.staleMax
+	d.receivers = pollers
+	d.sizeReadAhead(cfg.Concurrency)
 	// The scheduler's per-tenant bound is only a backstop: freshBudget
 	// shares the read-ahead. In a plain FIFO (--sideline=false, the
 	// benchmarks' baseline) every job is held as one tenant's, in the
@@ -294,6 +286,27 @@ func New(cfg Config) (*Drainer, error) {
 	}
 	d.sched = sched
 	return d, nil
+}
+
+// sizeReadAhead bounds the jobs held for the delivery slots there are;
+// callers hold d.mu, or own d.
+//
+// The read-ahead in all is bounded for memory and lease renewals, not to
+// ration tenants: when many tenants hold jobs, each one's budget shrinks
+// (freshBudget) rather than the pollers stopping, so a quiet tenant's job
+// behind many floods is still read. It follows the slots, so that a
+// drainer with few pull workers does not hold, out of sight of the other
+// drainers of a fleet, jobs read for the Concurrency it may never have.
+//
+// Stale and sideline jobs wait in memory up to a quarter of the
+// read-ahead: enough to keep every slot busy from memory while the
+// pollers look for fresh work, so that under a backlog the workers do
+// not wait on moves; only what is read beyond it is moved aside.
+func (d *Drainer) sizeReadAhead(slots int) {
+	slots = max(slots, 1)
+	d.heldMax = max(16*slots, 1024) + d.receivers*queue.MaxBatch
+	d.staleMax = cmp.Or(d.cfg.StaleReadAhead, max(2*slots, d.heldMax/4))
+	d.sideMax = d.staleMax
 }
 
 // bufferBatches is the number of pollers per shard queue, so that one
@@ -393,6 +406,7 @@ func (d *Drainer) Fairness(top int) []scheduler.GroupStats {
 func (d *Drainer) SetCapacity(slots int, lanes map[string]int) {
 	d.mu.Lock()
 	d.sched.SetSlots(min(slots, d.cfg.Concurrency))
+	d.sizeReadAhead(min(slots, d.cfg.Concurrency))
 	closing := false
 	for _, in := range d.lanes {
 		n := -1

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/scheduler"
+	"github.com/sluice-dev/sluice/sideliner"
 )
 
 // TestFullReadAheadStillReadsShards fills the read-ahead with three
@@ -115,5 +117,71 @@ func testEvenBacklog(t *testing.T, tb *testBundle) {
 	t.Logf("%d delivered; counts %+v", len(order), c)
 	if c.Spilled > tenants*jobsEach/10 {
 		t.Fatalf("%d of %d jobs were moved aside, with no quiet tenant to find behind them", c.Spilled, tenants*jobsEach)
+	}
+}
+
+// TestReadAheadFollowsSlots: a drainer whose Concurrency is high (pull
+// mode's 1,024) but which has one slot (one worker credit connected)
+// holds no more than one slot's read-ahead. It used to read for its
+// Concurrency (16,384 jobs and more) and keep them, leased and out of
+// sight of the other drainers of a fleet, whose workers could sit idle.
+func TestReadAheadFollowsSlots(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, oneLane)
+	const jobs = 3000
+	now := time.Now()
+	envs := make([]*envelope.Envelope, jobs)
+	for i := range envs {
+		envs[i] = testEnvelope("t", fmt.Sprintf("job-%04d", i), now)
+	}
+	tb.enqueue(t, tb.topo.ShardQueue("std", 0), envs...)
+	release := make(chan struct{})
+	handler := HandlerFunc(func(ctx context.Context, _ *Job) error {
+		select { // no job finishes: nothing frees room
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	d, err := New(Config{
+		Backend: tb.backend, Topology: tb.topo, Handler: handler, Concurrency: 1024,
+		Policy: sideliner.Policy{NoSideline: true}, // every job read is held, none moved
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetCapacity(1, nil)
+	if err := d.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		close(release)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	d.mu.Lock()
+	bound := d.heldMax
+	d.mu.Unlock()
+	// Wait until the pollers stop for want of room: the count holds still.
+	last, still := -1, 0
+	for deadline := time.Now().Add(20 * time.Second); still < 5 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		n := d.Held()
+		if n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	// Pollers that found room at once each add a batch past the bound.
+	if want := 1024 + 2*d.receivers*queue.MaxBatch; last > want || bound > 1024+d.receivers*queue.MaxBatch {
+		t.Errorf("with 1 slot of 1,024 the drainer holds %d jobs (bound %d), want at most 1,024 and a batch or two per poller (%d)", last, bound, want)
+	}
+	if last < 1000 {
+		t.Errorf("held %d jobs, want the read-ahead filled (about 1,024)", last)
 	}
 }
