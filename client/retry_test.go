@@ -580,7 +580,10 @@ func TestProducerBacksOffAfterAFailedCallWhoseFirstJobIsSpent(t *testing.T) {
 	}}
 	serveScripted(t, s)
 	cfg := client.Config{MaxAttempts: 2, BackoffBase: 200 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
-	p := newProducer(t, dial(t, s.addr, cfg), client.ProducerConfig{})
+	// b must join a's retry: it lingers behind the first call longer than
+	// any answer takes (with the default 1ms, on a busy machine b left
+	// alone before the first call's answer came back).
+	p := newProducer(t, dial(t, s.addr, cfg), client.ProducerConfig{Linger: time.Minute})
 	ctx := t.Context()
 	a, err := p.Send(ctx, client.Job{Payload: []byte("a"), IdempotencyKey: "key-a"})
 	if err != nil {
