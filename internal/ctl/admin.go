@@ -151,6 +151,9 @@ func (c *admin) explain(err error) error {
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.Unavailable:
+		if cliconn.Reached(err) {
+			return fmt.Errorf("the admin API at %s could not do it now: %s (its queue backend failed or it is stopping; try again, and see that process's log)", c.addr, st.Message())
+		}
 		return fmt.Errorf("cannot reach the admin API at %s (is the gateway or drainer running, and is --admin-addr right?): %s%s", c.addr, st.Message(), tlsHint(st.Message(), c.tls))
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return fmt.Errorf("the admin API refused the credential: %s (use the admin key from <data-dir>/admin-key, not a tenant key)", st.Message())

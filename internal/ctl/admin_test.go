@@ -373,3 +373,27 @@ func TestListShowsNoTimeForAMalformedJob(t *testing.T) {
 		t.Errorf("dlq list of a malformed dead letter: err=%v, want it listed with no acceptance time; output:\n%s", err, out)
 	}
 }
+
+// TestBackendFailureIsNotUnreachable: an admin API whose queue backend
+// fails answers UNAVAILABLE; the CLI says so, and why, instead of "cannot
+// reach the admin API … is --admin-addr right?", which it keeps for an
+// address where nothing answers.
+func TestBackendFailureIsNotUnreachable(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	addr := serveAdmin(t, &faulty{Backend: tb.Backend, dlq: tb.Topo.DLQ("std"), failReceive: true}, tb)
+	for _, args := range [][]string{{"dlq", "list", "--all-tenants"}, {"dlq", "show", "j-1"}} {
+		_, err := run(t, append(args, "--admin-addr", addr, "--admin-key", "k")...)
+		if err == nil || !strings.Contains(err.Error(), "the admin API at "+addr+" could not do it now") || !strings.Contains(err.Error(), "throttled") {
+			t.Errorf("%v with the DLQ unreadable: %v, want that the admin API could not do it, and why", args, err)
+		}
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := closed.Addr().String()
+	closed.Close()
+	if _, err := run(t, "stats", "--admin-addr", nowhere, "--admin-key", "k", "--timeout", "2s"); err == nil || !strings.Contains(err.Error(), "cannot reach the admin API at "+nowhere) {
+		t.Errorf("stats with nothing at the address: %v, want that the admin API cannot be reached", err)
+	}
+}
