@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -130,6 +131,16 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 	}
 	if opts.Concurrency < 1 || opts.Concurrency > 10000 {
 		return fmt.Errorf("worker: concurrency %d: want 1 to 10000", opts.Concurrency)
+	}
+	// The Hello carries them as protobuf strings, which must be UTF-8:
+	// one that is not failed every session before it began, for ever.
+	if !utf8.ValidString(opts.Name) {
+		return fmt.Errorf("worker: ConnectOptions.Name %q is not valid UTF-8", opts.Name)
+	}
+	for _, l := range opts.Lanes {
+		if !utf8.ValidString(l) {
+			return fmt.Errorf("worker: lane %q in ConnectOptions.Lanes is not valid UTF-8", l)
+		}
 	}
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {

@@ -736,3 +736,37 @@ func TestConnectRefusesAKeyItCannotSend(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectRefusesOptionsItCannotSend: a Name or a lane that is not
+// valid UTF-8 cannot be put in the Hello (protobuf strings must be), so
+// every session failed before it began and Connect retried for ever; it
+// is refused up front, naming the option.
+func TestConnectRefusesOptionsItCannotSend(t *testing.T) {
+	t.Parallel()
+	addr := startFake(t, func(s workerv1.PullService_ConnectServer) error {
+		if err := welcome(s); err != nil {
+			return err
+		}
+		<-s.Context().Done()
+		return nil
+	})
+	for _, tt := range []struct {
+		name string
+		opts worker.ConnectOptions
+		want string
+	}{
+		{"name", worker.ConnectOptions{Name: "w\xff"}, "Name"},
+		{"lane", worker.ConnectOptions{Lanes: []string{"std", "gold\xc3"}}, "lane"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.opts.Logger = quiet
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			err := worker.Connect(ctx, addr, "k", func(context.Context, worker.Job) error { return nil }, tt.opts)
+			if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Connect with %+v: %v after %v, want refused up front naming %s", tt.opts, err, ctx.Err(), tt.want)
+			}
+		})
+	}
+}
