@@ -269,7 +269,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 	defer endAdmit(span, b, r)
 	if v := validateJob(req, lim.MaxPayloadBytes, ""); len(v) > 0 {
 		if index >= 0 { // name the job's fields within the batch
-			v = validateJob(req, lim.MaxPayloadBytes, "jobs["+strconv.Itoa(index)+"].")
+			v = validateJob(req, lim.MaxPayloadBytes, fieldPrefix(index))
 		}
 		r.err, r.outcome = badRequest(v), metrics.OutcomeInvalid
 		return
@@ -308,7 +308,16 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		return
 	}
 	r.token = token
-	b.prepare(spanCtx, r, req)
+	b.prepare(spanCtx, r, req, index)
+}
+
+// fieldPrefix names the index-th job of a SubmitBatch in a field
+// violation ("jobs[3]."), or nothing for a unary Submit (-1).
+func fieldPrefix(index int) string {
+	if index < 0 {
+		return ""
+	}
+	return "jobs[" + strconv.Itoa(index) + "]."
 }
 
 // drainRate is the lane's measured drain rate where one is known, else its
@@ -369,9 +378,9 @@ func (b *batch) laneBacklog() int64 {
 	return n
 }
 
-// prepare routes the job and encodes its envelope. admitCtx carries the
-// job's sluice.admit span.
-func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.SubmitRequest) {
+// prepare routes the index-th job of the call (-1 for a unary Submit) and
+// encodes its envelope. admitCtx carries the job's sluice.admit span.
+func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.SubmitRequest, index int) {
 	l := b.lane.lane
 	shard := router.Pick(b.tenant.ID, l.Name, l.Shards, l.ShardChoices, func(i int) int64 {
 		return b.s.cfg.Depth.Waiting(b.lane.shards[i])
@@ -408,7 +417,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 		return
 	}
 	if len(body) > b.s.cfg.MaxMessageBytes {
-		b.refuseTooLarge(r, len(body))
+		b.refuseTooLarge(r, len(body), index)
 		endEnqueue(r, r.err.Err())
 		return
 	}
@@ -565,12 +574,15 @@ func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error
 	b.s.cfg.Depth.Add(q, int64(sent))
 }
 
-// refuseTooLarge refuses a job whose envelope exceeds the message limit,
-// giving back its token.
-func (b *batch) refuseTooLarge(r *result, n int) {
+// refuseTooLarge refuses the index-th job of the call (-1 for a unary
+// Submit), whose envelope exceeds the message limit, giving back its
+// token. Within a batch the violation names the job's payload as
+// validation does ("jobs[3].payload"); it said "payload", which names no
+// job of a batch.
+func (b *batch) refuseTooLarge(r *result, n, index int) {
 	r.token.Return()
 	r.token = Token{}
-	r.err = badRequest(violations{{Field: "payload", Description: fmt.Sprintf(
+	r.err = badRequest(violations{{Field: fieldPrefix(index) + "payload", Description: fmt.Sprintf(
 		"with its attributes and envelope the job is %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})
 	r.outcome = metrics.OutcomeInvalid
 }

@@ -267,6 +267,33 @@ func TestEnvelopeOverMessageLimit(t *testing.T) {
 	}
 }
 
+// TestEnvelopeOverMessageLimitInBatch: within a SubmitBatch the refusal
+// of a job whose envelope is over the message limit names that job's
+// payload, as every other field violation of a batch does.
+func TestEnvelopeOverMessageLimitInBatch(t *testing.T) {
+	t.Parallel()
+	tb := setupWith(t, Config{MaxMessageBytes: 2000})
+	attrs := map[string]string{}
+	for i := range 3 {
+		attrs[fmt.Sprint("k", i)] = strings.Repeat("v", 1000)
+	}
+	resp, err := tb.client.SubmitBatch(key(t.Context(), "acme-key-1"), &ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{
+		{Payload: []byte("fits")},
+		{Payload: []byte("small"), Attributes: attrs},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetResults()[0]; r.GetError() != nil || r.GetJobId() == "" {
+		t.Errorf("job 0: %v, want stored", r)
+	}
+	e := resp.GetResults()[1].GetError()
+	if codes.Code(e.GetCode()) != codes.InvalidArgument || len(e.GetFieldViolations()) != 1 || e.GetFieldViolations()[0].GetField() != "jobs[1].payload" ||
+		!strings.HasPrefix(e.GetMessage(), "invalid job: jobs[1].payload ") {
+		t.Errorf("job 1: %v, want INVALID_ARGUMENT naming jobs[1].payload", e)
+	}
+}
+
 // sendOnly hides every capability of the backend but queue.Backend's
 // methods (no SendMany, no KeyStore).
 type sendOnly struct{ queue.Backend }
