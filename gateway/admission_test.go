@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -201,6 +202,28 @@ func TestHWMVerdict(t *testing.T) {
 				t.Fatalf("got (%v, %s), want (%v, %s)", refused, retry, tt.wantRefus, tt.wantRetry)
 			}
 		})
+	}
+}
+
+// TestHWMVerdictAtTheShare: a backlog that is exactly the tier's share of
+// the mark is refused, also where fraction × mark comes out a hair above
+// that share in floating point (0.07 × 100 is 7.000000000000001), which
+// admitted a job at the share.
+func TestHWMVerdictAtTheShare(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fraction float64
+		hwm      int64
+	}{
+		{0.07, 100}, {0.14, 100}, {0.28, 100}, {0.55, 100}, {0.07, 5000}, {0.17, 300_000}, {0.5, 1000}, {0.8, 1000}, {1, 7},
+	} {
+		share := int64(math.Round(tt.fraction * float64(tt.hwm)))
+		if refused, _ := hwmVerdict(share-1, tt.hwm, tt.fraction, 100); refused {
+			t.Errorf("%g of %d: backlog %d refused, want admitted", tt.fraction, tt.hwm, share-1)
+		}
+		if refused, _ := hwmVerdict(share, tt.hwm, tt.fraction, 100); !refused {
+			t.Errorf("%g of %d: backlog %d admitted, want refused", tt.fraction, tt.hwm, share)
+		}
 	}
 }
 

@@ -265,11 +265,15 @@ func (b *Buckets) Sweep(now time.Time) int {
 // hint is the time the lane needs, at its drain rate, to get back under that
 // share, clamped to [minRetry, maxRetry].
 func hwmVerdict(backlog, hwm int64, fraction, drainRate float64) (refused bool, retry time.Duration) {
-	threshold := fraction * float64(hwm)
-	if float64(backlog) < threshold {
+	// Compared as shares: backlog/hwm and the fraction are each the
+	// nearest float to the same decimal when the backlog is exactly at
+	// the share, while fraction × hwm can round above it (0.07 × 100 is
+	// 7.000000000000001), which admitted a job at the share.
+	if float64(backlog)/float64(hwm) < fraction {
 		return false, 0
 	}
-	excess := float64(backlog) - threshold + 1
+	threshold := fraction * float64(hwm)
+	excess := max(float64(backlog)-threshold, 0) + 1
 	// Clamped as a float: a wait past int64 nanoseconds (a huge backlog
 	// over a trickle of deliveries) converts to a negative Duration.
 	secs := min(max(excess/drainRate, minRetry.Seconds()), maxRetry.Seconds())
