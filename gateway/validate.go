@@ -76,22 +76,29 @@ func validateJob(req *ingestv1.SubmitRequest, maxPayload int, prefix string) vio
 	if k := req.GetIdempotencyKey(); len(k) > MaxIdempotencyKeyLen {
 		v.add(prefix+"idempotency_key", "is %d bytes, over the limit of %d", len(k), MaxIdempotencyKeyLen)
 	}
+	// The TTL is held against the delay only when both are valid: a delay
+	// over its limit made a valid TTL a violation too.
 	var ttl, delay time.Duration
+	bothValid := true
 	if d := req.GetTtl(); d != nil {
 		if err := d.CheckValid(); err != nil {
 			v.add(prefix+"ttl", "is not a valid duration: %v", err)
+			bothValid = false
 		} else if ttl = d.AsDuration(); ttl < MinTTL || ttl > MaxTTL {
 			v.add(prefix+"ttl", "is %s; must be between %s and %s", ttl, MinTTL, MaxTTL)
+			bothValid = false
 		}
 	}
 	if d := req.GetDelay(); d != nil {
 		if err := d.CheckValid(); err != nil {
 			v.add(prefix+"delay", "is not a valid duration: %v", err)
+			bothValid = false
 		} else if delay = d.AsDuration(); delay < 0 || delay > MaxDelay {
 			v.add(prefix+"delay", "is %s; must be between 0s and %s", delay, MaxDelay)
+			bothValid = false
 		}
 	}
-	if ttl > 0 && delay >= ttl {
+	if bothValid && ttl > 0 && delay >= ttl {
 		v.add(prefix+"ttl", "is %s, not longer than the delay of %s: the job would expire before it could run", ttl, delay)
 	}
 	return v

@@ -60,6 +60,36 @@ func TestValidateJob(t *testing.T) {
 	}
 }
 
+// TestValidateJobTTLAgainstDelay: the TTL is checked against the delay
+// only when both are valid. A delay over its limit made a valid TTL a
+// second violation ("ttl is 30m0s, not longer than the delay of 1h0m0s"),
+// sending the caller to change a field that was right, and a TTL under
+// its limit was reported twice.
+func TestValidateJobTTLAgainstDelay(t *testing.T) {
+	t.Parallel()
+	dur := durationpb.New
+	for _, tt := range []struct {
+		name       string
+		ttl, delay time.Duration
+		want       []string // the fields named, in order
+	}{
+		{"delay too long, ttl valid", 30 * time.Minute, time.Hour, []string{"delay"}},
+		{"ttl too short, delay valid", 500 * time.Millisecond, 10 * time.Second, []string{"ttl"}},
+		{"negative delay", time.Minute, -time.Second, []string{"delay"}},
+		{"both valid, ttl not after delay", time.Minute, 2 * time.Minute, []string{"ttl"}},
+		{"both valid", 2 * time.Minute, time.Minute, nil},
+	} {
+		v := validateJob(&ingestv1.SubmitRequest{Payload: []byte("x"), Ttl: dur(tt.ttl), Delay: dur(tt.delay)}, 100, "")
+		var got []string
+		for _, fv := range v {
+			got = append(got, fv.GetField())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: violations %v, want fields %v", tt.name, v, tt.want)
+		}
+	}
+}
+
 func TestValidateJobBatchPrefix(t *testing.T) {
 	t.Parallel()
 	v := validateJob(&ingestv1.SubmitRequest{}, 10, "jobs[3].")
