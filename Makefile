@@ -8,7 +8,7 @@ PKGS     := ./...
 
 .PHONY: run test generate check-generated lint vet fmt-check fmt golangci buf-lint buf-breaking bench bench-long bench-micro ci build
 
-## run: start sluice on the embedded backend (./data), with a dev tenant and log sink
+## run: start sluice on the embedded backend (./data), with a dev tenant; jobs wait for pull workers (sluicectl worker)
 run:
 	$(GO) run ./cmd/gateway
 

@@ -1,7 +1,8 @@
 // Command gateway runs sluice's front door. With no flags it is a complete
 // single-node system: the embedded durable backend under ./data, a
 // development tenant whose key it prints, and in-process drainers that
-// deliver to a built-in sink logging each job (or to --worker-addr).
+// serve pull workers on --worker-listen (or push to --worker-addr, a
+// --webhook-url, or a --log-sink that logs each job).
 //
 // Every flag can also be set as SLUICE_<FLAG> in the environment or as
 // <flag>: value in the YAML file named by --config.
