@@ -135,6 +135,14 @@ func tlsHint(msg string, c tlsflags.Client) string {
 		return "; if it serves TLS, add --tls-ca (or --tls, for a certificate the system trusts)"
 	case on && strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "; it serves plaintext: leave out the --tls flags"
+	case strings.Contains(msg, "remote error: tls: certificate required"):
+		return "; it takes only clients with a certificate (mutual TLS): add --tls-cert and --tls-key"
+	case on && c.CertFile == "" && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(msg, "EOF")):
+		// A server that refuses a client without a certificate closes the
+		// connection; its alert is lost when the client writes first.
+		return "; if it takes only clients with a certificate (mutual TLS), add --tls-cert and --tls-key"
+	case strings.Contains(msg, "remote error: tls: bad certificate"), strings.Contains(msg, "remote error: tls: unknown certificate authority"):
+		return "; it does not trust --tls-cert: use a certificate signed by a CA in its --tls-client-ca"
 	}
 	return ""
 }

@@ -282,6 +282,11 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 	}
 	tlsAddr := serveGRPC(grpc.Creds(credentials.NewTLS(serverTLS)))
 	plainAddr := serveGRPC()
+	mutualTLS, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CA}.Config("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtlsAddr := serveGRPC(grpc.Creds(credentials.NewTLS(mutualTLS)))
 	tests := []struct {
 		name string
 		args []string
@@ -291,6 +296,8 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 		{"submit in plaintext to TLS", []string{"submit", "--addr", tlsAddr, "--key", "k", "x"}, "add --tls-ca"},
 		{"stats over TLS to plaintext", []string{"stats", "--admin-addr", plainAddr, "--admin-key", "k", "--tls-ca", pki.CA}, "leave out the --tls flags"},
 		{"submit over TLS to plaintext", []string{"submit", "--addr", plainAddr, "--key", "k", "--tls-ca", pki.CA, "x"}, "leave out the --tls flags"},
+		{"stats without a client certificate to mutual TLS", []string{"stats", "--admin-addr", mtlsAddr, "--admin-key", "k", "--tls-ca", pki.CA}, "add --tls-cert and --tls-key"},
+		{"submit without a client certificate to mutual TLS", []string{"submit", "--addr", mtlsAddr, "--key", "k", "--tls-ca", pki.CA, "x"}, "add --tls-cert and --tls-key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
