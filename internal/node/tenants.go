@@ -23,7 +23,7 @@ func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config) (
 	check := func(cfg *tenant.Config) error {
 		for _, t := range cfg.Tenants() {
 			if _, ok := topo.Lane(t.Limits.Lane); !ok {
-				return fmt.Errorf("tenant %q uses lane %q, which the queue topology does not define", t.ID, t.Limits.Lane)
+				return fmt.Errorf("tenant %q uses lane %q, which the queue topology does not define (lanes: %s)", t.ID, t.Limits.Lane, strings.Join(laneNames(topo), ", "))
 			}
 		}
 		for _, w := range cfg.Workers() {
@@ -36,8 +36,10 @@ func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config) (
 		return nil
 	}
 	if path == "" {
+		// The fallback is no file of the operator's (the gateway's
+		// development tenant): say what to give instead.
 		if err := check(fallback); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w; without --tenants the built-in tenants are used: give --tenants, a tenant file for these lanes", err)
 		}
 		return tenant.Fixed(fallback), nil
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/tenant"
 	"github.com/sluice-dev/sluice/topology"
 )
 
@@ -58,5 +59,28 @@ func TestOpenTenantsRefusesUnknownWorkerLane(t *testing.T) {
 				t.Fatalf("after the refused reload %d workers, want the old config's 0", n)
 			}
 		})
+	}
+}
+
+// TestOpenTenantsFallbackOutsideTheTopology: without --tenants, a
+// fallback tenant in a lane the queue topology lacks (the gateway's
+// development tenant, standard tier, beside --queues of other lanes) is
+// refused naming --tenants and the lanes there are. The error spoke only
+// of a tenant "dev" that no file of the operator's defines.
+func TestOpenTenantsFallbackOutsideTheTopology(t *testing.T) {
+	t.Parallel()
+	topo, err := topology.Parse([]byte("lanes:\n  - name: gold\n  - name: silver\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := tenant.Parse([]byte("tenants:\n  - {id: dev, tier: standard, api_keys: [dev-key-12345]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenTenants("", topo, dev)
+	for _, want := range []string{`tenant "dev" uses lane "standard"`, "--tenants", "gold, silver"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("OpenTenants: %v, want an error containing %q", err, want)
+		}
 	}
 }
