@@ -49,6 +49,11 @@ type Version struct {
 // ErrNotReloadable is returned by Reload for a config with no file.
 var ErrNotReloadable = errors.New("the tenant config has no file to reload (start with --tenants)")
 
+// ErrWatch marks what Watch reports of a failure of the file watcher
+// itself (events lost to a queue overflow, say): no file was refused,
+// and Watch reads the file again.
+var ErrWatch = errors.New("watch tenant config")
+
 // NewLive loads path. check, if not nil, runs on every config before it is
 // used (the binaries check that each tenant's lane exists).
 func NewLive(path string, check func(*Config) error) (*Live, error) {
@@ -148,7 +153,8 @@ const watchSettle = 250 * time.Millisecond
 // Watch reloads the config whenever the file changes (editors and
 // Kubernetes ConfigMaps replace files by rename or symlink swap, so the
 // directory is watched rather than the file) and reports each attempt that
-// found a changed or refused file to report. It returns when ctx is done,
+// found a changed or refused file to report, and each failure of the
+// watcher itself as an error wrapping ErrWatch. It returns when ctx is done,
 // or at once with ErrNotReloadable for a config with no file.
 func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) error {
 	if l.path == "" {
@@ -186,7 +192,7 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 			if !ok {
 				return nil
 			}
-			report(false, fmt.Errorf("watch tenant config: %w", err))
+			report(false, fmt.Errorf("%w: %w", ErrWatch, err))
 			// Events may have been lost (the kernel's queue overflowed):
 			// read the file again rather than miss a change until the
 			// next one.

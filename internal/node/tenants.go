@@ -59,19 +59,7 @@ func laneNames(topo topology.Topology) []string {
 // done, logging and counting each reload. A refused file is logged with
 // its error and the previous config stays in use.
 func WatchTenants(ctx context.Context, live *tenant.Live, hup <-chan os.Signal, m *metrics.Metrics, log *slog.Logger) {
-	report := func(changed bool, err error) {
-		switch {
-		case err != nil:
-			m.TenantConfigReload(false)
-			log.ErrorContext(ctx, "tenant config refused; the previous config stays in use", slog.Any("error", err))
-		case changed:
-			v := live.Version()
-			m.TenantConfigReload(true)
-			log.InfoContext(ctx, "tenant config reloaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
-				slog.Int("tenants", v.Config.Len()), slog.Duration("load_time", v.LoadTime))
-			logNotices(ctx, log, v.Config)
-		}
-	}
+	report := reloadReporter(ctx, live, m, log)
 	if v := live.Version(); v.Path != "" {
 		log.InfoContext(ctx, "tenant config loaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
 			slog.Int("tenants", v.Config.Len()), slog.Duration("load_time", v.LoadTime))
@@ -100,6 +88,28 @@ func WatchTenants(ctx context.Context, live *tenant.Live, hup <-chan os.Signal, 
 			log.ErrorContext(ctx, "tenant config file not watched; SIGHUP still reloads it", slog.Any("error", err))
 		}
 	}()
+}
+
+// reloadReporter returns the function that logs and counts each reload
+// of live (tenant.Live.Watch's report).
+func reloadReporter(ctx context.Context, live *tenant.Live, m *metrics.Metrics, log *slog.Logger) func(changed bool, err error) {
+	return func(changed bool, err error) {
+		switch {
+		case errors.Is(err, tenant.ErrWatch):
+			// No file was refused: the watcher failed (lost events, say)
+			// and the file is read again.
+			log.WarnContext(ctx, "tenant config watcher failed; the file is read again", slog.Any("error", err))
+		case err != nil:
+			m.TenantConfigReload(false)
+			log.ErrorContext(ctx, "tenant config refused; the previous config stays in use", slog.Any("error", err))
+		case changed:
+			v := live.Version()
+			m.TenantConfigReload(true)
+			log.InfoContext(ctx, "tenant config reloaded", slog.String("path", v.Path), slog.String("sha256", v.Digest),
+				slog.Int("tenants", v.Config.Len()), slog.Duration("load_time", v.LoadTime))
+			logNotices(ctx, log, v.Config)
+		}
+	}
 }
 
 // NotifyHUP catches SIGHUP for the rest of the process's life, keeping

@@ -1,11 +1,18 @@
 package node
 
 import (
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/metrics/metricstest"
 	"github.com/sluice-dev/sluice/tenant"
 	"github.com/sluice-dev/sluice/topology"
 )
@@ -82,5 +89,38 @@ func TestOpenTenantsFallbackOutsideTheTopology(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("OpenTenants: %v, want an error containing %q", err, want)
 		}
+	}
+}
+
+// TestWatcherErrorIsNoRefusedReload: a failure of the tenant file's
+// watcher (tenant.ErrWatch, events lost to a queue overflow), after which
+// the file is read again, is logged as what it is and not counted as a
+// refused reload. It was logged "tenant config refused; the previous
+// config stays in use" and counted in
+// sluice_tenant_config_reloads_total{result="refused"}, which the
+// operations guide reads as a bad file shipped.
+func TestWatcherErrorIsNoRefusedReload(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	if err := os.WriteFile(path, []byte("tenants:\n  - {id: acme, tier: standard, api_keys: [acme-key-1]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, err := OpenTenants(path, topology.Default(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	var logged strings.Builder
+	report := reloadReporter(t.Context(), live, metrics.New(reg, metrics.Options{}), slog.New(slog.NewTextHandler(&logged, nil)))
+	refused := func() float64 {
+		return metricstest.CounterSum(t, reg, metrics.NameTenantReloads, map[string]string{"result": "refused"})
+	}
+	report(false, fmt.Errorf("%w: %w", tenant.ErrWatch, errors.New("fsnotify: queue or buffer overflow")))
+	if n := refused(); n != 0 || strings.Contains(logged.String(), "refused") || !strings.Contains(logged.String(), "queue or buffer overflow") {
+		t.Errorf("watcher error: %g refused reloads counted, log %q; want none, and the error logged", n, logged.String())
+	}
+	report(false, errors.New("tenant config: line 3: unknown tier"))
+	if n := refused(); n != 1 {
+		t.Errorf("refused file: %g refused reloads counted, want 1", n)
 	}
 }
