@@ -137,10 +137,14 @@ func tlsHint(msg string, c tlsflags.Client) string {
 		return "; it serves plaintext: leave out the --tls flags"
 	case strings.Contains(msg, "remote error: tls: certificate required"):
 		return "; it takes only clients with a certificate (mutual TLS): add --tls-cert and --tls-key"
-	case on && c.CertFile == "" && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(msg, "EOF")):
-		// A server that refuses a client without a certificate closes the
-		// connection; its alert is lost when the client writes first.
-		return "; if it takes only clients with a certificate (mutual TLS), add --tls-cert and --tls-key"
+	case on && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(msg, "EOF")):
+		// A server that refuses a client's certificate, or its lack of
+		// one, closes the connection; its alert is lost when the client
+		// writes first.
+		if c.CertFile == "" {
+			return "; if it takes only clients with a certificate (mutual TLS), add --tls-cert and --tls-key"
+		}
+		return "; if it takes only clients with a certificate (mutual TLS), check that a CA in its --tls-client-ca signed --tls-cert"
 	case strings.Contains(msg, "remote error: tls: bad certificate"), strings.Contains(msg, "remote error: tls: unknown certificate authority"):
 		return "; it does not trust --tls-cert: use a certificate signed by a CA in its --tls-client-ca"
 	}

@@ -287,6 +287,7 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	mtlsAddr := serveGRPC(grpc.Creds(credentials.NewTLS(mutualTLS)))
+	other := tlstest.New(t) // a client certificate of a CA the server does not know
 	tests := []struct {
 		name string
 		args []string
@@ -298,6 +299,7 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 		{"submit over TLS to plaintext", []string{"submit", "--addr", plainAddr, "--key", "k", "--tls-ca", pki.CA, "x"}, "leave out the --tls flags"},
 		{"stats without a client certificate to mutual TLS", []string{"stats", "--admin-addr", mtlsAddr, "--admin-key", "k", "--tls-ca", pki.CA}, "add --tls-cert and --tls-key"},
 		{"submit without a client certificate to mutual TLS", []string{"submit", "--addr", mtlsAddr, "--key", "k", "--tls-ca", pki.CA, "x"}, "add --tls-cert and --tls-key"},
+		{"stats with an untrusted client certificate to mutual TLS", []string{"stats", "--admin-addr", mtlsAddr, "--admin-key", "k", "--tls-ca", pki.CA, "--tls-cert", other.ClientCert, "--tls-key", other.ClientKey}, "--tls-client-ca"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
