@@ -257,6 +257,16 @@ type Backend interface {
 	Close() error
 }
 
+// Lister is implemented by backends that can name their queues (both
+// sluice's are). It finds queues that a topology no longer lists, such as
+// the shard queues of a lane whose shard count was lowered, whose jobs
+// must still be delivered.
+type Lister interface {
+	// ListQueues returns, sorted, the names of the queues whose names
+	// start with prefix.
+	ListQueues(ctx context.Context, prefix string) ([]string, error)
+}
+
 // KeyStore is implemented by backends that store an idempotency key in
 // the same commit as its message (SendEntry.Key), so the key survives a
 // restart exactly when the message does: the embedded backend. SQS has no

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/queue"
@@ -132,6 +133,26 @@ func (b *Backend) checkSpecsLocked(specs []queue.QueueSpec) (bool, error) {
 func hasName(m map[string]queue.QueueSpec, name string) bool {
 	_, ok := m[name]
 	return ok
+}
+
+var _ queue.Lister = (*Backend)(nil)
+
+// ListQueues returns, sorted, the names of the queues whose names start
+// with prefix.
+func (b *Backend) ListQueues(_ context.Context, prefix string) ([]string, error) {
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var names []string
+	for name := range b.queues {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // checkQueue reports ErrClosed, a broken backend or ErrQueueNotFound

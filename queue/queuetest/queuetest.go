@@ -175,6 +175,25 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		})
 	}
 
+	run("ListQueues", func(t *testing.T, e *env) {
+		l, ok := e.b.(queue.Lister)
+		if !ok {
+			t.Skip("the backend does not list its queues")
+		}
+		prefix := queueName(t, "ls") + "-"
+		var specs []queue.QueueSpec
+		for _, name := range []string{prefix + "b", prefix + "a", prefix[:len(prefix)-1] + "x"} {
+			specs = append(specs, queue.QueueSpec{Name: name, VisibilityTimeout: time.Second})
+		}
+		if err := e.b.EnsureQueues(e.ctx, specs); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.ListQueues(e.ctx, prefix)
+		if want := []string{prefix + "a", prefix + "b"}; err != nil || !slices.Equal(got, want) {
+			t.Fatalf("ListQueues(%q) = %q, %v; want %q", prefix, got, err, want)
+		}
+	})
+
 	run("RoundTrip", func(t *testing.T, e *env) {
 		q := e.queue("q", 30*time.Second, "", 0)
 		bodies := [][]byte{[]byte("one"), {0, 1, 2, 0xff, 0xfe}, bytes.Repeat([]byte("x"), 64*1024)}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,38 @@ func (b *Backend) queueURL(ctx context.Context, name string) (string, error) {
 	url = aws.ToString(out.QueueUrl)
 	b.rememberURL(name, url)
 	return url, nil
+}
+
+var _ queue.Lister = (*Backend)(nil)
+
+// ListQueues returns, sorted, the names of the queues whose names start
+// with prefix (ListQueues, a page of up to 1,000 at a time), and caches
+// their URLs. SQS lists a queue created within the last minute or so only
+// eventually.
+func (b *Backend) ListQueues(ctx context.Context, prefix string) ([]string, error) {
+	var names []string
+	in := &sqs.ListQueuesInput{QueueNamePrefix: aws.String(prefix), MaxResults: aws.Int32(1000)}
+	for {
+		cctx, cancel := b.callCtx(ctx, 0)
+		out, err := b.client.ListQueues(cctx, in, b.count(opListQueues))
+		cancel()
+		if err != nil {
+			return nil, b.translate(ctx, "list queues", prefix, err)
+		}
+		for _, url := range out.QueueUrls {
+			name := url[strings.LastIndexByte(url, '/')+1:]
+			if strings.HasPrefix(name, prefix) { // a URL of another shape is skipped
+				names = append(names, name)
+				b.rememberURL(name, url)
+			}
+		}
+		if aws.ToString(out.NextToken) == "" {
+			break
+		}
+		in.NextToken = out.NextToken
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 func (b *Backend) rememberURL(name, url string) {

@@ -355,6 +355,7 @@ const (
 	OpCreateQueue                  = "CreateQueue"
 	OpSetQueueAttributes           = "SetQueueAttributes"
 	OpStartMessageMoveTask         = "StartMessageMoveTask"
+	OpListQueues                   = "ListQueues"
 )
 
 type op int
@@ -369,12 +370,14 @@ const (
 	opCreateQueue
 	opSetQueueAttributes
 	opStartMessageMoveTask
+	opListQueues
 	numOps
 )
 
 var opNames = [numOps]string{
 	OpSendMessageBatch, OpReceiveMessage, OpDeleteMessageBatch, OpChangeMessageVisibilityBatch,
 	OpGetQueueAttributes, OpGetQueueURL, OpCreateQueue, OpSetQueueAttributes, OpStartMessageMoveTask,
+	OpListQueues,
 }
 
 // APICalls returns the number of SQS API requests this backend has sent,
