@@ -255,7 +255,7 @@ func New(cfg Config) (*Drainer, error) {
 			backlog:   cfg.Topology.BacklogQueue(l.Name),
 			dlq:       cfg.Topology.DLQ(l.Name),
 		}
-		for s := range l.Shards {
+		for s := range l.Shards + l.RetiredShards { // retired: jobs left in shards a lane no longer has
 			in.shards = append(in.shards, &queueBuf{inbox: in, name: cfg.Topology.ShardQueue(l.Name, s), source: sideliner.SourceShard})
 		}
 		in.side = []*queueBuf{

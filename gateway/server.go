@@ -114,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 			lq.shards = append(lq.shards, cfg.Topology.ShardQueue(l.Name, i))
 		}
 		lq.waiting = append(append(lq.waiting, lq.shards...), cfg.Topology.SpilloverQueue(l.Name), cfg.Topology.BacklogQueue(l.Name))
+		for i := l.Shards; i < l.Shards+l.RetiredShards; i++ { // jobs left in shards the lane no longer has
+			lq.waiting = append(lq.waiting, cfg.Topology.ShardQueue(l.Name, i))
+		}
 		s.lanes[l.Name] = lq
 	}
 	return s, nil

@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +41,7 @@ const (
 const (
 	PrefixDefault            = "sluice"
 	ShardsDefault            = 4
+	MaxShards                = 1000 // shard queues in a lane, at most
 	ShardChoicesDefault      = 2
 	WeightDefault            = 1
 	VisibilityTimeoutDefault = 30 * time.Second
@@ -79,6 +81,11 @@ type Lane struct {
 	Name string `yaml:"name"`
 	// Shards is the number of shard queues (N). Defaults to 4.
 	Shards int `yaml:"shards"`
+	// RetiredShards is how many shard queues past Shards still hold jobs
+	// (the lane had more shards before): the drainers read them and the
+	// high-water mark counts them, but no new job goes to them. Not read
+	// from the file: WithRetiredShards finds them in the backend.
+	RetiredShards int `yaml:"-"`
 	// ShardChoices is how many of the N shards each tenant hashes to (k).
 	// Defaults to 2, clamped to Shards.
 	ShardChoices int `yaml:"shard_choices"`
@@ -224,8 +231,8 @@ func (t Topology) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: duplicate lane name", at))
 		}
 		seen[l.Name] = true
-		if l.Shards < 1 || l.Shards > 1000 {
-			errs = append(errs, fmt.Errorf("%s: shards %d must be 1 to 1000", at, l.Shards))
+		if l.Shards < 1 || l.Shards > MaxShards {
+			errs = append(errs, fmt.Errorf("%s: shards %d must be 1 to %d", at, l.Shards, MaxShards))
 		}
 		if l.ShardChoices < 1 {
 			errs = append(errs, fmt.Errorf("%s: shard_choices %d must be at least 1", at, l.ShardChoices))
@@ -468,13 +475,35 @@ func (t Topology) Queues() []QueueInfo {
 			s.MaxReceiveCount = t.MaxReceiveCount
 			return QueueInfo{Spec: s, Lane: l.Name, Kind: kind, Shard: shard}
 		}
-		for i := range l.Shards {
+		for i := range l.Shards + l.RetiredShards {
 			out = append(out, redriven(t.ShardQueue(l.Name, i), KindShard, i))
 		}
 		out = append(out, redriven(t.SpilloverQueue(l.Name), KindSpillover, 0))
 		out = append(out, redriven(t.BacklogQueue(l.Name), KindBacklog, 0))
 	}
 	return out
+}
+
+// WithRetiredShards returns t with each lane's RetiredShards set from
+// nonEmpty, the names of queues that hold jobs: the shard queues past a
+// lane's Shards up to the last of them named there (a lane whose shard
+// count was lowered while its removed shards held jobs).
+func (t Topology) WithRetiredShards(nonEmpty []string) Topology {
+	held := make(map[string]bool, len(nonEmpty))
+	for _, name := range nonEmpty {
+		held[name] = true
+	}
+	t.Lanes = slices.Clone(t.Lanes)
+	for i, l := range t.Lanes {
+		l.RetiredShards = 0
+		for s := l.Shards; s < MaxShards; s++ {
+			if held[t.ShardQueue(l.Name, s)] {
+				l.RetiredShards = s + 1 - l.Shards
+			}
+		}
+		t.Lanes[i] = l
+	}
+	return t
 }
 
 // Names returns the names of Queues, in the same order.

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,50 @@ func TestHugeCapacitySaturatesTheHighWaterMark(t *testing.T) {
 	}
 	if got := topo.Lanes[0].HighWaterMark; got != math.MaxInt64 {
 		t.Fatalf("high-water mark %d, want %d", got, int64(math.MaxInt64))
+	}
+}
+
+// TestWithRetiredShards: shard queues past a lane's Shards that hold jobs
+// are kept, up to the last of them, for the drainers and the high-water
+// mark; other names change nothing, and the receiver is not modified.
+func TestWithRetiredShards(t *testing.T) {
+	t.Parallel()
+	topo := Default()
+	std, _ := topo.Lane("standard")
+	tests := []struct {
+		name     string
+		nonEmpty []string
+		want     int // standard's RetiredShards
+	}{
+		{"none", nil, 0},
+		{"a shard in use", []string{topo.ShardQueue("standard", 0)}, 0},
+		{"the first past the count", []string{topo.ShardQueue("standard", std.Shards)}, 1},
+		{"up to the last held", []string{topo.ShardQueue("standard", std.Shards+5), topo.ShardQueue("standard", std.Shards+1)}, 6},
+		{"another lane's or prefix's", []string{topo.ShardQueue("premium", std.Shards+3), "other-standard-shard-09", topo.SpilloverQueue("standard")}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := topo.WithRetiredShards(tt.nonEmpty)
+			l, _ := got.Lane("standard")
+			if l.RetiredShards != tt.want {
+				t.Fatalf("RetiredShards %d, want %d", l.RetiredShards, tt.want)
+			}
+			if l.Shards != std.Shards {
+				t.Errorf("Shards %d, want %d unchanged", l.Shards, std.Shards)
+			}
+			names := got.Names()
+			for i := range std.Shards + tt.want {
+				if !slices.Contains(names, topo.ShardQueue("standard", i)) {
+					t.Errorf("Names lacks %s", topo.ShardQueue("standard", i))
+				}
+			}
+			if slices.Contains(names, topo.ShardQueue("standard", std.Shards+tt.want)) {
+				t.Errorf("Names has %s, past the last retired shard", topo.ShardQueue("standard", std.Shards+tt.want))
+			}
+			if orig, _ := topo.Lane("standard"); orig.RetiredShards != 0 {
+				t.Error("WithRetiredShards changed its receiver")
+			}
+		})
 	}
 }

@@ -136,6 +136,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 		return err
 	}
 	defer node.CloseBackend(backend, log)
+	topo = node.WithRetiredShards(ctx, backend, topo, log)
 	key := *adminKey
 	if key == "" {
 		if err := os.MkdirAll(bf.DataDir, 0o750); err != nil {

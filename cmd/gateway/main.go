@@ -160,6 +160,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 		return err
 	}
 	defer node.CloseBackend(backend, log)
+	topo = node.WithRetiredShards(ctx, backend, topo, log)
 
 	obs, err := node.StartObserver(ctx, c.observe, backend, topo, log)
 	if err != nil {

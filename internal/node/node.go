@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,6 +217,62 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		}
 	}
 	return b, nil
+}
+
+// WithRetiredShards returns topo with the shard queues that its lanes no
+// longer count but that still hold jobs (a lane's shards were lowered):
+// the drainers read them until they are empty and the high-water mark
+// counts their jobs; no new job goes to them. It looks only if the backend
+// can list its queues, and logs each lane that has some. A failure to
+// look is logged, and topo returned as it is.
+func WithRetiredShards(ctx context.Context, b queue.Backend, topo topology.Topology, log *slog.Logger) topology.Topology {
+	lister, ok := b.(queue.Lister)
+	if !ok {
+		return topo
+	}
+	names, err := lister.ListQueues(ctx, topo.Prefix+"-")
+	if err != nil {
+		log.WarnContext(ctx, "could not list the queues to find shard queues past a lane's shards; jobs left in such queues are not delivered", slog.Any("error", err))
+		return topo
+	}
+	var past []string // shard queues past their lane's shards
+	for _, l := range topo.Lanes {
+		for i := l.Shards; i < topology.MaxShards; i++ {
+			if name := topo.ShardQueue(l.Name, i); slices.Contains(names, name) {
+				past = append(past, name)
+			}
+		}
+	}
+	if len(past) == 0 {
+		return topo
+	}
+	stats, err := b.Stats(ctx, &queue.StatsParams{Queues: past})
+	if err != nil {
+		log.WarnContext(ctx, "could not count the jobs in shard queues past a lane's shards; they are not delivered", slog.Any("queues", past), slog.Any("error", err))
+		return topo
+	}
+	var held []string
+	jobs := map[string]int64{}
+	for i, st := range stats {
+		if n := st.Visible + st.InFlight + st.Delayed; n > 0 {
+			held = append(held, past[i])
+			jobs[past[i]] = n
+		}
+	}
+	out := topo.WithRetiredShards(held)
+	for _, l := range out.Lanes {
+		if l.RetiredShards == 0 {
+			continue
+		}
+		var queues []string
+		var n int64
+		for i := l.Shards; i < l.Shards+l.RetiredShards; i++ {
+			name := topo.ShardQueue(l.Name, i)
+			queues, n = append(queues, name), n+jobs[name]
+		}
+		log.WarnContext(ctx, "the lane has fewer shards than before and its removed shard queues hold jobs: they are drained, and get no new job", slog.String("lane", l.Name), slog.Int("shards", l.Shards), slog.Any("retired_queues", queues), slog.Int64("jobs", n))
+	}
+	return out
 }
 
 // Target names where drainers deliver: at most one of a gRPC worker
