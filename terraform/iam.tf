@@ -1,6 +1,7 @@
 # IAM policy documents for the two roles (outputs gateway_policy_json and
 # drainer_policy_json): attach them to the gateway's and the drainers'
-# roles. Queue ARNs are listed one by one, no wildcards.
+# roles. Queue ARNs are listed one by one, no wildcards (but ListQueues,
+# which takes only the account's).
 
 locals {
   shard_arns = [for n in flatten(values(local.shard_names)) : local.queue_arns[n]]
@@ -13,6 +14,17 @@ locals {
     Action   = ["kms:GenerateDataKey", "kms:Decrypt"]
     Resource = [var.kms_key_arn]
   }]
+
+  # Both binaries list the account's queues at start, to find the shard
+  # queues of a lane whose shard count was lowered that still hold jobs
+  # (they drain them). ListQueues has no queue ARN: it takes the account's.
+  list_queues_statement = {
+    Sid    = "FindRetiredShards"
+    Effect = "Allow"
+    Action = ["sqs:ListQueues"]
+    Resource = [format("arn:%s:sqs:%s:%s:*",
+    data.aws_partition.current.partition, data.aws_region.current.region, data.aws_caller_identity.current.account_id)]
+  }
 
   # Both binaries publish their metrics with --cloudwatch-namespace; the
   # first-attempt-age alarms and the dashboard read them. PutMetricData
@@ -45,7 +57,7 @@ locals {
         Resource = local.all_arns
       },
       local.metrics_statement,
-    ], local.kms_statements)
+    ], local.kms_statements, [local.list_queues_statement])
   }
 
   # The drainers receive, delete and extend visibility on every queue (the
@@ -74,6 +86,6 @@ locals {
         Resource = local.dlq_arns
       },
       local.metrics_statement,
-    ], local.kms_statements)
+    ], local.kms_statements, [local.list_queues_statement])
   }
 }

@@ -532,8 +532,11 @@ func checkPolicies(t *testing.T, e *evaluation, want topology.Topology) {
 	// Both binaries publish their metrics with --cloudwatch-namespace
 	// (the first-attempt-age alarms and the dashboard read them).
 	metricsGrant := []string{"*"}
+	// ListQueues (to find shard queues past a lane's shards) takes the
+	// account's ARN.
+	listGrant := []string{fmt.Sprintf("arn:%s:sqs:%s:%s:*", fakePartition, fakeRegion, fakeAccount)}
 	gw := grants(decode[policy](t, jsonDecode(t, e.output(t, "gateway_policy_json"))))
-	wantGW := map[string][]string{"sqs:SendMessage": shards, "sqs:GetQueueAttributes": all, "sqs:GetQueueUrl": all, "cloudwatch:PutMetricData": metricsGrant}
+	wantGW := map[string][]string{"sqs:SendMessage": shards, "sqs:GetQueueAttributes": all, "sqs:GetQueueUrl": all, "cloudwatch:PutMetricData": metricsGrant, "sqs:ListQueues": listGrant}
 	if !maps.EqualFunc(gw, wantGW, func(a, b []string) bool { return slices.Equal(sortedCopy(a), sortedCopy(b)) }) {
 		t.Errorf("gateway policy grants %v\nwant %v", gw, wantGW)
 	}
@@ -542,7 +545,7 @@ func checkPolicies(t *testing.T, e *evaluation, want topology.Topology) {
 		"sqs:ReceiveMessage": all, "sqs:DeleteMessage": all, "sqs:ChangeMessageVisibility": all,
 		"sqs:SendMessage": all, "sqs:GetQueueAttributes": all, "sqs:GetQueueUrl": all,
 		"sqs:StartMessageMoveTask": dlqs, "sqs:ListMessageMoveTasks": dlqs, "sqs:CancelMessageMoveTask": dlqs,
-		"cloudwatch:PutMetricData": metricsGrant,
+		"cloudwatch:PutMetricData": metricsGrant, "sqs:ListQueues": listGrant,
 	}
 	if !maps.EqualFunc(dr, wantDR, func(a, b []string) bool { return slices.Equal(sortedCopy(a), sortedCopy(b)) }) {
 		t.Errorf("drainer policy grants %v\nwant %v", dr, wantDR)

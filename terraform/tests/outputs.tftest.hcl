@@ -79,6 +79,12 @@ run "iam_policies" {
           Resource  = ["*"]
           Condition = { StringEquals = { "cloudwatch:namespace" = "Acme/Sluice" } }
         },
+        {
+          Sid      = "FindRetiredShards"
+          Effect   = "Allow"
+          Action   = ["sqs:ListQueues"]
+          Resource = ["arn:aws:sqs:eu-west-1:123456789012:*"]
+        },
       ]
     }
     error_message = "gateway policy: ${output.gateway_policy_json}"
@@ -103,6 +109,7 @@ run "iam_policies" {
       }
       RedriveDeadLetters = { actions = ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks", "sqs:CancelMessageMoveTask"], resources = 2 }
       PublishMetrics     = { actions = ["cloudwatch:PutMetricData"], resources = 1 }
+      FindRetiredShards  = { actions = ["sqs:ListQueues"], resources = 1 }
     }
     error_message = "drainer policy: ${output.drainer_policy_json}"
   }
