@@ -192,6 +192,12 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		if want := []string{prefix + "a", prefix + "b"}; err != nil || !slices.Equal(got, want) {
 			t.Fatalf("ListQueues(%q) = %q, %v; want %q", prefix, got, err, want)
 		}
+		if err := e.b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.ListQueues(e.ctx, prefix); !errors.Is(err, queue.ErrClosed) {
+			t.Fatalf("ListQueues after Close: %v, want ErrClosed", err)
+		}
 	})
 
 	run("RoundTrip", func(t *testing.T, e *env) {

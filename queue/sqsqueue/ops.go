@@ -51,6 +51,9 @@ var _ queue.Lister = (*Backend)(nil)
 // their URLs. SQS lists a queue created within the last minute or so only
 // eventually.
 func (b *Backend) ListQueues(ctx context.Context, prefix string) ([]string, error) {
+	if err := b.errIfClosed("list queues"); err != nil {
+		return nil, err
+	}
 	var names []string
 	in := &sqs.ListQueuesInput{QueueNamePrefix: aws.String(prefix), MaxResults: aws.Int32(1000)}
 	for {
