@@ -253,9 +253,9 @@ func TestConfirmedReplayUsesTheDryRunsTimes(t *testing.T) {
 	if len(rs) != 2 || !rs[1].GetDryRun() {
 		t.Fatalf("replays: %v", rs)
 	}
-	dry, real := rs[1].GetFilter().GetEnqueuedAfter().AsTime(), rs[0].GetFilter().GetEnqueuedAfter().AsTime()
-	if !real.Equal(dry) {
-		t.Errorf("the replay took jobs accepted since %s; its dry run, since %s", real.Format(time.RFC3339Nano), dry.Format(time.RFC3339Nano))
+	dry, replayed := rs[1].GetFilter().GetEnqueuedAfter().AsTime(), rs[0].GetFilter().GetEnqueuedAfter().AsTime()
+	if !replayed.Equal(dry) {
+		t.Errorf("the replay took jobs accepted since %s; its dry run, since %s", replayed.Format(time.RFC3339Nano), dry.Format(time.RFC3339Nano))
 	}
 }
 
