@@ -20,10 +20,13 @@ locals {
 
   # The naming rule of topology.QueueName: <prefix>-<lane>-<kind>, where kind
   # is shard-NN (two or more digits, zero-based), spillover, backlog or dlq.
-  shard_names     = { for l in local.lanes : l.name => [for i in range(l.shards) : format("%s-%s-shard-%02d", local.prefix, l.name, i)] }
-  spillover_names = { for l in local.lanes : l.name => format("%s-%s-spillover", local.prefix, l.name) }
-  backlog_names   = { for l in local.lanes : l.name => format("%s-%s-backlog", local.prefix, l.name) }
-  dlq_names       = { for l in local.lanes : l.name => format("%s-%s-dlq", local.prefix, l.name) }
+  # Retired shards (past shards, after it was lowered) keep their queues,
+  # alarms and grants until the drainers have emptied them.
+  shard_names         = { for l in local.lanes : l.name => [for i in range(l.shards + l.retired_shards) : format("%s-%s-shard-%02d", local.prefix, l.name, i)] }
+  retired_shard_names = flatten([for l in local.lanes : [for i in range(l.shards, l.shards + l.retired_shards) : format("%s-%s-shard-%02d", local.prefix, l.name, i)]])
+  spillover_names     = { for l in local.lanes : l.name => format("%s-%s-spillover", local.prefix, l.name) }
+  backlog_names       = { for l in local.lanes : l.name => format("%s-%s-backlog", local.prefix, l.name) }
+  dlq_names           = { for l in local.lanes : l.name => format("%s-%s-dlq", local.prefix, l.name) }
 
   # The queues of each lane that redrive to its DLQ: shards, spillover,
   # backlog.

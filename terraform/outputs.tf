@@ -22,9 +22,11 @@ locals {
       sla                = local.durations[l.name].sla_seconds
       high_water_mark    = l.high_water_mark
     }]
+    # Retired shards are left out: the topology does not name them (the
+    # binaries find them, and their URLs, with ListQueues at start).
     queue_urls = merge(
       { for lane, q in aws_sqs_queue.dlq : local.dlq_names[lane] => q.url },
-      { for name, q in aws_sqs_queue.queue : name => q.url },
+      { for name, q in aws_sqs_queue.queue : name => q.url if !contains(local.retired_shard_names, name) },
     )
   }
 

@@ -17,6 +17,9 @@ variable "lanes" {
     the queue_config output:
       name                        lowercase letters, digits and hyphens, unique
       shards                      number of shard queues (N), 1 to 1000; default 4
+      retired_shards              shard queues past shards kept after shards was lowered, so that the drainers
+                                  deliver the jobs left in them (they find them at start); no new job goes to
+                                  them; set it back to 0 once `sluicectl stats` shows them empty; default 0
       shard_choices               shards each tenant hashes to (k); default 2, clamped to shards
       weight                      share of drain capacity relative to other lanes, 1 to 1000; default 1
       visibility_timeout_seconds  1 to 43200 (12 h); default 30
@@ -29,6 +32,7 @@ variable "lanes" {
   type = list(object({
     name                       = string
     shards                     = optional(number, 4)
+    retired_shards             = optional(number, 0)
     shard_choices              = optional(number, 2)
     weight                     = optional(number, 1)
     visibility_timeout_seconds = optional(number, 30)
@@ -60,6 +64,10 @@ variable "lanes" {
   validation {
     condition     = alltrue([for l in var.lanes : l.shards >= 1 && l.shards <= 1000 && floor(l.shards) == l.shards])
     error_message = "lanes: shards must be a whole number from 1 to 1000."
+  }
+  validation {
+    condition     = alltrue([for l in var.lanes : l.retired_shards >= 0 && l.shards + l.retired_shards <= 1000 && floor(l.retired_shards) == l.retired_shards])
+    error_message = "lanes: retired_shards must be a whole number from 0, with shards + retired_shards at most 1000."
   }
   validation {
     condition     = alltrue([for l in var.lanes : l.shard_choices >= 1 && floor(l.shard_choices) == l.shard_choices])

@@ -45,6 +45,23 @@ run "queue_config" {
   }
 }
 
+# A lane lowered from 5 shards to 2 keeps shard queues 2 to 4, with no
+# more, for the drainers to empty; the config the binaries read names 2
+# shards and no URL of a retired one (the binaries find those themselves).
+run "retired_shards" {
+  variables {
+    lanes = [{ name = "a", shards = 2, retired_shards = 3 }]
+  }
+  assert {
+    condition     = contains(keys(aws_sqs_queue.queue), "sluice-a-shard-04") && !contains(keys(aws_sqs_queue.queue), "sluice-a-shard-05")
+    error_message = "queues: ${jsonencode(keys(aws_sqs_queue.queue))}"
+  }
+  assert {
+    condition     = yamldecode(output.queue_config).lanes[0].shards == 2 && !contains(keys(yamldecode(output.queue_config).queue_urls), "sluice-a-shard-02")
+    error_message = "queue_config: ${output.queue_config}"
+  }
+}
+
 run "iam_policies" {
   command = plan
 

@@ -53,6 +53,18 @@ run "shards_over_1000" {
   expect_failures = [var.lanes]
 }
 
+run "retired_shards_negative" {
+  command = plan
+  variables { lanes = [{ name = "a", retired_shards = -1 }] }
+  expect_failures = [var.lanes]
+}
+
+run "retired_shards_past_1000" {
+  command = plan
+  variables { lanes = [{ name = "a", shards = 990, retired_shards = 11 }] }
+  expect_failures = [var.lanes]
+}
+
 run "weight_zero" {
   command = plan
   variables { lanes = [{ name = "a", weight = 0 }] }
