@@ -1,15 +1,10 @@
 package admin
 
 import (
-	"bytes"
-	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/topotest"
 )
@@ -23,17 +18,7 @@ import (
 func TestListPagesFitAClient(t *testing.T) {
 	t.Parallel()
 	tb := topotest.Setup(t, topotest.OneLane)
-	var envs []*envelope.Envelope
-	for i := range 500 {
-		e := topotest.Envelope("a", fmt.Sprintf("a-%03d", i), time.Now())
-		e.Payload = bytes.Repeat([]byte("p"), 4096)
-		e.Attributes = map[string]string{}
-		for k := range 16 {
-			e.Attributes[fmt.Sprintf("attr-%02d", k)] = strings.Repeat("v", 1024)
-		}
-		envs = append(envs, e)
-	}
-	tb.Enqueue(t, tb.Topo.DLQ("std"), envs...)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.BulkyEnvelopes("a", 500)...)
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
 	defer stopAdmin(t, a)
 

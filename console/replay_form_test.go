@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"html"
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluice-dev/sluice/envelope"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/admintest"
 	"github.com/sluice-dev/sluice/internal/topotest"
@@ -194,17 +192,7 @@ func TestReplayPageTotalIsWhatMatched(t *testing.T) {
 func TestBulkyDeadLettersShow(t *testing.T) {
 	t.Parallel()
 	c, tb := servedConsole(t, 0)
-	var envs []*envelope.Envelope
-	for i := range 500 {
-		e := topotest.Envelope("a", fmt.Sprintf("a-%03d", i), time.Now())
-		e.Payload = bytes.Repeat([]byte("p"), 4096)
-		e.Attributes = map[string]string{}
-		for k := range 16 {
-			e.Attributes[fmt.Sprintf("attr-%02d", k)] = strings.Repeat("v", 1024)
-		}
-		envs = append(envs, e)
-	}
-	tb.Enqueue(t, tb.Topo.DLQ("std"), envs...)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.BulkyEnvelopes("a", 500)...)
 	s := c.newSession(roleAdmin)
 
 	w := get(t, c, s, "/dlq/job?id=a-499")

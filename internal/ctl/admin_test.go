@@ -330,24 +330,6 @@ func TestListPreviewZeroShowsNoPayload(t *testing.T) {
 	}
 }
 
-// bulkyDeadLetters fills the std lane's DLQ with n jobs of tenant a at the
-// gateway's limits: a 4 KiB payload and 16 attributes of 1 KiB, ids
-// a-000, a-001, ….
-func bulkyDeadLetters(t *testing.T, tb *topotest.Bundle, n int) {
-	t.Helper()
-	var envs []*envelope.Envelope
-	for i := range n {
-		e := topotest.Envelope("a", fmt.Sprintf("a-%03d", i), time.Now())
-		e.Payload = bytes.Repeat([]byte("p"), 4096)
-		e.Attributes = map[string]string{}
-		for k := range 16 {
-			e.Attributes[fmt.Sprintf("attr-%02d", k)] = strings.Repeat("v", 1024)
-		}
-		envs = append(envs, e)
-	}
-	tb.Enqueue(t, tb.Topo.DLQ("std"), envs...)
-}
-
 // TestBulkyDeadLettersCanBeRead: dead letters with the attributes and
 // payload the gateway allows made a page of 500 (what dlq show reads, and
 // what --limit allows) about 10 MB, past gRPC's default 4 MiB a client
@@ -356,7 +338,7 @@ func bulkyDeadLetters(t *testing.T, tb *topotest.Bundle, n int) {
 // early, with a token for the next.
 func TestBulkyDeadLettersCanBeRead(t *testing.T) {
 	tb := topotest.Setup(t, topotest.OneLane)
-	bulkyDeadLetters(t, tb, 500)
+	tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.BulkyEnvelopes("a", 500)...)
 	addr := serveAdmin(t, tb.Backend, tb)
 	out, err := run(t, "dlq", "show", "a-499", "--admin-addr", addr, "--admin-key", "k")
 	if err != nil || !strings.Contains(out, "attr-15") {

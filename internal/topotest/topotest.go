@@ -5,12 +5,14 @@
 package topotest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,6 +209,22 @@ func WaitFor(t testing.TB, cond func() bool) {
 // Envelope is a std-lane job of tenant whose payload is its id.
 func Envelope(tenant, id string, enqueuedAt time.Time) *envelope.Envelope {
 	return &envelope.Envelope{JobId: id, Tenant: tenant, Lane: "std", Payload: []byte(id), EnqueuedAt: timestamppb.New(enqueuedAt)}
+}
+
+// BulkyEnvelopes returns n jobs of tenant at the gateway's limits: a 4 KiB
+// payload and 16 attributes of 1 KiB, with ids <tenant>-000, <tenant>-001, ….
+func BulkyEnvelopes(tenant string, n int) []*envelope.Envelope {
+	envs := make([]*envelope.Envelope, 0, n)
+	for i := range n {
+		e := Envelope(tenant, fmt.Sprintf("%s-%03d", tenant, i), time.Now())
+		e.Payload = bytes.Repeat([]byte("p"), 4096)
+		e.Attributes = map[string]string{}
+		for k := range 16 {
+			e.Attributes[fmt.Sprintf("attr-%02d", k)] = strings.Repeat("v", 1024)
+		}
+		envs = append(envs, e)
+	}
+	return envs
 }
 
 // OneLane is a topology of one lane, std, with four shards.
