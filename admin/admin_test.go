@@ -82,29 +82,7 @@ func TestListDLQFiltersAndPages(t *testing.T) {
 	}
 
 	// Paging visits every job exactly once.
-	seen := map[string]bool{}
-	token := ""
-	for pages := 0; ; pages++ {
-		resp, err := a.ListDLQ(t.Context(), &adminv1.ListDLQRequest{PageSize: 7, PageToken: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range resp.GetJobs() {
-			if seen[j.GetJobId()] {
-				t.Fatalf("job %s on two pages", j.GetJobId())
-			}
-			seen[j.GetJobId()] = true
-		}
-		if token = resp.GetNextPageToken(); token == "" {
-			break
-		}
-		if pages > 5 {
-			t.Fatal("paging does not end")
-		}
-	}
-	if len(seen) != 20 {
-		t.Fatalf("pages held %d jobs, want 20", len(seen))
-	}
+	pageThrough(t, a, &adminv1.ListDLQRequest{PageSize: 7}, 20, 5, nil)
 	// Listing is read-only: everything is still visible afterwards.
 	if s := tb.Stats(t, tb.Topo.DLQ("std")); s.Visible != 20 || s.InFlight != 0 {
 		t.Fatalf("DLQ after listing: %+v", s)
@@ -379,5 +357,37 @@ func TestScanReadsPastAnEmptyShortPoll(t *testing.T) {
 	}
 	if got := len(resp.GetJobs()); got != 3 {
 		t.Fatalf("listed %d dead letters, want 3", got)
+	}
+}
+
+// pageThrough lists the DLQ page by page from req, calling check (if not
+// nil) on each page, and fails unless the pages hold want jobs, each once,
+// with paging ended after at most maxPages+1 pages.
+func pageThrough(t *testing.T, a *Server, req *adminv1.ListDLQRequest, want, maxPages int, check func(*adminv1.ListDLQResponse)) {
+	t.Helper()
+	seen := map[string]bool{}
+	for pages := 0; ; pages++ {
+		resp, err := a.ListDLQ(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if check != nil {
+			check(resp)
+		}
+		for _, j := range resp.GetJobs() {
+			if seen[j.GetJobId()] {
+				t.Fatalf("job %s on two pages", j.GetJobId())
+			}
+			seen[j.GetJobId()] = true
+		}
+		if req.PageToken = resp.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+		if pages > maxPages {
+			t.Fatal("paging does not end")
+		}
+	}
+	if len(seen) != want {
+		t.Fatalf("pages held %d jobs, want %d", len(seen), want)
 	}
 }
