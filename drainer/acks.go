@@ -10,17 +10,24 @@ import (
 // acker deletes acked jobs of one queue in batches: concurrent acks are
 // gathered, and the first caller to find no delete under way deletes what
 // has gathered, up to a batch per call, until none is left; the others
-// wait for their answers. On the embedded backend this is one store
-// operation per batch instead of per job; on SQS the backend batches too.
+// wait for their answers. While a whole batch is waiting, another caller
+// deletes too, up to ackDeleters calls at once: one call at a time capped
+// a queue's acks at a batch per round trip (on SQS, a few thousand jobs/s
+// per shard, below what the server serves to consumers that overlap).
+// On the embedded backend this is one store operation per batch instead
+// of per job; on SQS the backend batches too.
 // Each batch gets opTimeout of its own: under steady load one caller may
 // delete batch after batch for longer than that, and the others' acks
 // must not fail with its deadline (they did, and the jobs, already run,
 // were delivered again).
 type acker struct {
-	mu      sync.Mutex
-	pending []ackReq
-	busy    bool // a caller is deleting
+	mu       sync.Mutex
+	pending  []ackReq
+	deleting int // callers deleting
 }
+
+// ackDeleters is the most delete calls one queue's acks have in flight.
+const ackDeleters = 4
 
 type ackReq struct {
 	l    *lease
@@ -34,17 +41,19 @@ func (a *acker) ack(ctx context.Context, l *lease) error {
 	req := ackReq{l: l, done: make(chan error, 1)}
 	a.mu.Lock()
 	a.pending = append(a.pending, req)
-	if a.busy {
+	if a.deleting > 0 && (len(a.pending) < queue.MaxBatch || a.deleting >= ackDeleters) {
+		// A deleter will take it: the one under way loops until none is
+		// left.
 		a.mu.Unlock()
 		return <-req.done
 	}
-	a.busy = true
+	a.deleting++
 	a.mu.Unlock()
 	for {
 		a.mu.Lock()
 		n := min(len(a.pending), queue.MaxBatch)
 		if n == 0 {
-			a.busy = false
+			a.deleting--
 			a.mu.Unlock()
 			break
 		}

@@ -71,3 +71,78 @@ func TestAckerUnderSteadyLoad(t *testing.T) {
 		})
 	}
 }
+
+// countingDeleter is a slowDeleter that records the most Delete calls in
+// flight at once and the handles it deleted.
+type countingDeleter struct {
+	slowDeleter
+	inFlight, most atomic.Int64
+	mu             sync.Mutex
+	deleted        map[string]int
+}
+
+func (b *countingDeleter) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, error) {
+	n := b.inFlight.Add(1)
+	defer b.inFlight.Add(-1)
+	for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
+	}
+	res, err := b.slowDeleter.Delete(ctx, p)
+	b.mu.Lock()
+	for _, h := range p.ReceiptHandles {
+		b.deleted[h]++
+	}
+	b.mu.Unlock()
+	return res, err
+}
+
+// TestAckerOverlapsDeletesUnderLoad: with many acks waiting, a queue has
+// several delete calls in flight (at most ackDeleters), each a full
+// batch, and every ack is deleted exactly once; with acks trickling in,
+// one call at a time batches them.
+func TestAckerOverlapsDeletesUnderLoad(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		acks     int
+		every    time.Duration // one ack arrives this often
+		wantMost int64
+	}{
+		{"burst: deletes overlap, up to the bound", 400, 0, ackDeleters},
+		{"trickle: one delete at a time", 20, 50 * time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				b := &countingDeleter{slowDeleter: slowDeleter{took: 20 * time.Millisecond}, deleted: map[string]int{}}
+				var a acker
+				var wg sync.WaitGroup
+				for i := range tt.acks {
+					wg.Go(func() {
+						l := &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)}
+						if err := a.ack(context.Background(), l); err != nil {
+							t.Errorf("ack %d: %v", i, err)
+						}
+					})
+					if tt.every > 0 {
+						time.Sleep(tt.every)
+					} else {
+						synctest.Wait()
+					}
+				}
+				wg.Wait()
+				if got := b.most.Load(); got != tt.wantMost {
+					t.Errorf("most deletes in flight = %d, want %d", got, tt.wantMost)
+				}
+				if len(b.deleted) != tt.acks {
+					t.Errorf("%d distinct handles deleted, want %d", len(b.deleted), tt.acks)
+				}
+				for h, n := range b.deleted {
+					if n != 1 {
+						t.Errorf("handle %s deleted %d times", h, n)
+					}
+				}
+			})
+		})
+	}
+}
