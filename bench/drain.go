@@ -19,7 +19,10 @@ type DrainOptions struct {
 	// 20,000 on the embedded backend and 5,000 on SQS, times Scale.
 	Jobs  int
 	Scale int
-	// Concurrency is the drainers'. Defaults to 32.
+	// Concurrency is the push drainers' slots and the pull worker's
+	// credits. Defaults to 128: a no-op worker keeps that many jobs in
+	// flight cheaply, and fewer leave the rate bound by each slot's round
+	// trip rather than by sluice or the backend.
 	Concurrency int
 	// Consumers of the raw receive+delete measurement, spread over as
 	// many queues as the lane has shards. Defaults to 8.
@@ -41,7 +44,7 @@ func Drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, command
 		}
 		o.Jobs *= max(o.Scale, 1)
 	}
-	o.Concurrency = cmp.Or(o.Concurrency, 32)
+	o.Concurrency = cmp.Or(o.Concurrency, 128)
 	o.Consumers = cmp.Or(o.Consumers, 8)
 	sid, sname := suffix(o.Backend)
 	push := Figure{
@@ -112,28 +115,18 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, pushFig
 	env.Logf("  push drainer: %s jobs/s", Num(pushed.rate))
 	_ = cl.Close()
 
-	// Pull: the same backlog on a cluster serving pull workers; the
-	// worker connects once the drainers run, with the same credits as the
-	// push drainers' slots.
-	w.Reset()
-	pcl, err := env.StartCluster(ctx, ClusterConfig{Name: "drain-pull-" + o.Backend, Backend: o.Backend, Tenants: tenants, Pull: true, Concurrency: o.Concurrency})
+	// Pull: the same backlog on a cluster serving pull workers, drained
+	// with the push drainers' slots as credits, and again with the credits
+	// of a smaller worker.
+	pulled, err := pullDrain(ctx, env, o, tenants, w, jobs, o.Concurrency)
 	if err != nil {
 		return err
 	}
-	defer pcl.Close()
-	if _, err := preload(ctx, env, pcl, tenants, jobs); err != nil {
-		return err
-	}
-	if err := pcl.SetDraining(ctx, true); err != nil {
-		return err
-	}
-	stop := w.Pull(pcl.WorkerAddrs(), pcl.WorkerKey, o.Concurrency)
-	pulled, err := drained(ctx, pcl, w, jobs)
-	stop()
+	fewCredits := min(o.Concurrency, fewPullCredits)
+	few, err := pullDrain(ctx, env, o, tenants, w, jobs, fewCredits)
 	if err != nil {
-		return fmt.Errorf("pull: %w", err)
+		return err
 	}
-	env.Logf("  pull drainer: %s jobs/s", Num(pulled.rate))
 
 	pushRatio, pullRatio := pushed.rate/raw, pulled.rate/raw
 	pushFig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s)", pushRatio, Num(pushed.rate), Num(raw))
@@ -142,27 +135,62 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, pushFig
 	if o.Backend == SQS {
 		pullGoal = 0.95
 	}
-	pullFig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s; push, same run: %.2f)", pullRatio, Num(pulled.rate), Num(raw), pushRatio)
+	fewRatio := few.rate / raw
+	pullFig.Measured = fmt.Sprintf("%.2f (%s vs %s jobs/s, %d credits; push with %d slots, same run: %.2f; pull with %d credits, same run: %.2f)",
+		pullRatio, Num(pulled.rate), Num(raw), o.Concurrency, o.Concurrency, pushRatio, fewCredits, fewRatio)
 	pullFig.Status = AtLeast(pullRatio, pullGoal)
 	rec.Add(pushFig)
 	rec.Add(pullFig)
 	sid, sname := suffix(o.Backend)
 	rec.Detail("drain"+sid, 6, "6. Drain efficiency"+sname, fmt.Sprintf(
 		"%s jobs preloaded through the gateway (SubmitBatch ×100, drainers off) over %d shard queues. Raw: %d goroutines in the "+
-			"harness, spread over %d queues of as many %d-byte messages on the same %s, each receiving up to 10 (no wait) and "+
-			"deleting them in one call. Push: drainers started (concurrency %d) against the preloaded queues, delivering to "+
+			"harness, spread over %d queues of as many %d-byte messages on the same %s, each receiving up to 10 (no wait, the lane's "+
+			"visibility given, as the drainer does) and deleting them in one call while it receives the next batch. Push: drainers started (concurrency %d) against the preloaded queues, delivering to "+
 			"a no-op gRPC worker (one Process call per job). Pull: the same backlog preloaded on a cluster serving pull workers, "+
 			"drained to a no-op worker.Connect worker in the harness granting %d credits (jobs in batches on one stream, results "+
-			"batched back). Rates from the first delivery to the last. The lane's staleness bound is the default (5m), so the "+
-			"preloaded jobs are delivered, not backlogged.\n\n%s\nDrainer actions (its metrics): push %s; pull %s.\n",
+			"batched back), and again granting %d. The rate is at most the credits ÷ one job's round trip (drainer, "+
+			"stream, worker, answer), so few credits can bind it before sluice or the backend do. Rates from the first delivery to the last. The lane's staleness bound is the default (5m), so the "+
+			"preloaded jobs are delivered, not backlogged.\n\n%s\nDrainer actions (its metrics): push %s; pull %s; pull with %d credits %s.\n",
 		Num(float64(jobs)), cl.Topology.Lanes[0].Shards, o.Consumers, cl.Topology.Lanes[0].Shards, rawBodyBytes, backendWhat(o.Backend),
-		o.Concurrency, o.Concurrency,
+		o.Concurrency, o.Concurrency, fewCredits,
 		Table([]string{"measure", "jobs/s", "÷ raw", "repeated deliveries"}, [][]string{
 			{"raw receive+delete", Num(raw), "1", "—"},
 			{"push: drainer → no-op gRPC worker", Num(pushed.rate), fmt.Sprintf("%.2f", pushRatio), fmt.Sprint(pushed.repeats)},
-			{"pull: no-op pull worker", Num(pulled.rate), fmt.Sprintf("%.2f", pullRatio), fmt.Sprint(pulled.repeats)},
-		}), pushed.actions, pulled.actions))
+			{fmt.Sprintf("pull: no-op pull worker, %d credits", o.Concurrency), Num(pulled.rate), fmt.Sprintf("%.2f", pullRatio), fmt.Sprint(pulled.repeats)},
+			{fmt.Sprintf("pull: no-op pull worker, %d credits", fewCredits), Num(few.rate), fmt.Sprintf("%.2f", fewRatio), fmt.Sprint(few.repeats)},
+		}), pushed.actions, pulled.actions, fewCredits, few.actions))
 	return nil
+}
+
+// fewPullCredits is the smaller pull worker's credits: the worker
+// package's default is 16, a busy worker's a few dozen.
+const fewPullCredits = 32
+
+// pullDrain preloads jobs on a cluster serving pull workers and drains
+// them to w, connected once the drainers run, granting credits.
+func pullDrain(ctx context.Context, env *Env, o DrainOptions, tenants []Tenant, w *Worker, jobs, credits int) (drainRun, error) {
+	w.Reset()
+	pcl, err := env.StartCluster(ctx, ClusterConfig{
+		Name: fmt.Sprintf("drain-pull%d-%s", credits, o.Backend), Backend: o.Backend, Tenants: tenants, Pull: true, Concurrency: o.Concurrency,
+	})
+	if err != nil {
+		return drainRun{}, err
+	}
+	defer pcl.Close()
+	if _, err := preload(ctx, env, pcl, tenants, jobs); err != nil {
+		return drainRun{}, err
+	}
+	if err := pcl.SetDraining(ctx, true); err != nil {
+		return drainRun{}, err
+	}
+	stop := w.Pull(pcl.WorkerAddrs(), pcl.WorkerKey, credits)
+	pulled, err := drained(ctx, pcl, w, jobs)
+	stop()
+	if err != nil {
+		return drainRun{}, fmt.Errorf("pull with %d credits: %w", credits, err)
+	}
+	env.Logf("  pull drainer, %d credits: %s jobs/s", credits, Num(pulled.rate))
+	return pulled, nil
 }
 
 // preload submits n jobs through cl's gateway (drainers off), in batches
@@ -265,10 +293,34 @@ func rawReceiveDelete(ctx context.Context, be queue.Backend, prefix string, shar
 	start := time.Now()
 	for i := range consumers {
 		q := names[i%shards]
+		// Each consumer deletes a batch while it receives the next, as the
+		// drainer's pollers and acks overlap: one delete in flight.
+		deletes := make(chan []string, 1)
 		wg.Go(func() {
+			for handles := range deletes {
+				if firstErr.Load() != nil {
+					continue
+				}
+				res, err := be.Delete(ctx, &queue.DeleteParams{Queue: q, ReceiptHandles: handles})
+				for _, e := range res {
+					if err == nil {
+						err = e
+					}
+				}
+				if err != nil {
+					firstErr.Store(err)
+					continue
+				}
+				got.Add(int64(len(handles)))
+			}
+		})
+		wg.Go(func() {
+			defer close(deletes)
 			idle := time.Now()
 			for got.Load() < int64(n) && firstErr.Load() == nil && ctx.Err() == nil {
-				msgs, err := be.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch})
+				// The explicit visibility, as the drainer's pollers pass, lets
+				// the SQS backend skip the fencing call before the delete.
+				msgs, err := be.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch, VisibilityTimeout: time.Minute})
 				if err != nil {
 					firstErr.Store(err)
 					return
@@ -287,17 +339,7 @@ func rawReceiveDelete(ctx context.Context, be queue.Backend, prefix string, shar
 				for i, m := range msgs {
 					handles[i] = m.ReceiptHandle
 				}
-				res, err := be.Delete(ctx, &queue.DeleteParams{Queue: q, ReceiptHandles: handles})
-				for _, e := range res {
-					if err == nil {
-						err = e
-					}
-				}
-				if err != nil {
-					firstErr.Store(err)
-					return
-				}
-				got.Add(int64(len(msgs)))
+				deletes <- handles
 			}
 		})
 	}
