@@ -82,10 +82,11 @@ type countingDeleter struct {
 }
 
 func (b *countingDeleter) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, error) {
+	b.mu.Lock()
 	n := b.inFlight.Add(1)
+	b.most.Store(max(b.most.Load(), n))
+	b.mu.Unlock()
 	defer b.inFlight.Add(-1)
-	for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
-	}
 	res, err := b.slowDeleter.Delete(ctx, p)
 	b.mu.Lock()
 	for _, h := range p.ReceiptHandles {
