@@ -246,10 +246,20 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 				best, bestFree = s, free
 			}
 		}
-		if best != nil && best.assign(d, now) {
+		if best != nil {
+			placed := best.assign(d, now)
 			h.waiters.Add(-1)
 			h.mu.Unlock()
-			return best, nil
+			if placed {
+				return best, nil
+			}
+			// best lost its free credits since the look (its worker
+			// lowered them, or its stream ended): look again at once.
+			// Waiting, the delivery waited for a credit to free, which
+			// neither of those signals, while another session may have
+			// one free: it waited for the sweep, or out creditWait, and
+			// was handed back (found in review).
+			continue
 		}
 		freed := h.freed
 		h.mu.Unlock()

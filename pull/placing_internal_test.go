@@ -1,0 +1,87 @@
+package pull
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/worker"
+)
+
+// credits is a Credits message setting n.
+func credits(n uint32) *workerv1.ConnectRequest {
+	return &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{Credits: n}}}
+}
+
+// TestPlaceRetriesWhenItsPickLosesItsCredits: a job whose chosen worker
+// lowers its credits between place's look and the assign goes to another
+// worker with a free credit at once. place waited instead for a credit to
+// free, which nothing signalled (lowering credits wakes no one): the job
+// waited for the sweep, or, with none, creditWait, and was handed back
+// although the other worker had a credit free all along.
+//
+// The window is a few microseconds (place looks at every session before
+// it assigns), so the test tries many times: before the fix it was hit in
+// 10 runs of 10 (go test -run TestPlaceRetries -count=1 ./pull/), by round
+// 56 at the latest.
+func TestPlaceRetriesWhenItsPickLosesItsCredits(t *testing.T) {
+	t.Parallel()
+	// At least 100 rounds, and more for about 1s of real time (which
+	// synctest's fake clock does not show): thousands, or a hundred under
+	// -race (which slows the look, and so widens the window).
+	budget := make(chan struct{})
+	time.AfterFunc(time.Second, func() { close(budget) })
+	over := func() bool {
+		select {
+		case <-budget:
+			return true
+		default:
+			return false
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t) // not started: no sweep hides a missed wake
+		connect := func(n uint32) *fakeStream {
+			fs, _ := fakeConnect(t, h)
+			sayHello(t, fs, n)
+			close(fs.gate)
+			synctest.Wait() // added, in connect order
+			return fs
+		}
+		x := connect(2) // the most free credits: place picks it
+		y := connect(1)
+		for range 1000 {
+			connect(0) // looked at between x's look and its assign
+		}
+		answer := func(fs *fakeStream) bool {
+			select {
+			case m := <-fs.out:
+				fs.in <- ackOf(m.GetJobs().GetJobs()[0].GetLease())
+				return true
+			default:
+				return false
+			}
+		}
+		round := 0
+		for ; round < 100 || !over(); round++ {
+			handled := make(chan error, 1)
+			x.in <- credits(0)
+			go func() { handled <- h.Handle(t.Context(), &worker.Job{ID: "a", Lane: "std", Attempt: 1}) }()
+			synctest.Wait()
+			start := time.Now()
+			if !answer(x) && !answer(y) && len(handled) == 0 {
+				err := <-handled
+				t.Fatalf("round %d: with worker y's credit free the job waited %v for a credit and ended with %v, want it sent to y at once",
+					round, time.Since(start), err)
+			}
+			if err := <-handled; err != nil && !errors.Is(err, worker.ErrReleased) {
+				t.Fatalf("round %d: the job ended with %v", round, err) // released: x took it back unsent
+			}
+			x.in <- credits(2)
+			synctest.Wait()
+		}
+		t.Logf("%d rounds", round)
+	})
+}
