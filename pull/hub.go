@@ -213,8 +213,9 @@ func (h *Hub) Handle(ctx context.Context, job *worker.Job) error {
 	}
 }
 
-// place puts d on the session with the most free credits on d's lane,
-// waiting up to creditWait for one.
+// place puts d on a session with a free credit on d's lane (one not
+// sending first, then the one with the most free: better), waiting up to
+// creditWait for one.
 func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 	var deadline *time.Timer // started at the first wait
 	defer func() {
@@ -240,10 +241,11 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 		h.waiters.Add(1)
 		now := h.cfg.Now()
 		var best *session
-		bestFree := 0
+		bestFree, bestSending := 0, false
 		for _, s := range h.sessions {
-			if free := s.free(d.lane, now); free > bestFree {
-				best, bestFree = s, free
+			free, sending := s.offer(d.lane, now)
+			if free > 0 && (best == nil || better(sending, free, bestSending, bestFree)) {
+				best, bestFree, bestSending = s, free, sending
 			}
 		}
 		if best != nil {
@@ -277,6 +279,17 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 			return nil, worker.ErrReleased
 		}
 	}
+}
+
+// better reports whether a session with free credits, sending or not,
+// goes before the best so far: one with no send under way first, as a
+// job placed behind a send waits for it (and behind a worker that stopped
+// reading, for the stall timeout); then the most free credits.
+func better(sending bool, free int, bestSending bool, bestFree int) bool {
+	if sending != bestSending {
+		return !sending
+	}
+	return free > bestFree
 }
 
 // wakePlacers wakes deliveries waiting for a credit, if any.

@@ -85,3 +85,50 @@ func TestPlaceRetriesWhenItsPickLosesItsCredits(t *testing.T) {
 		t.Logf("%d rounds", round)
 	})
 }
+
+// TestPlaceAvoidsABlockedSend: a job goes to a worker that can take it
+// now, not to one whose stream is blocked in a send, where it would wait
+// behind that send. place picked the session with the most free credits
+// alone: a worker that had stopped reading, with more credits free than
+// the others, took the job, which waited unsent until the stall timeout
+// (10s) found the worker stalled and handed it back, while another
+// worker had a credit free.
+func TestPlaceAvoidsABlockedSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t)
+		h.cfg.StallTimeout = StallTimeoutDefault
+		if err := h.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		x, _ := fakeConnect(t, h)
+		sayHello(t, x, 3) // its gate stays shut: it reads no job
+		y, _ := fakeConnect(t, h)
+		sayHello(t, y, 1)
+		close(y.gate)
+		synctest.Wait()
+		handle := func(id string) <-chan error {
+			done := make(chan error, 1)
+			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
+			synctest.Wait()
+			return done
+		}
+		handle("a") // x's send of a blocks
+		time.Sleep(2 * time.Second)
+		start := time.Now()
+		b := handle("b")
+		select {
+		case m := <-y.out:
+			if jobs := m.GetJobs().GetJobs(); len(jobs) != 1 || jobs[0].GetJobId() != "b" {
+				t.Fatalf("y got %v, want job b", m)
+			}
+			y.in <- ackOf(m.GetJobs().GetJobs()[0].GetLease())
+			if err := <-b; err != nil {
+				t.Fatalf("b acked: %v", err)
+			}
+		default:
+			err := <-b
+			t.Fatalf("with y's credit free, b waited %v behind x's blocked send and ended with %v, want it sent to y at once",
+				time.Since(start), err)
+		}
+	})
+}

@@ -209,6 +209,14 @@ func (s *session) free(lane string, now time.Time) int {
 	return s.freeLocked(lane, now)
 }
 
+// offer returns the credits s has free for a job of lane, and whether a
+// send to its worker is under way (a job placed now waits for it).
+func (s *session) offer(lane string, now time.Time) (free int, sending bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.freeLocked(lane, now), !s.sendingSince.IsZero()
+}
+
 func (s *session) freeLocked(lane string, now time.Time) int {
 	if !s.serves(lane) || s.ended || s.stalledLocked(now) {
 		return 0
