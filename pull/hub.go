@@ -213,9 +213,8 @@ func (h *Hub) Handle(ctx context.Context, job *worker.Job) error {
 	}
 }
 
-// place puts d on a session with a free credit on d's lane (one not
-// sending first, then the one with the most free: better), waiting up to
-// creditWait for one.
+// place puts d on a session with a free credit on d's lane, the best
+// by rank.better, waiting up to creditWait for one.
 func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 	var deadline *time.Timer // started at the first wait
 	defer func() {
@@ -241,11 +240,11 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 		h.waiters.Add(1)
 		now := h.cfg.Now()
 		var best *session
-		bestFree, bestSending := 0, false
+		var bestRank rank
 		for _, s := range h.sessions {
-			free, sending := s.offer(d.lane, now)
-			if free > 0 && (best == nil || better(sending, free, bestSending, bestFree)) {
-				best, bestFree, bestSending = s, free, sending
+			r := s.offer(d.lane, now)
+			if r.free > 0 && (best == nil || r.better(bestRank)) {
+				best, bestRank = s, r
 			}
 		}
 		if best != nil {
@@ -281,15 +280,31 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 	}
 }
 
-// better reports whether a session with free credits, sending or not,
-// goes before the best so far: one with no send under way first, as a
-// job placed behind a send waits for it (and behind a worker that stopped
-// reading, for the stall timeout); then the most free credits.
-func better(sending bool, free int, bestSending bool, bestFree int) bool {
-	if sending != bestSending {
-		return !sending
+// rank is what place weighs of a session for a job: see better.
+type rank struct {
+	free    int  // credits free for the job's lane
+	sending bool // a send to the worker is under way
+	lanes   int  // the lanes the session serves
+}
+
+// better reports whether a session ranked r goes before one ranked o:
+//   - one with no send under way first: a job placed behind a send waits
+//     for it, and behind a worker that stopped reading, for the stall
+//     timeout;
+//   - then the one serving the fewest lanes: a credit of a worker of
+//     several lanes is counted in the drainer's slots of each, so a job
+//     that takes it where a worker of fewer lanes had one free can leave
+//     a job of another lane, granted that credit, none to take (it waited
+//     out creditWait and was handed back);
+//   - then the most free credits.
+func (r rank) better(o rank) bool {
+	switch {
+	case r.sending != o.sending:
+		return !r.sending
+	case r.lanes != o.lanes:
+		return r.lanes < o.lanes
 	}
-	return free > bestFree
+	return r.free > o.free
 }
 
 // wakePlacers wakes deliveries waiting for a credit, if any.

@@ -2,6 +2,7 @@ package pull
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -129,6 +130,61 @@ func TestPlaceAvoidsABlockedSend(t *testing.T) {
 			err := <-b
 			t.Fatalf("with y's credit free, b waited %v behind x's blocked send and ended with %v, want it sent to y at once",
 				time.Since(start), err)
+		}
+	})
+}
+
+// TestPlaceKeepsSharedWorkersForTheirOtherLanes: a job goes to a worker
+// serving its lane alone before one that also serves other lanes, whose
+// credits those lanes may need. place chose by free credits: a std job
+// took the one credit of a worker serving std and gold, beside a
+// std-only worker with a credit free, and the gold job the drainer then
+// granted (its slots count that worker's credit for gold) found no
+// credit: it waited out creditWait and was handed back, again and again
+// while the std job ran.
+func TestPlaceKeepsSharedWorkersForTheirOtherLanes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t)
+		h.cfg.Lanes = []string{"std", "gold"}
+		connect := func(lanes ...string) *fakeStream {
+			fs, _ := fakeConnect(t, h)
+			fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 1, Lanes: lanes}}}
+			if m := <-fs.out; m.GetWelcome() == nil {
+				t.Fatalf("want Welcome, got %v", m)
+			}
+			close(fs.gate)
+			synctest.Wait()
+			return fs
+		}
+		both := connect("std", "gold") // first: place's ties went to it
+		stdOnly := connect("std")
+		handle := func(id, lane string) <-chan error {
+			done := make(chan error, 1)
+			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: lane, Attempt: 1}) }()
+			synctest.Wait()
+			return done
+		}
+		handle("s", "std")
+		start := time.Now()
+		g := handle("g", "gold")
+		select {
+		case m := <-stdOnly.out:
+			if jobs := m.GetJobs().GetJobs(); len(jobs) != 1 || jobs[0].GetJobId() != "s" {
+				t.Fatalf("the std-only worker got %v, want job s", m)
+			}
+		default:
+			t.Error("the std-only worker, with its credit free, got no job")
+		}
+		var got []string
+		for len(both.out) > 0 {
+			for _, j := range (<-both.out).GetJobs().GetJobs() {
+				got = append(got, j.GetJobId())
+			}
+		}
+		if !slices.Equal(got, []string{"g"}) {
+			err := <-g
+			t.Fatalf("the std and gold worker got jobs %v, and gold job g waited %v for a credit and ended with %v; want g sent to that worker at once",
+				got, time.Since(start), err)
 		}
 	})
 }

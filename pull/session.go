@@ -209,12 +209,11 @@ func (s *session) free(lane string, now time.Time) int {
 	return s.freeLocked(lane, now)
 }
 
-// offer returns the credits s has free for a job of lane, and whether a
-// send to its worker is under way (a job placed now waits for it).
-func (s *session) offer(lane string, now time.Time) (free int, sending bool) {
+// offer ranks s for a job of lane (rank.better).
+func (s *session) offer(lane string, now time.Time) rank {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freeLocked(lane, now), !s.sendingSince.IsZero()
+	return rank{free: s.freeLocked(lane, now), sending: !s.sendingSince.IsZero(), lanes: len(s.lanes)}
 }
 
 func (s *session) freeLocked(lane string, now time.Time) int {
