@@ -150,12 +150,19 @@ func digest(data []byte) string {
 // several writes are read once, complete.
 const watchSettle = 250 * time.Millisecond
 
-// Watch reloads the config whenever the file changes (editors and
-// Kubernetes ConfigMaps replace files by rename or symlink swap, so the
-// directory is watched rather than the file) and reports each attempt that
-// found a changed or refused file to report, and each failure of the
-// watcher itself as an error wrapping ErrWatch. It returns when ctx is done,
-// or at once with ErrNotReloadable for a config with no file.
+// Watch reloads the config whenever the file changes and reports each
+// attempt that found a changed or refused file to report, and each
+// failure of the watcher itself as an error wrapping ErrWatch. It returns
+// when ctx is done, or at once with ErrNotReloadable for a config with no
+// file.
+//
+// Editors and Kubernetes ConfigMaps replace files by rename or symlink
+// swap, so directories are watched rather than the file: the file's own,
+// and, when the file is a symlink, the directory of each link it leads
+// through and of the file it ends at, so that a target elsewhere
+// (tenants.yaml -> /etc/sluice-shared/tenants.yaml) edited in place or
+// replaced there is seen. After each change the links are followed again
+// and the watched directories follow them.
 func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) error {
 	if l.path == "" {
 		return ErrNotReloadable
@@ -165,16 +172,17 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 		return fmt.Errorf("watch tenant config: %w", err)
 	}
 	defer w.Close()
-	if err := w.Add(filepath.Dir(l.path)); err != nil {
+	dir := filepath.Clean(filepath.Dir(l.path))
+	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watch tenant config directory: %w", err)
+	}
+	targets := watchTargets{w: w, dir: dir}
+	if err := targets.follow(l.path); err != nil {
+		report(false, err)
 	}
 	if l.watching != nil {
 		l.watching(w)
 	}
-	// Only the file itself matters, or for a Kubernetes ConfigMap the
-	// "..data" symlink swapped over it; other files in the directory (the
-	// embedded backend's data, say) may change all the time.
-	base := filepath.Base(l.path)
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	for {
@@ -185,7 +193,7 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 			if !ok {
 				return nil
 			}
-			if name := filepath.Base(ev.Name); name == base || strings.HasPrefix(name, "..") {
+			if targets.matters(ev.Name) {
 				settle.Reset(watchSettle)
 			}
 		case err, ok := <-w.Errors:
@@ -198,9 +206,108 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 			// next one.
 			settle.Reset(watchSettle)
 		case <-settle.C:
+			// Links first, so that a change to a new target from now on
+			// is seen and one made before is read below.
+			if err := targets.follow(l.path); err != nil {
+				report(false, err)
+			}
 			if changed, err := l.Reload(); changed || err != nil {
 				report(changed, err)
 			}
 		}
 	}
+}
+
+// maxLinks bounds the symlinks followed from the tenant file, as the
+// kernel's limit (40 on Linux) does; past it the chain is a loop.
+const maxLinks = 40
+
+// watchTargets is what Watch watches besides the file's own directory:
+// the files the tenant file's symlinks lead to, and their directories.
+type watchTargets struct {
+	w   *fsnotify.Watcher
+	dir string // the tenant file's directory, always watched
+	// files are the paths, directory resolved, of each link followed
+	// from the tenant file and of the file at the end.
+	files map[string]bool
+	// dirs are the other directories watched, those of files.
+	dirs map[string]bool
+}
+
+// matters says whether an event on name may change the config. Only the
+// tenant file and its links' targets matter, or for a Kubernetes
+// ConfigMap the "..data" symlink swapped in the file's directory; other
+// files in these directories (the embedded backend's data, say) may
+// change all the time.
+func (t *watchTargets) matters(name string) bool {
+	name = filepath.Clean(name)
+	if t.files[name] {
+		return true
+	}
+	return filepath.Dir(name) == t.dir && strings.HasPrefix(filepath.Base(name), "..")
+}
+
+// follow follows the symlinks from path again and watches the
+// directories they lead through, no longer watching those they left. A
+// link that leads nowhere (yet) is no error: a change to it is seen.
+func (t *watchTargets) follow(path string) error {
+	files := map[string]bool{filepath.Clean(path): true}
+	// The file's directory is watched by the name it was given; a target
+	// in it, reached by its real name, is known by that name too (one
+	// directory watched under two names would get its events under one).
+	realDir, err := filepath.EvalSymlinks(t.dir)
+	if err != nil {
+		realDir = t.dir
+	}
+	p := path
+	for range maxLinks {
+		st, err := os.Lstat(p)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		to, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(p), to)
+		}
+		// The link's directory may itself be reached through links
+		// (a ConfigMap's ..data): watch where it is.
+		d, err := filepath.EvalSymlinks(filepath.Dir(to))
+		if err != nil {
+			break
+		}
+		p = filepath.Join(d, filepath.Base(to))
+		if d == realDir {
+			files[filepath.Join(t.dir, filepath.Base(to))] = true
+		} else {
+			files[p] = true
+		}
+	}
+	dirs := make(map[string]bool)
+	var errs []error
+	for f := range files {
+		d := filepath.Dir(f)
+		if d == t.dir || dirs[d] {
+			continue
+		}
+		dirs[d] = true
+		if t.dirs[d] {
+			continue
+		}
+		if err := t.w.Add(d); err != nil {
+			delete(dirs, d)
+			errs = append(errs, fmt.Errorf("%w: directory %s of a symlink target: %w", ErrWatch, d, err))
+		}
+	}
+	for d := range t.dirs {
+		if !dirs[d] {
+			// Fails for a directory removed since (a ConfigMap's old
+			// ..<timestamp>): the watch went with it.
+			_ = t.w.Remove(d)
+		}
+	}
+	t.files, t.dirs = files, dirs
+	return errors.Join(errs...)
 }
