@@ -138,10 +138,13 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		opts := worker.ConnectOptions{Concurrency: *concurrency, TLS: tlsCfg, Logger: log}
-		if *lanes != "" {
-			for l := range strings.SplitSeq(*lanes, ",") {
-				opts.Lanes = append(opts.Lanes, strings.TrimSpace(l))
-			}
+		// Empty items ("std," or "std,,bulk") are ignored, as in the dlq
+		// commands' lists: they were sent as a lane named "", which sluice
+		// refused with `no lane ""` (found in review). A list of nothing
+		// but commas is refused: it would serve every lane.
+		opts.Lanes = splitList(*lanes)
+		if *lanes != "" && len(opts.Lanes) == 0 {
+			return fmt.Errorf("--lanes %q names no lane: give lane names separated by commas (--lanes std,bulk), or leave --lanes out to serve every lane the key allows", *lanes)
 		}
 		err = worker.Connect(ctx, *addr, k, handler, opts)
 		log.InfoContext(context.WithoutCancel(ctx), "worker stopped")
