@@ -177,6 +177,14 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 		// At its max the replay ends: it read on through the rest of
 		// the DLQ for one more job, holding all it read.
 		more := maxJobs == 0 || taken < maxJobs
+		// Decided before the dry run returns, so that it counts what the
+		// replay would: a dry run counted a malformed body as one to
+		// move, which the replay then failed (found in review).
+		if err := replayable(m); err != nil {
+			p.log.WarnContext(ctx, "replay: job stays in the DLQ", slog.Bool("dry_run", dry), slog.String("queue", m.queue), slog.String("message_id", m.msg.MessageID), slog.Any("error", err))
+			run.update(func(pb *adminv1.Replay) { pb.Failed++ })
+			return more, nil
+		}
 		if dry {
 			return more, nil
 		}
@@ -217,13 +225,22 @@ func (p *replayer) finish(ctx context.Context, run *replayRun, err error) {
 		slog.Bool("dry_run", final.GetDryRun()), slog.Int64("matched", final.GetMatched()), slog.Int64("moved", final.GetMoved()), slog.Int64("failed", final.GetFailed()))
 }
 
+// replayable reports why a DLQ message can never be moved back: a body
+// that is not an envelope. The dry run and the replay both ask it.
+func replayable(m *dlqMessage) error {
+	if m.env == nil {
+		return fmt.Errorf("malformed envelope cannot be replayed: %w", m.bad)
+	}
+	return nil
+}
+
 // moveBack moves a dead-lettered job to its tenant's shard with a fresh
 // attempt count (queue.Relocate: one step on the embedded store; on SQS
 // send, then delete from the DLQ, so a duplicate is possible if the
 // delete fails, a loss is not).
 func (p *replayer) moveBack(ctx context.Context, m *dlqMessage) error {
-	if m.env == nil {
-		return errors.New("malformed envelope cannot be replayed")
+	if err := replayable(m); err != nil {
+		return err
 	}
 	env := proto.CloneOf(m.env)
 	lane, ok := p.topo.Lane(env.GetLane())

@@ -534,7 +534,10 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 			if err := replayOutcome(r); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "dry run: %d of %d dead-lettered jobs would be replayed\n", r.GetMatched(), r.GetScanned())
+			fmt.Fprintf(c.out, "dry run: %d of %d dead-lettered jobs would be replayed\n", r.GetMatched()-r.GetFailed(), r.GetScanned())
+			if n := r.GetFailed(); n > 0 {
+				fmt.Fprintf(c.out, "%d more match but cannot be replayed (malformed envelopes, see: sluicectl dlq list --reason malformed_envelope); they would stay in the DLQ\n", n)
+			}
 			return nil
 		}
 		fmt.Fprintf(c.out, "replay %s started; follow it with: sluicectl dlq status %s\n", r.GetId(), r.GetId())
@@ -581,7 +584,9 @@ func replayOutcome(r *adminv1.Replay) error {
 	case adminv1.Replay_STATE_CANCELLED:
 		return fmt.Errorf("replay %s was cancelled after moving %d of %d matched jobs; the others stay in the DLQ", r.GetId(), r.GetMoved(), r.GetMatched())
 	}
-	if r.GetFailed() > 0 {
+	// A dry run's failed are jobs it found no replay can move: reported,
+	// not an error of the dry run.
+	if r.GetFailed() > 0 && !r.GetDryRun() {
 		return fmt.Errorf("replay %s could not move %d of %d matched jobs%s; they stay in the DLQ: run it again once the cause is fixed", r.GetId(), r.GetFailed(), r.GetMatched(), why)
 	}
 	return nil

@@ -388,3 +388,20 @@ func TestBackendFailureIsNotUnreachable(t *testing.T) {
 		t.Errorf("stats with nothing at the address: %v, want that the admin API cannot be reached", err)
 	}
 }
+
+// TestDryRunSaysWhatCannotBeReplayed: two good jobs and one malformed
+// body; the dry run says 2 would be replayed and 1 cannot (it counted 3
+// as replayable, while the replay fails the malformed one).
+func TestDryRunSaysWhatCannotBeReplayed(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	dlq := tb.Topo.DLQ("std")
+	tb.Enqueue(t, dlq, topotest.Envelope("a", "a-1", time.Now()), topotest.Envelope("a", "a-2", time.Now()))
+	if _, err := tb.Backend.Send(t.Context(), &queue.SendParams{Queue: dlq, Entries: []queue.SendEntry{{ID: "0", Body: []byte("not an envelope")}}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := serveAdmin(t, tb.Backend, tb)
+	out, err := run(t, "dlq", "replay", "--all-tenants", "--dry-run", "--admin-addr", addr, "--admin-key", "k")
+	if err != nil || !strings.Contains(out, "2 of 3 dead-lettered jobs would be replayed") || !strings.Contains(out, "1 more match but cannot be replayed (malformed envelopes") {
+		t.Errorf("dry run: err=%v; output:\n%s", err, out)
+	}
+}
