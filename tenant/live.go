@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,9 @@ type Live struct {
 	// watching, when set (by tests), is called once Watch watches the
 	// directory: a change from then on is seen.
 	watching func(*fsnotify.Watcher)
+	// pollEvery and rereadEvery, when set (by tests), replace watchPoll
+	// and watchReread.
+	pollEvery, rereadEvery time.Duration
 }
 
 // Version is one loaded config and where it came from.
@@ -163,6 +168,11 @@ const watchSettle = 250 * time.Millisecond
 // (tenants.yaml -> /etc/sluice-shared/tenants.yaml) edited in place or
 // replaced there is seen. After each change the links are followed again
 // and the watched directories follow them.
+//
+// If the watcher stops (its channels close), Watch reports it as an
+// ErrWatch and goes on by polling: it looks at the file, and each link on
+// the way, every watchPoll (5s), reloads when what it sees changed, and
+// reads the file whatever it sees every watchReread (1 minute).
 func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) error {
 	if l.path == "" {
 		return ErrNotReloadable
@@ -191,14 +201,14 @@ func (l *Live) Watch(ctx context.Context, report func(changed bool, err error)) 
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
-				return nil
+				return l.poll(ctx, report, "events")
 			}
 			if targets.matters(ev.Name) {
 				settle.Reset(watchSettle)
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
-				return nil
+				return l.poll(ctx, report, "errors")
 			}
 			report(false, fmt.Errorf("%w: %w", ErrWatch, err))
 			// Events may have been lost (the kernel's queue overflowed):
@@ -251,7 +261,7 @@ func (t *watchTargets) matters(name string) bool {
 // directories they lead through, no longer watching those they left. A
 // link that leads nowhere (yet) is no error: a change to it is seen.
 func (t *watchTargets) follow(path string) error {
-	files := map[string]bool{filepath.Clean(path): true}
+	files := make(map[string]bool)
 	// The file's directory is watched by the name it was given; a target
 	// in it, reached by its real name, is known by that name too (one
 	// directory watched under two names would get its events under one).
@@ -259,31 +269,11 @@ func (t *watchTargets) follow(path string) error {
 	if err != nil {
 		realDir = t.dir
 	}
-	p := path
-	for range maxLinks {
-		st, err := os.Lstat(p)
-		if err != nil || st.Mode()&os.ModeSymlink == 0 {
-			break
+	for _, f := range linkChain(path) {
+		if filepath.Dir(f) == realDir {
+			f = filepath.Join(t.dir, filepath.Base(f))
 		}
-		to, err := os.Readlink(p)
-		if err != nil {
-			break
-		}
-		if !filepath.IsAbs(to) {
-			to = filepath.Join(filepath.Dir(p), to)
-		}
-		// The link's directory may itself be reached through links
-		// (a ConfigMap's ..data): watch where it is.
-		d, err := filepath.EvalSymlinks(filepath.Dir(to))
-		if err != nil {
-			break
-		}
-		p = filepath.Join(d, filepath.Base(to))
-		if d == realDir {
-			files[filepath.Join(t.dir, filepath.Base(to))] = true
-		} else {
-			files[p] = true
-		}
+		files[f] = true
 	}
 	dirs := make(map[string]bool)
 	var errs []error
@@ -310,4 +300,117 @@ func (t *watchTargets) follow(path string) error {
 	}
 	t.files, t.dirs = files, dirs
 	return errors.Join(errs...)
+}
+
+// linkChain returns path and, while it is a symlink, each path it leads
+// to, the last one's directory resolved (a ConfigMap's ..data). It stops
+// at a link that leads nowhere.
+func linkChain(path string) []string {
+	chain := []string{filepath.Clean(path)}
+	p := path
+	for range maxLinks {
+		st, err := os.Lstat(p)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		to, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(p), to)
+		}
+		// The link's directory may itself be reached through links
+		// (a ConfigMap's ..data): watch where it is.
+		d, err := filepath.EvalSymlinks(filepath.Dir(to))
+		if err != nil {
+			break
+		}
+		p = filepath.Join(d, filepath.Base(to))
+		chain = append(chain, p)
+	}
+	return chain
+}
+
+// watchPoll is how often Watch looks at the file once its watcher has
+// stopped: a stat of each link and of the file, cheap whatever the size.
+const watchPoll = 5 * time.Second
+
+// watchReread is how often polling reads the file whatever its stat
+// says (a rewrite of the same size within the file system's timestamp
+// granularity keeps the stat); a file with the same digest is not parsed.
+const watchReread = time.Minute
+
+// poll reloads the file when a stat of it (and of each link on the way)
+// changes, once it has held still for watchSettle, after reporting that
+// the watcher stopped (its channel named closed). It returns when ctx is
+// done.
+func (l *Live) poll(ctx context.Context, report func(changed bool, err error), closed string) error {
+	every, rereadEvery := cmp.Or(l.pollEvery, watchPoll), cmp.Or(l.rereadEvery, watchReread)
+	report(false, fmt.Errorf("%w: the file watcher stopped (its %s channel closed); polling %s every %v instead",
+		ErrWatch, closed, l.path, every))
+	reload := func() {
+		if changed, err := l.Reload(); changed || err != nil {
+			report(changed, err)
+		}
+	}
+	// Changes since the watcher's last event may have gone unseen.
+	seen := stampChain(l.path)
+	reload()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	lastRead := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			if now := stampChain(l.path); !slices.EqualFunc(now, seen, fileStamp.same) {
+				seen = now
+				settle.Reset(watchSettle)
+			} else if time.Since(lastRead) >= rereadEvery {
+				lastRead = time.Now()
+				reload()
+			}
+		case <-settle.C:
+			if now := stampChain(l.path); !slices.EqualFunc(now, seen, fileStamp.same) {
+				seen = now // still being written
+				settle.Reset(watchSettle)
+				continue
+			}
+			lastRead = time.Now()
+			reload()
+		}
+	}
+}
+
+// fileStamp is what a stat says of one file.
+type fileStamp struct {
+	path string
+	fi   os.FileInfo // nil if the stat failed
+}
+
+func (a fileStamp) same(b fileStamp) bool {
+	if a.path != b.path || (a.fi == nil) != (b.fi == nil) {
+		return false
+	}
+	return a.fi == nil || os.SameFile(a.fi, b.fi) && a.fi.Size() == b.fi.Size() &&
+		a.fi.ModTime().Equal(b.fi.ModTime()) && a.fi.Mode() == b.fi.Mode()
+}
+
+// stampChain stats path's link chain, each link and the file it ends at.
+func stampChain(path string) []fileStamp {
+	chain := linkChain(path)
+	stamps := make([]fileStamp, len(chain))
+	for i, p := range chain {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			fi = nil
+		}
+		stamps[i] = fileStamp{path: p, fi: fi}
+	}
+	return stamps
 }

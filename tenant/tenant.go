@@ -19,6 +19,12 @@
 //
 // Keys are looked up by their SHA-256, so a presented key is never compared
 // byte by byte with a stored one and stored keys can stay hashed.
+//
+// A running process holds its config in a Live, which Live.Watch reloads
+// when the file changes: it watches the file's directory and, for a file
+// that is a symlink, the directories of the links' targets. If the file
+// watcher stops, Watch reports it (an error wrapping ErrWatch) and polls
+// the file every 5 seconds instead, so changes are still picked up.
 package tenant
 
 import (
