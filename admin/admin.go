@@ -303,9 +303,23 @@ func (a *Server) GetReplay(_ context.Context, req *adminv1.GetReplayRequest) (*a
 	return &adminv1.GetReplayResponse{Replay: r}, nil
 }
 
-// ListReplays lists replays, newest first.
+// ListReplays lists replays, newest first, stopping before the answer
+// passes pageBytesMax (truncated then says so): 100 kept replays whose
+// filters each name a thousand long tenant names came to 6.6 MB, past a
+// gRPC client's 4 MiB limit.
 func (a *Server) ListReplays(context.Context, *adminv1.ListReplaysRequest) (*adminv1.ListReplaysResponse, error) {
-	return &adminv1.ListReplaysResponse{Replays: a.replays.list()}, nil
+	resp := &adminv1.ListReplaysResponse{}
+	size := 0
+	for _, r := range a.replays.list() {
+		n := proto.Size(r) + 8 // the field's tag and length
+		if len(resp.Replays) > 0 && size+n > pageBytesMax {
+			resp.Truncated = true
+			break
+		}
+		resp.Replays = append(resp.Replays, r)
+		size += n
+	}
+	return resp, nil
 }
 
 // CancelReplay stops a running replay.

@@ -640,7 +640,13 @@ func setupDLQStatus(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(c.out, "(no replays on this drainer)")
 			return nil
 		}
-		return printReplays(c.out, resp.GetReplays())
+		if err := printReplays(c.out, resp.GetReplays()); err != nil {
+			return err
+		}
+		if resp.GetTruncated() {
+			fmt.Fprintln(c.out, "(older replays left out to keep the answer small; sluicectl dlq status <id> shows any one of them)")
+		}
+		return nil
 	})(fs)
 }
 

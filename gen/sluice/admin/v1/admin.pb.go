@@ -1264,10 +1264,15 @@ func (*ListReplaysRequest) Descriptor() ([]byte, []int) {
 	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
-// ListReplaysResponse lists replays, newest first.
+// ListReplaysResponse lists replays, newest first, up to about 3 MiB of
+// them (under a gRPC client's 4 MiB default): a replay's filter may name
+// a thousand tenants.
 type ListReplaysResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Replays       []*Replay              `protobuf:"bytes,1,rep,name=replays,proto3" json:"replays,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Replays []*Replay              `protobuf:"bytes,1,rep,name=replays,proto3" json:"replays,omitempty"`
+	// truncated is set when older replays were left out to keep the answer
+	// under that size; GetReplay still returns each of them by id.
+	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1307,6 +1312,13 @@ func (x *ListReplaysResponse) GetReplays() []*Replay {
 		return x.Replays
 	}
 	return nil
+}
+
+func (x *ListReplaysResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 // CancelReplayRequest names a replay.
@@ -1972,9 +1984,10 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\treplay_id\x18\x01 \x01(\tR\breplayId\"D\n" +
 	"\x11GetReplayResponse\x12/\n" +
 	"\x06replay\x18\x01 \x01(\v2\x17.sluice.admin.v1.ReplayR\x06replay\"\x14\n" +
-	"\x12ListReplaysRequest\"H\n" +
+	"\x12ListReplaysRequest\"f\n" +
 	"\x13ListReplaysResponse\x121\n" +
-	"\areplays\x18\x01 \x03(\v2\x17.sluice.admin.v1.ReplayR\areplays\"2\n" +
+	"\areplays\x18\x01 \x03(\v2\x17.sluice.admin.v1.ReplayR\areplays\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"2\n" +
 	"\x13CancelReplayRequest\x12\x1b\n" +
 	"\treplay_id\x18\x01 \x01(\tR\breplayId\"G\n" +
 	"\x14CancelReplayResponse\x12/\n" +
