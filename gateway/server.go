@@ -282,6 +282,15 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		r.outcome = metrics.OutcomeInvalid
 		return
 	}
+	// The envelope carries the payload and attributes whole: a job whose
+	// carried bytes alone pass the message limit is bad input, refused
+	// before the token and the high-water mark can answer
+	// RESOURCE_EXHAUSTED, whose retry would never help. The exact size is
+	// checked once the envelope is encoded (prepare).
+	if n := carriedBytes(req); n > b.s.cfg.MaxMessageBytes {
+		b.refuseTooLarge(r, n, index)
+		return
+	}
 	if key := req.GetIdempotencyKey(); key != "" {
 		c := b.claims[key]
 		switch {
@@ -577,6 +586,16 @@ func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error
 	b.s.cfg.Depth.Add(q, int64(sent))
 }
 
+// carriedBytes is a lower bound of req's envelope size: its payload and
+// attributes, which the envelope carries whole.
+func carriedBytes(req *ingestv1.SubmitRequest) int {
+	n := len(req.GetPayload())
+	for k, v := range req.GetAttributes() {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 // refuseTooLarge refuses the index-th job of the call (-1 for a unary
 // Submit), whose envelope exceeds the message limit, giving back its
 // token. Within a batch the violation names the job's payload as
@@ -586,7 +605,7 @@ func (b *batch) refuseTooLarge(r *result, n, index int) {
 	r.token.Return()
 	r.token = Token{}
 	r.err = badRequest(violations{{Field: fieldPrefix(index) + "payload", Description: fmt.Sprintf(
-		"with its attributes and envelope the job is %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})
+		"with its attributes and envelope the job is at least %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})
 	r.outcome = metrics.OutcomeInvalid
 }
 
