@@ -13,15 +13,20 @@
 //
 // While a job is out, the drainer keeps its message invisible (the
 // drainer's lease keeper). When a stream ends, for any reason, the hub hands
-// every job it held back with worker.ErrReleased and the drainer makes it
-// visible at once, so another worker gets it without waiting out the
-// visibility timeout. Each job carries a lease token that is good only on
+// every job it had sent on it back with worker.ErrReleased and the drainer
+// makes it visible at once, so another worker gets it without waiting out
+// the visibility timeout. A job placed on the stream and not yet sent goes
+// straight to another worker with a free credit, and back to the drainer
+// only if there is none. Each job carries a lease token that is good only on
 // its stream and only until answered: an answer with a stale or unknown
 // lease is refused (Refused, NOT_FOUND) and changes nothing.
 //
-// A worker that stops reading holds only its own credits: its unsent jobs
-// are handed back after StallTimeout, and it gets no new ones until its
-// stream moves again, so the other workers are not slowed.
+// A worker that stops reading holds only its own credits: a job goes to a
+// worker whose send is under way only when no other has a free credit,
+// the unsent jobs of one whose send is blocked move to other workers as
+// their credits free (checked every sweep, 250 ms) and are all taken
+// back after StallTimeout, and it gets no new ones until its stream moves
+// again, so the other workers are not slowed.
 //
 // worker.Connect pings its connection after 30s without traffic, to find
 // a lost host: a gRPC server serving the hub must allow that
@@ -186,36 +191,53 @@ func (h *Hub) Workers() int {
 // Handle places job on a worker serving its lane and waits for the
 // answer: nil (ack), a retryable or permanent error, or
 // worker.ErrReleased when the worker went away first (or no worker could
-// take it).
+// take it). A job taken back before it was sent (its worker went away,
+// stalled or lowered its credits, or another worker freed a credit while
+// its send was blocked: moveUnsent) is placed again at once on a worker
+// with a free credit, and handed back only if there is none.
 func (h *Hub) Handle(ctx context.Context, job *worker.Job) error {
 	d := &delivery{lane: job.Lane, result: make(chan error, 1), job: &workerv1.Job{
 		JobId: job.ID, Tenant: job.Tenant, Lane: job.Lane, Attempt: uint32(job.Attempt),
 		Payload: job.Payload, Attributes: job.Attributes, EnqueuedAt: timestamppb.New(job.EnqueuedAt),
 		TraceContext: job.TraceContext,
 	}}
-	s, err := h.place(ctx, d)
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-d.result:
-		return err
-	case <-ctx.Done():
-		if !s.forget(d) {
-			return <-d.result // answered meanwhile
+	s, err := h.place(ctx, d, true)
+	for {
+		if err != nil {
+			return err
 		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return ctx.Err() // the drainer's handler timeout: a failed attempt
+		select {
+		case err := <-d.result:
+			if !errors.Is(err, errUnsent) {
+				return err
+			}
+		case <-ctx.Done():
+			if !s.forget(d) {
+				// Answered meanwhile, or taken back unsent, which
+				// needs no answer now.
+				if err := <-d.result; !errors.Is(err, errUnsent) {
+					return err
+				}
+			}
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return ctx.Err() // the drainer's handler timeout: a failed attempt
+			}
+			// The drainer is stopping, or lost the lease: nothing was
+			// answered, so no attempt is counted.
+			return worker.ErrReleased
 		}
-		// The drainer is stopping, or lost the lease: nothing was
-		// answered, so no attempt is counted.
-		return worker.ErrReleased
+		// Taken back unsent: no worker has seen the job. Handed back to
+		// the drainer, it went through its queue again (a receive more,
+		// towards max_receive_count) to reach the workers with credits.
+		if s, err = h.place(ctx, d, false); err != nil {
+			h.cfg.Metrics.PullReleased(d.lane, 1)
+		}
 	}
 }
 
 // place puts d on a session with a free credit on d's lane, the best
-// by rank.better, waiting up to creditWait for one.
-func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
+// by rank.better, waiting up to creditWait for one if wait is set.
+func (h *Hub) place(ctx context.Context, d *delivery, wait bool) (*session, error) {
 	var deadline *time.Timer // started at the first wait
 	defer func() {
 		if deadline != nil {
@@ -264,6 +286,10 @@ func (h *Hub) place(ctx context.Context, d *delivery) (*session, error) {
 		}
 		freed := h.freed
 		h.mu.Unlock()
+		if !wait {
+			h.waiters.Add(-1)
+			return nil, worker.ErrReleased
+		}
 		if deadline == nil {
 			deadline = time.NewTimer(creditWait)
 		}
@@ -397,7 +423,35 @@ func (h *Hub) sweep() {
 		for _, s := range h.checkKeys() {
 			s.sweep(now)
 		}
+		h.moveUnsent(now)
 		h.changed(true)
+	}
+}
+
+// moveUnsent takes back the unsent jobs of sessions whose send has been
+// under way for a sweep interval or more (a worker reading slowly, or
+// not at all), as many as the sessions with no send under way have
+// credits free for, and their deliveries place them again (Handle): on
+// those sessions, by rank.better. Placed where no other session had a
+// credit free, such a job waited behind the blocked send, for as long as
+// the stall timeout (10s), after credits freed elsewhere.
+func (h *Hub) moveUnsent(now time.Time) {
+	h.mu.Lock()
+	free := map[string]int{} // by lane: credits free on sessions not sending
+	for _, s := range h.sessions {
+		for _, l := range s.lanes {
+			if r := s.offer(l, now); !r.sending {
+				free[l] += r.free
+			}
+		}
+	}
+	var moved []*delivery
+	for _, s := range h.sessions {
+		moved = s.takeBackStuck(now, free, moved)
+	}
+	h.mu.Unlock()
+	for _, d := range moved {
+		d.result <- errUnsent
 	}
 }
 

@@ -188,3 +188,113 @@ func TestPlaceKeepsSharedWorkersForTheirOtherLanes(t *testing.T) {
 		}
 	})
 }
+
+// TestUnsentJobMovesToAFreedCredit: a job placed, for want of another
+// credit, on a worker whose stream is blocked in a send goes to another
+// worker once that one frees a credit, within a sweep or two. It waited
+// unsent behind the blocked send until the stall timeout (10s) handed it
+// back to the drainer, while the other worker's credit stayed free.
+func TestUnsentJobMovesToAFreedCredit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t)
+		h.cfg.StallTimeout = StallTimeoutDefault
+		if err := h.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		handle := func(id string) <-chan error {
+			done := make(chan error, 1)
+			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
+			synctest.Wait()
+			return done
+		}
+		y, _ := fakeConnect(t, h)
+		sayHello(t, y, 1)
+		close(y.gate)
+		synctest.Wait()
+		handle("y1") // takes y's credit
+		y1 := (<-y.out).GetJobs().GetJobs()[0]
+		x, _ := fakeConnect(t, h)
+		sayHello(t, x, 3) // its gate stays shut: it reads no job
+		synctest.Wait()
+		handle("a")      // x's send of a blocks
+		b := handle("b") // y is full: b waits unsent on x
+		y.in <- ackOf(y1.GetLease())
+		synctest.Wait()
+		start := time.Now()
+		select {
+		case m := <-y.out:
+			if jobs := m.GetJobs().GetJobs(); len(jobs) != 1 || jobs[0].GetJobId() != "b" {
+				t.Fatalf("y got %v, want job b", m)
+			}
+			t.Logf("b reached y %v after y's credit freed", time.Since(start))
+			if waited := time.Since(start); waited > 2*sweepInterval {
+				t.Errorf("b reached y %v after y's credit freed, want at most two sweeps (%v)", waited, 2*sweepInterval)
+			}
+			y.in <- ackOf(m.GetJobs().GetJobs()[0].GetLease())
+			if err := <-b; err != nil {
+				t.Fatalf("b acked: %v", err)
+			}
+		case err := <-b:
+			t.Fatalf("with y's credit free, b waited %v unsent behind x's blocked send and ended with %v, want it sent to y",
+				time.Since(start), err)
+		}
+	})
+}
+
+// TestUnsentJobsGoToAnotherWorker: the jobs placed on a worker and not
+// yet sent when its stream ends, or when it lowers its credits below
+// them, go to another worker with a free credit at once. They were handed
+// back to the drainer (worker.ErrReleased), to reach that worker through
+// their queue again, a receive more towards max_receive_count.
+func TestUnsentJobsGoToAnotherWorker(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		leave func(x *session, fs *fakeStream)
+	}{
+		{"stream ends", func(x *session, _ *fakeStream) { x.end(nil) }},
+		{"credits lowered", func(_ *session, fs *fakeStream) { fs.in <- credits(0) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := fakeHub(t) // not started: no sweep moves b (moveUnsent)
+				handle := func(id string) <-chan error {
+					done := make(chan error, 1)
+					go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
+					synctest.Wait()
+					return done
+				}
+				y, _ := fakeConnect(t, h)
+				sayHello(t, y, 1)
+				close(y.gate)
+				synctest.Wait()
+				handle("y1") // takes y's credit
+				y1 := (<-y.out).GetJobs().GetJobs()[0]
+				xs, _ := fakeConnect(t, h)
+				sayHello(t, xs, 3) // its gate stays shut: it reads no job
+				synctest.Wait()
+				x := h.sessions[1]
+				handle("a")      // x's send of a blocks
+				b := handle("b") // y is full: b waits unsent on x
+				y.in <- ackOf(y1.GetLease())
+				synctest.Wait()
+
+				tt.leave(x, xs)
+				synctest.Wait()
+				select {
+				case m := <-y.out:
+					if jobs := m.GetJobs().GetJobs(); len(jobs) != 1 || jobs[0].GetJobId() != "b" {
+						t.Fatalf("y got %v, want job b", m)
+					}
+					y.in <- ackOf(m.GetJobs().GetJobs()[0].GetLease())
+					if err := <-b; err != nil {
+						t.Fatalf("b acked: %v", err)
+					}
+				case err := <-b:
+					t.Fatalf("b, unsent, ended with %v, want it sent to y, whose credit was free", err)
+				default:
+					t.Fatal("b reached no worker")
+				}
+			})
+		})
+	}
+}

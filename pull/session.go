@@ -25,6 +25,10 @@ import (
 )
 
 var (
+	// errUnsent answers a delivery taken back from its session before
+	// its job was sent: no worker has seen it, so Handle places it
+	// again.
+	errUnsent     = errors.New("pull: taken back unsent")
 	errHubStopped = status.Error(codes.Unavailable, "sluice is shutting down: reconnect to another drainer")
 	errKeyRevoked = status.Error(codes.PermissionDenied, "worker key revoked: the tenant file no longer lists it")
 )
@@ -301,18 +305,25 @@ func (s *session) end(err error) {
 		return
 	}
 	s.ended, s.endErr = true, err
+	unsent := s.unsent
 	// The jobs given up are done with: the drainer has its answer.
-	held := slices.DeleteFunc(slices.Collect(maps.Values(s.held)), func(d *delivery) bool { return d.givenUp })
+	sent := slices.DeleteFunc(slices.Collect(maps.Values(s.held)), func(d *delivery) bool {
+		return d.givenUp || slices.Contains(unsent, d)
+	})
 	s.held, s.unsent = nil, nil
 	close(s.done)
 	s.mu.Unlock()
-	s.handBack(held)
+	// The session leaves the hub before its unsent jobs are placed
+	// again, though it takes none (ended).
 	s.hub.remove(s)
-	s.log.Info("pull worker disconnected", slog.Int("released", len(held)), slog.Any("reason", err))
+	s.handBack(sent)
+	takeBack(unsent)
+	s.log.Info("pull worker disconnected", slog.Int("released", len(sent)), slog.Int("unsent", len(unsent)), slog.Any("reason", err))
 }
 
-// handBack answers deliveries taken from s unanswered: their jobs go back
-// to their queues at once, with no attempt counted.
+// handBack answers deliveries taken from s unanswered after their jobs
+// were sent: their jobs go back to their queues at once, with no attempt
+// counted.
 func (s *session) handBack(ds []*delivery) {
 	perLane := map[string]int{}
 	for _, d := range ds {
@@ -322,6 +333,36 @@ func (s *session) handBack(ds []*delivery) {
 	for lane, n := range perLane {
 		s.hub.cfg.Metrics.PullReleased(lane, n)
 	}
+}
+
+// takeBack answers deliveries taken from a session before their jobs
+// were sent: Handle places them again.
+func takeBack(ds []*delivery) {
+	for _, d := range ds {
+		d.result <- errUnsent
+	}
+}
+
+// takeBackStuck takes from s, if its send has been under way for a sweep
+// interval or more, the unsent jobs of the lanes with credits free
+// elsewhere (free, by lane, which it lowers), appends them to moved and
+// returns it.
+func (s *session) takeBackStuck(now time.Time, free map[string]int, moved []*delivery) []*delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || s.sendingSince.IsZero() || now.Sub(s.sendingSince) < sweepInterval {
+		return moved
+	}
+	s.unsent = slices.DeleteFunc(s.unsent, func(d *delivery) bool {
+		if free[d.lane] <= 0 {
+			return false
+		}
+		free[d.lane]--
+		delete(s.held, d.job.Lease)
+		moved = append(moved, d)
+		return true
+	})
+	return moved
 }
 
 // send writes placed jobs, in batches, and refusals to the stream.
@@ -440,7 +481,7 @@ func (s *session) onMessage(m *workerv1.ConnectRequest) {
 			}
 		}
 		s.mu.Unlock()
-		s.handBack(back)
+		takeBack(back)
 		s.hub.changed(more)
 	case *workerv1.ConnectRequest_Results:
 		switch freed, offered := s.results(msg.Results.GetResults()); {
@@ -616,7 +657,5 @@ func (s *session) sweep(now time.Time) {
 	for _, d := range expired {
 		d.result <- fmt.Errorf("lease timed out: no answer or extend within %s", s.leaseTimeout)
 	}
-	for _, d := range unsent {
-		d.result <- worker.ErrReleased
-	}
+	takeBack(unsent)
 }
