@@ -123,8 +123,12 @@ type flushGen struct {
 // Future is the outcome of a job sent to a Producer.
 type Future struct {
 	done chan struct{}
-	res  *Result
+	res  *Result // &result once accepted
 	err  error
+	// result is the accepted job's Result, allocated with the future
+	// (and the job): an allocation of its own per job was a tenth of
+	// the producer's.
+	result Result
 }
 
 // Done is closed once the job is settled.
@@ -364,7 +368,11 @@ func (p *Producer) take(now time.Time) (batch []*pjob, next time.Time) {
 	batch = append(batch, p.retries[:nr]...)
 	batch = append(batch, p.fresh[:nf]...)
 	p.retries = p.retries[nr:]
-	p.fresh = p.fresh[nf:]
+	// Keep fresh's array: sliced from the front and appended to, it was
+	// reallocated and copied as it grew back, about once per batch.
+	rest := copy(p.fresh, p.fresh[nf:])
+	clear(p.fresh[rest:])
+	p.fresh = p.fresh[:rest]
 	return batch, time.Time{}
 }
 
@@ -498,7 +506,8 @@ func (p *Producer) settle(j *pjob, id string, dup bool, err error) {
 		}
 		j.fut.err = err
 	} else {
-		j.fut.res = &Result{JobID: id, Duplicate: dup, IdempotencyKey: j.req.GetIdempotencyKey(), Attempts: j.attempts}
+		j.fut.result = Result{JobID: id, Duplicate: dup, IdempotencyKey: j.req.GetIdempotencyKey(), Attempts: j.attempts}
+		j.fut.res = &j.fut.result
 	}
 	close(j.fut.done)
 	if p.pending == p.cfg.MaxPending {
