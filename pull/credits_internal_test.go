@@ -476,12 +476,7 @@ func TestLeaseRunsFromTheSend(t *testing.T) {
 		fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 2, LeaseTimeout: durationpb.New(time.Second)}}}
 		<-fs.out // Welcome
 		synctest.Wait()
-		handle := func(id string) <-chan error {
-			done := make(chan error, 1)
-			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
-			synctest.Wait()
-			return done
-		}
+		handle := func(id string) <-chan error { return handleAsync(t, h, id, "std") }
 		a := handle("a") // its send blocks (the gate is shut)
 		b := handle("b") // waits to be sent
 		time.Sleep(3 * time.Second)

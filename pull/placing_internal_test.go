@@ -107,12 +107,7 @@ func TestPlaceAvoidsABlockedSend(t *testing.T) {
 		sayHello(t, y, 1)
 		close(y.gate)
 		synctest.Wait()
-		handle := func(id string) <-chan error {
-			done := make(chan error, 1)
-			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
-			synctest.Wait()
-			return done
-		}
+		handle := func(id string) <-chan error { return handleAsync(t, h, id, "std") }
 		handle("a") // x's send of a blocks
 		time.Sleep(2 * time.Second)
 		start := time.Now()
@@ -158,12 +153,7 @@ func TestPlaceKeepsSharedWorkersForTheirOtherLanes(t *testing.T) {
 		}
 		both := connect("std", "gold") // first: place's ties went to it
 		stdOnly := connect("std")
-		handle := func(id, lane string) <-chan error {
-			done := make(chan error, 1)
-			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: lane, Attempt: 1}) }()
-			synctest.Wait()
-			return done
-		}
+		handle := func(id, lane string) <-chan error { return handleAsync(t, h, id, lane) }
 		handle("s", "std")
 		start := time.Now()
 		g := handle("g", "gold")
@@ -201,12 +191,7 @@ func TestUnsentJobMovesToAFreedCredit(t *testing.T) {
 		if err := h.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		handle := func(id string) <-chan error {
-			done := make(chan error, 1)
-			go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
-			synctest.Wait()
-			return done
-		}
+		handle := func(id string) <-chan error { return handleAsync(t, h, id, "std") }
 		y, _ := fakeConnect(t, h)
 		sayHello(t, y, 1)
 		close(y.gate)
@@ -257,12 +242,7 @@ func TestUnsentJobsGoToAnotherWorker(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := fakeHub(t) // not started: no sweep moves b (moveUnsent)
-				handle := func(id string) <-chan error {
-					done := make(chan error, 1)
-					go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: "std", Attempt: 1}) }()
-					synctest.Wait()
-					return done
-				}
+				handle := func(id string) <-chan error { return handleAsync(t, h, id, "std") }
 				y, _ := fakeConnect(t, h)
 				sayHello(t, y, 1)
 				close(y.gate)
@@ -297,4 +277,15 @@ func TestUnsentJobsGoToAnotherWorker(t *testing.T) {
 			})
 		})
 	}
+}
+
+// handleAsync hands a job of lane to h.Handle on a goroutine of the
+// synctest bubble, waits until the bubble is idle, and returns the
+// channel of Handle's answer.
+func handleAsync(t *testing.T, h *Hub, id, lane string) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- h.Handle(t.Context(), &worker.Job{ID: id, Lane: lane, Attempt: 1}) }()
+	synctest.Wait()
+	return done
 }
