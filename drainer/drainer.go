@@ -229,8 +229,9 @@ func New(cfg Config) (*Drainer, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Limits == nil || cfg.Policy.NoSideline {
-		// A plain FIFO holds every job as one tenant's (""), whose
-		// limits would be a tier's: no tenant's limits apply to it.
+		// A plain FIFO holds each lane's jobs as one pseudo-tenant's
+		// (fifoKey), whose limits would be a tier's: no tenant's limits
+		// apply to it.
 		cfg.Limits = func(string) scheduler.Limits { return scheduler.Limits{} }
 	}
 	d := &Drainer{
@@ -392,7 +393,21 @@ func (d *Drainer) Counts() Counts {
 func (d *Drainer) Fairness(top int) []scheduler.GroupStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.sched.Stats(d.cfg.Now(), top)
+	return d.statsLocked(d.cfg.Now(), top)
+}
+
+// statsLocked is the scheduler's Stats, with a plain FIFO's per-lane
+// keys shown as no tenant (""); callers hold d.mu.
+func (d *Drainer) statsLocked(now time.Time, top int) []scheduler.GroupStats {
+	stats := d.sched.Stats(now, top)
+	if d.cfg.Policy.NoSideline {
+		for _, g := range stats {
+			for i := range g.Tenants {
+				g.Tenants[i].Tenant = ""
+			}
+		}
+	}
+	return stats
 }
 
 // SetCapacity sets the delivery slots to slots, within Config.Concurrency

@@ -203,7 +203,7 @@ func (d *Drainer) housekeep(ctx context.Context) {
 		if sweeps++; sweeps%30 == 0 {
 			d.sched.Sweep(now)
 		}
-		stats := d.sched.Stats(now, fairnessTop)
+		stats := d.statsLocked(now, fairnessTop)
 		d.mu.Unlock()
 		d.signal() // limits may have been raised
 		d.recordFairness(stats)

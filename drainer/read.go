@@ -179,7 +179,7 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 		case sideliner.Deliver:
 			tenant := j.env.GetTenant()
 			if in.policy.NoSideline {
-				tenant = ""
+				tenant = fifoKey(in.lane.Name)
 			}
 			// Sideline jobs are always held: their pollers read only
 			// while the sideline read-ahead has room. A fresh job whose
@@ -261,6 +261,13 @@ func (d *Drainer) freshBudget() int {
 	}
 	return budget
 }
+
+// fifoKey is the scheduler's key for a lane's jobs in a plain FIFO
+// (Policy.NoSideline): one queue per lane, in the order read, and no
+// tenants. One queue for every lane made a head job whose lane had no
+// free slot (pull workers grant credits per lane) block the jobs of
+// lanes with idle workers behind it.
+func fifoKey(lane string) string { return "\x00fifo/" + lane }
 
 type decided struct {
 	j        *job

@@ -80,6 +80,12 @@ func newRig(t testing.TB, lease time.Duration) *rig {
 // newRigOn is newRig on the lanes of topology, which has std and gold.
 func newRigOn(t testing.TB, topology string, lease time.Duration) *rig {
 	t.Helper()
+	return newRigWith(t, topology, lease, sideliner.Policy{MaxAttempts: 3, RetryBase: 10 * time.Millisecond, RetryCap: 50 * time.Millisecond})
+}
+
+// newRigWith is newRigOn with the drainer's sideline policy.
+func newRigWith(t testing.TB, topology string, lease time.Duration, policy sideliner.Policy) *rig {
+	t.Helper()
 	r := &rig{b: topotest.Setup(t, topology)}
 	for k, w := range workers {
 		r.keys.Store(k, w)
@@ -106,7 +112,7 @@ func newRigOn(t testing.TB, topology string, lease time.Duration) *rig {
 	d, err = drainer.New(drainer.Config{
 		Backend: r.b.Backend, Topology: r.b.Topo, Handler: hub, Concurrency: 64,
 		HandlerTimeout: pull.MaxLeaseTimeout + time.Minute,
-		Policy:         sideliner.Policy{MaxAttempts: 3, RetryBase: 10 * time.Millisecond, RetryCap: 50 * time.Millisecond},
+		Policy:         policy,
 		Logger:         topotest.QuietLog,
 	})
 	if err != nil {
@@ -710,6 +716,35 @@ func TestNoWorkerNoReadAhead(t *testing.T) {
 	std.cancel()
 	topotest.WaitFor(t, func() bool { return r.b.Stats(t, shard).Visible == 30 })
 	_ = gold
+}
+
+// TestFIFOLaneDoesNotBlockAnother: in a plain FIFO (--sideline=false) a
+// lane whose worker's credits are all busy must not hold up a lane whose
+// worker has credits free. Every job was held in one queue, in the order
+// read, and the scheduler looks only at its head: a std job waiting for
+// std's one credit kept the gold job behind it from its idle gold worker
+// until std's job finished.
+func TestFIFOLaneDoesNotBlockAnother(t *testing.T) {
+	t.Parallel()
+	r := newRigWith(t, twoLanes, time.Minute, sideliner.Policy{NoSideline: true, MaxAttempts: 3, RetryBase: 10 * time.Millisecond, RetryCap: 50 * time.Millisecond})
+	std := r.connect(t, keyAll, 1, "std")
+	r.enqueue(t, "std", "s", 2)
+	busy := std.jobs(1)                                         // held unanswered: std's one credit is taken
+	topotest.WaitFor(t, func() bool { return r.d.Held() >= 1 }) // s-1 waits at the head
+	gold := r.connect(t, keyGold, 5, "gold")
+	r.enqueue(t, "gold", "g", 1)
+	select {
+	case m := <-gold.msgs:
+		if id := m.GetJobs().GetJobs()[0].GetJobId(); !strings.HasPrefix(id, "g") {
+			t.Fatalf("gold worker got %q", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("gold job not delivered in 5s to a gold worker with 5 free credits while std's next job waits for std's busy credit (held %d)", r.d.Held())
+	}
+	std.results(ack(busy[0].GetLease()))
+	if next := std.jobs(1); !strings.HasPrefix(next[0].GetJobId(), "s") {
+		t.Fatalf("std worker got %q after its ack", next[0].GetJobId())
+	}
 }
 
 // TestConcurrencyHoldsPastALeaseTimeout: a handler that outlives its
