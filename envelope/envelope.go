@@ -78,3 +78,16 @@ func Decode(body []byte) (*Envelope, error) {
 	}
 	return &env, nil
 }
+
+// Append checks env and appends its wire form (what Encode returns) to b,
+// in b's array when it has room: one buffer can hold many bodies.
+func Append(b []byte, env *Envelope) ([]byte, error) {
+	if err := Check(env); err != nil {
+		return b, fmt.Errorf("encode envelope: %w", err)
+	}
+	out, err := proto.MarshalOptions{}.MarshalAppend(b, env)
+	if err != nil {
+		return b, fmt.Errorf("encode envelope: %w", err)
+	}
+	return out, nil
+}

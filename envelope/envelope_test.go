@@ -173,3 +173,32 @@ func roundTrip(t *testing.T, env *envelope.Envelope) {
 		t.Fatalf("round trip changed the envelope:\n got %v\nwant %v", again, env)
 	}
 }
+
+// TestAppend: Append adds to a buffer exactly what Encode returns, in the
+// buffer's array when it has room, and refuses an invalid envelope,
+// leaving the buffer as it was.
+func TestAppend(t *testing.T) {
+	t.Parallel()
+	want, err := envelope.Encode(valid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 2*len(want)+3)
+	buf = append(buf, "abc"...)
+	out, err := envelope.Append(buf, valid())
+	if err != nil || string(out[:3]) != "abc" || string(out[3:]) != string(want) {
+		t.Fatalf("Append = %q, %v; want abc and the encoding", out, err)
+	}
+	if &out[0] != &buf[:1][0] {
+		t.Error("Append with room in the buffer made a new array")
+	}
+	env, err := envelope.Decode(out[3:])
+	if err != nil || !proto.Equal(env, valid()) {
+		t.Errorf("Decode(Append) = %v, %v", env, err)
+	}
+	bad := valid()
+	bad.Tenant = ""
+	if out, err := envelope.Append(buf, bad); err == nil || len(out) != len(buf) {
+		t.Errorf("Append of an envelope without a tenant = %d bytes, %v; want the buffer unchanged and an error", len(out), err)
+	}
+}

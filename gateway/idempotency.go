@@ -37,10 +37,13 @@ type idempotency struct {
 type idemKey struct{ tenant, key string }
 
 type idemEntry struct {
-	key     idemKey
-	stored  string        // storeKey(key), when the backend stores keys
-	done    chan struct{} // closed when the first submit finished
-	jobID   string        // set before done is closed, if it succeeded
+	key    idemKey
+	stored string // storeKey(key), when the backend stores keys
+	// done is closed when the call that claimed the entry ended: one
+	// channel for all the entries of a call (claim), which are settled
+	// together.
+	done    chan struct{}
+	jobID   string // set before done is closed, if it succeeded
 	expires time.Time
 }
 
@@ -51,51 +54,108 @@ func newIdempotency(window time.Duration, backend queue.Backend) *idempotency {
 	return &idempotency{window: window, store: store, m: map[idemKey]*idemEntry{}}
 }
 
-// begin claims key. It returns (nil, id) when an earlier job holds the
-// key, and (entry, "") when the caller is now first and must call finish.
-// A claim under way elsewhere is waited for: callers that claim several
-// keys claim them in sorted order (batch.claimKeys).
-func (s *idempotency) begin(ctx context.Context, tenant, key string, now time.Time) (*idemEntry, string, error) {
-	k := idemKey{tenant, key}
-	for {
-		s.mu.Lock()
+// keyClaim is a call's claim on one idempotency key (claim).
+type keyClaim struct {
+	key     string
+	entry   *idemEntry // the call's claim, if it is first
+	firstID string     // the job that holds the key, if one does
+	err     error      // why the key could not be claimed
+	holder  *result    // the job of this call that took the claim
+}
+
+// claim claims the keys of claims (distinct, in sorted order) of tenant
+// for one call, under one lock where none is held elsewhere, and returns
+// the channel the caller closes once it has settled every entry it got
+// (settle): the entries of a call share it, and their memory. A claim
+// held by another call is waited for, and a call waits only for keys
+// greater than every key it holds (they are claimed in sorted order), so
+// two calls that share keys never wait for each other. The keys this
+// process held no claim on are then looked up in the store, if the
+// backend stores keys: a key found there, or that could not be looked up,
+// is released at once.
+func (s *idempotency) claim(ctx context.Context, tenant string, claims []keyClaim, now time.Time) chan struct{} {
+	done := make(chan struct{})
+	entries := make([]idemEntry, len(claims))
+	s.mu.Lock()
+	for i := 0; i < len(claims); {
+		c := &claims[i]
+		k := idemKey{tenant, c.key}
 		e := s.m[k]
 		switch {
 		case e == nil || (isClosed(e.done) && (e.jobID == "" || now.After(e.expires))):
-			e = &idemEntry{key: k, done: make(chan struct{})}
+			e = &entries[i]
+			e.key, e.done = k, done
 			s.m[k] = e
-			s.mu.Unlock()
-			return s.lookup(ctx, e, now)
+			c.entry = e
 		case isClosed(e.done):
+			c.firstID = e.jobID
+		default:
 			s.mu.Unlock()
-			return nil, e.jobID, nil
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				c.err = ctx.Err()
+				i++
+			}
+			s.mu.Lock()
+			continue
 		}
-		s.mu.Unlock()
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			return nil, "", ctx.Err()
-		}
+		i++
 	}
+	s.mu.Unlock()
+	if s.store != nil {
+		s.lookup(ctx, claims, now)
+	}
+	return done
 }
 
-// lookup asks the backend about a key this process does not hold, for
-// the new entry e that the caller has claimed.
-func (s *idempotency) lookup(ctx context.Context, e *idemEntry, now time.Time) (*idemEntry, string, error) {
-	if s.store == nil {
-		return e, "", nil
+// lookup asks the backend about the keys this process held no claim on,
+// the claims' new entries, and releases those it finds or cannot look up.
+func (s *idempotency) lookup(ctx context.Context, claims []keyClaim, now time.Time) {
+	var params queue.LookupKeyParams // one for the call: LookupKey keeps none
+	released := false
+	for i := range claims {
+		c := &claims[i]
+		if c.entry == nil {
+			continue
+		}
+		c.entry.stored = storeKey(c.entry.key)
+		params.Key = c.entry.stored
+		stored, err := s.store.LookupKey(ctx, &params)
+		switch {
+		case err != nil:
+			c.err = err
+		case stored != nil:
+			c.firstID = stored.Value
+		default:
+			continue
+		}
+		released = true
 	}
-	e.stored = storeKey(e.key)
-	stored, err := s.store.LookupKey(ctx, &queue.LookupKeyParams{Key: e.stored})
-	switch {
-	case err != nil:
-		s.finish(e, "", now)
-		return nil, "", err
-	case stored == nil:
-		return e, "", nil
+	if !released {
+		return
 	}
-	s.finish(e, stored.Value, now)
-	return nil, stored.Value, nil
+	s.mu.Lock()
+	for i := range claims {
+		c := &claims[i]
+		if c.entry != nil && (c.err != nil || c.firstID != "") {
+			s.settle(c.entry, c.firstID, now)
+			c.entry = nil
+		}
+	}
+	s.mu.Unlock()
+}
+
+// begin claims one key, as claim does for a call of one key. It returns
+// (nil, id) when an earlier job holds the key, and (entry, "") when the
+// caller is now first and must call finish.
+func (s *idempotency) begin(ctx context.Context, tenant, key string, now time.Time) (*idemEntry, string, error) {
+	c := []keyClaim{{key: key}}
+	done := s.claim(ctx, tenant, c, now)
+	if c[0].entry == nil {
+		close(done)
+	}
+	return c[0].entry, c[0].firstID, c[0].err
 }
 
 // storeKey scopes a key by tenant for the backend; tenant ids have no NUL.
@@ -107,7 +167,13 @@ func (s *idempotency) stored(e *idemEntry, jobID string, now time.Time) *queue.S
 	if e == nil || s.store == nil {
 		return nil
 	}
-	return &queue.StoredKey{Key: e.stored, Value: jobID, Expires: now.Add(s.window)}
+	k := s.storedKey(e, jobID, now)
+	return &k
+}
+
+// storedKey is stored's key, for the caller to place.
+func (s *idempotency) storedKey(e *idemEntry, jobID string, now time.Time) queue.StoredKey {
+	return queue.StoredKey{Key: e.stored, Value: jobID, Expires: now.Add(s.window)}
 }
 
 // beginError is the status of a submit whose key could not be claimed:
@@ -119,19 +185,26 @@ func beginError(err error) *status.Status {
 	return unavailable(err)
 }
 
-// finish records the outcome of the submit that claimed e; an empty jobID
-// means it failed and frees the key. With a key store, which now holds
-// the key if the submit succeeded, the entry is dropped: submits waiting
-// on it claim the key anew and find it there.
+// finish settles the entry of a single claim (begin) and closes its
+// channel.
 func (s *idempotency) finish(e *idemEntry, jobID string, now time.Time) {
 	s.mu.Lock()
+	s.settle(e, jobID, now)
+	s.mu.Unlock()
+	close(e.done)
+}
+
+// settle records the outcome of the submit that claimed e, before its
+// channel is closed; the caller holds s.mu. An empty jobID means it failed
+// and frees the key. With a key store, which now holds the key if the
+// submit succeeded, the entry is dropped: submits waiting on it claim the
+// key anew and find it there.
+func (s *idempotency) settle(e *idemEntry, jobID string, now time.Time) {
 	e.jobID = jobID
 	e.expires = now.Add(s.window)
 	if s.store != nil && s.m[e.key] == e {
 		delete(s.m, e.key)
 	}
-	s.mu.Unlock()
-	close(e.done)
 }
 
 // sweep forgets expired keys.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -179,10 +180,13 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 	}
 	b.enqueue()
 	resp := &ingestv1.SubmitBatchResponse{Results: make([]*ingestv1.SubmitBatchResult, len(b.results))}
+	outs := make([]ingestv1.SubmitBatchResult, len(b.results)) // one allocation for the results
 	for i, r := range b.results {
-		out := &ingestv1.SubmitBatchResult{JobId: r.jobID, Duplicate: r.duplicate}
+		out := &outs[i]
 		if r.err != nil {
-			out = &ingestv1.SubmitBatchResult{Error: jobError(r.err)}
+			out.Error = jobError(r.err)
+		} else {
+			out.JobId, out.Duplicate = r.jobID, r.duplicate
 		}
 		resp.Results[i] = out
 	}
@@ -206,8 +210,20 @@ type batch struct {
 	// outcomes counts the call's jobs per metrics outcome, recorded once
 	// per outcome.
 	outcomes []outcomeCount
-	// claims are the call's idempotency keys, claimed before admission.
-	claims map[string]*keyClaim
+	// shard is the shard the call's jobs go to (-1: not picked yet).
+	shard int
+	// acceptedAt is now as the envelopes carry it (nil: not made yet).
+	acceptedAt *timestamppb.Timestamp
+	// bodies holds the encoded envelopes of the call.
+	bodies []byte
+	// entryBuf and keyBuf hold the send entries and stored keys not yet
+	// used (entries).
+	entryBuf []queue.SendEntry
+	keyBuf   []queue.StoredKey
+	// claims are the call's idempotency keys, claimed before admission,
+	// sorted by key; claimed is closed once they are settled.
+	claims  []keyClaim
+	claimed chan struct{}
 }
 
 type outcomeCount struct {
@@ -244,7 +260,7 @@ type result struct {
 
 // newBatch starts a call of n jobs.
 func (s *Server) newBatch(ctx context.Context, t *tenant.Tenant, n int) *batch {
-	b := &batch{s: s, ctx: ctx, traceCtx: tracing.FromIncoming(ctx), tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now(), backlog: -1}
+	b := &batch{s: s, ctx: ctx, traceCtx: tracing.FromIncoming(ctx), tenant: t, lane: s.lanes[t.Limits.Lane], now: s.cfg.Now(), backlog: -1, shard: -1}
 	// One allocation for the results of the call.
 	rs := make([]result, n)
 	b.results = make([]*result, n)
@@ -292,7 +308,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		return
 	}
 	if key := req.GetIdempotencyKey(); key != "" {
-		c := b.claims[key]
+		c := b.claimOf(key)
 		switch {
 		case c.err != nil:
 			r.err = beginError(c.err)
@@ -343,21 +359,11 @@ func (b *batch) drainRate() float64 {
 	return b.lane.lane.Capacity
 }
 
-// keyClaim is a call's claim on one idempotency key (claimKeys).
-type keyClaim struct {
-	entry   *idemEntry // the call's claim, if it is first
-	firstID string     // the job that holds the key, if one does
-	err     error      // why the key could not be claimed
-	holder  *result    // the job of this call that took the claim
-}
-
 // claimKeys claims the call's idempotency keys before any of its jobs is
-// admitted: each distinct key once, in sorted order. A claim held by
-// another call is waited for, and a call waits only for keys greater
-// than every key it holds, so two calls that share keys never wait for
-// each other: claimed in request order, [k1, k2] against [k2, k1] did,
-// each holding one key until its call ended. Every claim is finished
-// once the call's outcome is known (enqueue).
+// admitted: each distinct key once, in sorted order (idempotency.claim:
+// claimed in request order, [k1, k2] against [k2, k1] waited for each
+// other, each holding one key until its call ended). Every claim is
+// settled once the call's outcome is known (enqueue).
 func (b *batch) claimKeys(reqs ...*ingestv1.SubmitRequest) {
 	var keys []string
 	for _, req := range reqs {
@@ -370,13 +376,69 @@ func (b *batch) claimKeys(reqs ...*ingestv1.SubmitRequest) {
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	b.claims = make(map[string]*keyClaim, len(keys))
-	for _, k := range keys {
-		c := &keyClaim{}
-		c.entry, c.firstID, c.err = b.s.idem.begin(b.ctx, b.tenant.ID, k, b.now)
-		b.claims[k] = c
+	b.claims = make([]keyClaim, len(keys))
+	for i, k := range keys {
+		b.claims[i].key = k
 	}
+	b.claimed = b.s.idem.claim(b.ctx, b.tenant.ID, b.claims, b.now)
 }
+
+// claimOf is the call's claim on key, which claimKeys claimed.
+func (b *batch) claimOf(key string) *keyClaim {
+	i, _ := slices.BinarySearchFunc(b.claims, key, func(c keyClaim, key string) int { return strings.Compare(c.key, key) })
+	return &b.claims[i]
+}
+
+// pickShard is the shard the call's jobs go to, picked for its first job:
+// the least deep of the tenant's shard set. The depths are not updated
+// until the call's jobs are sent, so every job of a call picked the same
+// shard already, each hashing the tenant and reading the depths again.
+func (b *batch) pickShard() int {
+	if b.shard < 0 {
+		l := b.lane.lane
+		b.shard = router.Pick(b.tenant.ID, l.Name, l.Shards, l.ShardChoices, func(i int) int64 {
+			return b.s.cfg.Depth.Waiting(b.lane.shards[i])
+		})
+	}
+	return b.shard
+}
+
+// enqueuedAt is the call's acceptance time, shared by its envelopes
+// (encoding only reads it).
+func (b *batch) enqueuedAt() *timestamppb.Timestamp {
+	if b.acceptedAt == nil {
+		b.acceptedAt = timestamppb.New(b.now)
+	}
+	return b.acceptedAt
+}
+
+// bodyChunk bounds a buffer of a call's encoded envelopes (encode).
+const bodyChunk = 64 << 10
+
+// encode encodes env, whose envelope is about hint bytes, after the
+// call's bodies encoded so far and returns it: the bodies of a call share
+// buffers of up to bodyChunk (the backend copies a body before Send
+// returns), each capped so that none can grow into the next. A body that
+// does not fit has an array of its own.
+func (b *batch) encode(env *envelope.Envelope, hint int) ([]byte, error) {
+	if cap(b.bodies)-len(b.bodies) < hint && hint < bodyChunk/4 {
+		left := cap(b.results) - len(b.results) + 1 // this job and those after it
+		b.bodies = make([]byte, 0, min(bodyChunk, left*hint))
+	}
+	free := b.bodies[len(b.bodies):]
+	out, err := envelope.Append(free, env)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) <= cap(free) { // appended in place
+		b.bodies = b.bodies[:len(b.bodies)+len(out)]
+	}
+	return out[:len(out):len(out)], nil
+}
+
+// envelopeOverhead is about what an envelope adds to the payload,
+// attributes and idempotency key it carries: the ids, names and times.
+const envelopeOverhead = 128
 
 func (b *batch) laneBacklog() int64 {
 	if b.backlog >= 0 {
@@ -394,9 +456,7 @@ func (b *batch) laneBacklog() int64 {
 // encodes its envelope. admitCtx carries the job's sluice.admit span.
 func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.SubmitRequest, index int) {
 	l := b.lane.lane
-	shard := router.Pick(b.tenant.ID, l.Name, l.Shards, l.ShardChoices, func(i int) int64 {
-		return b.s.cfg.Depth.Waiting(b.lane.shards[i])
-	})
+	shard := b.pickShard()
 	jobID := ulid.Make().String()
 	// The envelope carries the enqueue span's context (the caller's when
 	// tracing is off), so the drainers' spans continue this trace.
@@ -412,7 +472,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 		Lane:           l.Name,
 		Payload:        req.GetPayload(),
 		Attributes:     req.GetAttributes(),
-		EnqueuedAt:     timestamppb.New(b.now),
+		EnqueuedAt:     b.enqueuedAt(),
 		IdempotencyKey: req.GetIdempotencyKey(),
 		TraceContext:   tracing.Inject(spanCtx),
 		Shard:          uint32(shard),
@@ -420,7 +480,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 	if ttl := req.GetTtl(); ttl != nil {
 		env.ExpiresAt = timestamppb.New(b.now.Add(ttl.AsDuration()))
 	}
-	body, err := envelope.Encode(env)
+	body, err := b.encode(env, carriedBytes(req)+len(env.GetIdempotencyKey())+envelopeOverhead)
 	if err != nil {
 		r.token.Return()
 		r.token = Token{}
@@ -466,11 +526,13 @@ func (b *batch) enqueue() {
 	multi, isMulti := b.s.cfg.Backend.(queue.MultiSender)
 	switch {
 	case len(chunks) == 1: // a unary Submit, or a small batch bound for one queue: no goroutine
-		b.send(chunks[0].queue, chunks[0].rs)
+		b.send(chunks[0].queue, chunks[0].rs, b.entries(chunks[0].rs))
 	case len(chunks) > 1 && isMulti:
 		sends := make([]*queue.SendParams, len(chunks))
+		params := make([]queue.SendParams, len(chunks))
 		for i, c := range chunks {
-			sends[i] = &queue.SendParams{Queue: c.queue, Entries: b.entries(c.rs)}
+			params[i] = queue.SendParams{Queue: c.queue, Entries: b.entries(c.rs)}
+			sends[i] = &params[i]
 		}
 		start := time.Now()
 		outs, errs := multi.SendMany(b.ctx, sends)
@@ -479,37 +541,54 @@ func (b *batch) enqueue() {
 			b.settle(c.queue, c.rs, outs[i], errs[i], took)
 		}
 	case len(chunks) > 1:
+		entries := make([][]queue.SendEntry, len(chunks))
+		for i, c := range chunks { // before the goroutines: entries carves the call's arrays
+			entries[i] = b.entries(c.rs)
+		}
 		var g errgroup.Group
 		g.SetLimit(8)
-		for _, c := range chunks {
-			g.Go(func() error { b.send(c.queue, c.rs); return nil })
+		for i, c := range chunks {
+			g.Go(func() error { b.send(c.queue, c.rs, entries[i]); return nil })
 		}
 		_ = g.Wait() // send records failures per result
 	}
-	now := b.s.cfg.Now()
-	for _, c := range b.claims {
-		if c.entry != nil && c.holder == nil { // its jobs were refused before taking it
-			b.s.idem.finish(c.entry, "", now)
-		}
-	}
+	b.settleKeys()
 	for _, r := range b.results {
 		if r.copyOf != nil {
 			r.jobID, r.duplicate, r.err = r.copyOf.jobID, r.copyOf.err == nil, r.copyOf.err
 			if r.err != nil { // refused as its first was, and counted so
 				r.outcome = r.copyOf.outcome
 			}
-		} else if r.idem != nil {
-			id := r.jobID
-			if r.err != nil {
-				id = ""
-			}
-			b.s.idem.finish(r.idem, id, now)
 		}
 		b.count(r.finalOutcome())
 	}
 	for _, c := range b.outcomes {
 		b.s.cfg.Metrics.SubmitN(b.tenant.ID, b.tenant.Tier, b.tenant.Limits.Lane, c.outcome, c.n)
 	}
+}
+
+// settleKeys settles the call's claims once its sends have settled,
+// under one lock, and wakes the calls waiting for them: a claim's job id
+// if its job was stored, else none (the key is free again).
+func (b *batch) settleKeys() {
+	if b.claimed == nil {
+		return
+	}
+	idem, now := b.s.idem, b.s.cfg.Now()
+	idem.mu.Lock()
+	for i := range b.claims {
+		c := &b.claims[i]
+		if c.entry == nil {
+			continue
+		}
+		id := ""
+		if r := c.holder; r != nil && r.err == nil { // else refused, or its jobs were refused before taking it
+			id = r.jobID
+		}
+		idem.settle(c.entry, id, now)
+	}
+	idem.mu.Unlock()
+	close(b.claimed)
 }
 
 // finalOutcome is the metrics outcome of a settled result.
@@ -529,20 +608,47 @@ func (r *result) finalOutcome() string {
 	return metrics.OutcomeUnavailable
 }
 
-// send stores rs in queue q with one Send and settles them.
-func (b *batch) send(q string, rs []*result) {
+// send stores rs, whose messages are entries, in queue q with one Send
+// and settles them.
+func (b *batch) send(q string, rs []*result, entries []queue.SendEntry) {
 	start := time.Now()
-	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: b.entries(rs)})
+	out, err := b.s.cfg.Backend.Send(b.ctx, &queue.SendParams{Queue: q, Entries: entries})
 	b.settle(q, rs, out, err, time.Since(start))
 }
 
 // entries are the messages of rs, in order, with their idempotency keys.
+// They and the keys are carved from arrays made once for the call.
 func (b *batch) entries(rs []*result) []queue.SendEntry {
-	entries := make([]queue.SendEntry, len(rs))
+	if len(b.entryBuf) < len(rs) {
+		n := 0
+		for _, r := range b.results {
+			if r.body != nil {
+				n++
+			}
+		}
+		b.entryBuf = make([]queue.SendEntry, max(n, len(rs)))
+	}
+	entries := b.entryBuf[:len(rs):len(rs)]
+	b.entryBuf = b.entryBuf[len(rs):]
 	for i, r := range rs {
-		entries[i] = queue.SendEntry{ID: strconv.Itoa(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID, Key: b.s.idem.stored(r.idem, r.jobID, b.now)}
+		entries[i] = queue.SendEntry{ID: strconv.Itoa(i), Body: r.body, Delay: r.delay, GroupID: b.tenant.ID, Key: b.storedKey(r)}
 	}
 	return entries
+}
+
+// storedKey is the key to store with r's job, or nil (see
+// idempotency.stored).
+func (b *batch) storedKey(r *result) *queue.StoredKey {
+	if r.idem == nil || b.s.idem.store == nil {
+		return nil
+	}
+	if len(b.keyBuf) == 0 {
+		b.keyBuf = make([]queue.StoredKey, len(b.claims))
+	}
+	k := &b.keyBuf[0]
+	b.keyBuf = b.keyBuf[1:]
+	*k = b.s.idem.storedKey(r.idem, r.jobID, b.now)
+	return k
 }
 
 // settle records the outcome of the send of rs to q, which took took:
