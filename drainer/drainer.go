@@ -89,8 +89,10 @@ type Config struct {
 	// share, among the tenants holding jobs, of the fresh read-ahead: the
 	// read-ahead in all (max(1,024, 16 × Concurrency) jobs) less the
 	// sideline read-ahead. Beyond either, a tenant's fresh jobs are moved
-	// to the spillover queue while some tenant is quiet, and held
-	// otherwise (waitRoom). Defaults to 0.
+	// to the spillover queue while some tenant read from the same shard
+	// is quiet (sideliner.Lookout) and held otherwise (waitRoom); beyond
+	// only the share, they are held while the fresh read-ahead has room.
+	// Defaults to 0.
 	ReadAhead int
 	// StaleReadAhead is the most stale (backlog) jobs, and separately the
 	// most spillover and backlog-queue jobs, held in memory waiting for a
@@ -189,7 +191,6 @@ type laneInbox struct {
 	// Drainer.mu.
 	closed     bool
 	policy     sideliner.Policy
-	lookout    sideliner.Lookout // guarded by Drainer.mu
 	visibility time.Duration
 	shards     []*queueBuf
 	side       []*queueBuf // spillover, backlog
@@ -204,6 +205,9 @@ type queueBuf struct {
 	name   string
 	source sideliner.Source
 	acks   acker // deletes of the jobs delivered from it
+	// lookout: whether reading past this shard's full tenants can find a
+	// quiet tenant's job (guarded by Drainer.mu).
+	lookout sideliner.Lookout
 }
 
 // New validates cfg and returns a drainer.

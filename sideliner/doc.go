@@ -58,9 +58,9 @@
 // # Lookout
 //
 // Rule 5 is applied only where it can pay: [Lookout] tells the drainer
-// whether some tenant of the lane is short of held jobs (quiet, or crowded
-// out), so that reading past the full tenants may find its next job. When
-// none is, the drainer holds a full tenant's job instead of spilling it,
+// whether some tenant read from a shard is short of held jobs (quiet, or
+// crowded out), so that reading past the shard's full tenants may find its
+// next job. When none is, the drainer holds a full tenant's job instead of spilling it,
 // and reads the shards at the workers' pace, with a probe now and then.
 //
 // # AfterFailure

@@ -10,9 +10,10 @@ const LookoutWindowDefault = 10 * time.Second
 // lookoutRecheck is how often old sightings are dropped.
 const lookoutRecheck = 100 * time.Millisecond
 
-// Lookout tells, for one lane, whether reading past tenants whose
+// Lookout tells, for one shard queue, whether reading past tenants whose
 // read-ahead is full is worth its moves: whether rule 5 of Decide (Spill)
-// should be applied at all.
+// should be applied at all. Moving a shard's jobs aside finds only that
+// shard's, so the drainer keeps one Lookout per shard.
 //
 // A spill costs a send and a delete now, and a receive and a delete later.
 // What it buys is sight of the jobs behind it, which pays only if some
