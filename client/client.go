@@ -239,7 +239,10 @@ func (j *Job) request() *ingestv1.SubmitRequest {
 	req := &ingestv1.SubmitRequest{
 		Payload:        j.Payload,
 		Attributes:     j.Attributes,
-		IdempotencyKey: cmp.Or(j.IdempotencyKey, NewIdempotencyKey()),
+		IdempotencyKey: j.IdempotencyKey,
+	}
+	if req.IdempotencyKey == "" { // not cmp.Or, which made a key for every job
+		req.IdempotencyKey = NewIdempotencyKey()
 	}
 	if j.TTL != 0 {
 		req.Ttl = durationpb.New(j.TTL)

@@ -89,6 +89,7 @@ type Producer struct {
 	wake      chan struct{} // signals the dispatcher; capacity 1
 	room      chan struct{} // closed and replaced when pending drops below MaxPending
 	fresh     []*pjob       // never sent, in Send order
+	freshSize int           // of fresh's jobs (pjob.size)
 	retries   []*pjob       // waiting for due, sorted by due
 	pending   int           // sent to the producer and not settled
 	inFlight  int           // calls under way
@@ -205,8 +206,17 @@ func (p *Producer) Send(ctx context.Context, job Job) (*Future, error) {
 	j.gen.n++
 	j.queued = time.Now()
 	p.fresh = append(p.fresh, j)
+	p.freshSize += j.size
+	// The dispatcher needs waking only when this job can change what it
+	// decided: it is the first waiting (a batch to send, or to linger
+	// from), or the waiting jobs fill a batch. Woken by every Send, it
+	// scanned the waiting jobs again each time and re-armed its timer,
+	// to the same decision.
+	wake := len(p.fresh) == 1 || len(p.fresh) >= p.cfg.MaxBatchJobs || p.freshSize >= p.cfg.MaxBatchBytes
 	p.mu.Unlock()
-	p.signal()
+	if wake {
+		p.signal()
+	}
 	return &j.fut, nil
 }
 
@@ -367,6 +377,9 @@ func (p *Producer) take(now time.Time) (batch []*pjob, next time.Time) {
 	batch = make([]*pjob, 0, n)
 	batch = append(batch, p.retries[:nr]...)
 	batch = append(batch, p.fresh[:nf]...)
+	for _, j := range p.fresh[:nf] {
+		p.freshSize -= j.size
+	}
 	p.retries = p.retries[nr:]
 	// Keep fresh's array: sliced from the front and appended to, it was
 	// reallocated and copied as it grew back, about once per batch.
@@ -530,5 +543,5 @@ func (p *Producer) abandon() {
 	for _, j := range slices.Concat(p.retries, p.fresh) {
 		p.settle(j, "", false, ErrProducerClosed)
 	}
-	p.retries, p.fresh = nil, nil
+	p.retries, p.fresh, p.freshSize = nil, nil, 0
 }
