@@ -153,7 +153,7 @@ func testMalformedEnvelopes(t *testing.T, tb *topotest.Bundle) {
 		t.Fatal(err)
 	}
 	r := waitReplay(t, a, resp.GetReplay().GetId())
-	if r.GetState() != adminv1.Replay_STATE_DONE || r.GetMoved() != 0 || r.GetFailed() != int64(len(bad)) {
+	if r.GetState() != adminv1.Replay_STATE_DONE || r.GetMoved() != 0 || r.GetFailed() != int64(len(bad)) || r.GetMalformed() != int64(len(bad)) {
 		t.Fatalf("replay of garbage: %v", r)
 	}
 	if n := len(listDLQ(t, a)); n != len(bad) {

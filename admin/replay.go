@@ -182,7 +182,7 @@ func (p *replayer) run(ctx context.Context, run *replayRun, queues map[string]st
 		// move, which the replay then failed (found in review).
 		if err := replayable(m); err != nil {
 			p.log.WarnContext(ctx, "replay: job stays in the DLQ", slog.Bool("dry_run", dry), slog.String("queue", m.queue), slog.String("message_id", m.msg.MessageID), slog.Any("error", err))
-			run.update(func(pb *adminv1.Replay) { pb.Failed++ })
+			run.update(func(pb *adminv1.Replay) { pb.Failed++; pb.Malformed++ })
 			return more, nil
 		}
 		if dry {

@@ -48,8 +48,8 @@ func TestDryRunCountsWhatTheReplayWould(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, r := dry.GetReplay(), waitReplay(t, a, resp.GetReplay().GetId())
-	if r.GetMoved() != 3 || r.GetFailed() != int64(len(bad)) {
-		t.Fatalf("replay: moved %d, failed %d; want 3 and %d", r.GetMoved(), r.GetFailed(), len(bad))
+	if r.GetMoved() != 3 || r.GetFailed() != int64(len(bad)) || r.GetMalformed() != int64(len(bad)) || d.GetMalformed() != int64(len(bad)) {
+		t.Fatalf("replay: moved %d, failed %d, malformed %d (dry run: %d); want 3, %d, %[5]d, %[5]d", r.GetMoved(), r.GetFailed(), r.GetMalformed(), d.GetMalformed(), len(bad))
 	}
 	if d.GetMatched() != r.GetMatched() || d.GetFailed() != r.GetFailed() || d.GetSkipped() != r.GetSkipped() ||
 		d.GetMatched()-d.GetFailed() != r.GetMoved() {

@@ -535,7 +535,7 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 				return err
 			}
 			fmt.Fprintf(c.out, "dry run: %d of %d dead-lettered jobs would be replayed\n", r.GetMatched()-r.GetFailed(), r.GetScanned())
-			if n := r.GetFailed(); n > 0 {
+			if n := r.GetMalformed(); n > 0 {
 				fmt.Fprintf(c.out, "%d more match but cannot be replayed (malformed envelopes, see: sluicectl dlq list --reason malformed_envelope); they would stay in the DLQ\n", n)
 			}
 			return nil
@@ -586,10 +586,17 @@ func replayOutcome(r *adminv1.Replay) error {
 	}
 	// A dry run's failed are jobs it found no replay can move: reported,
 	// not an error of the dry run.
-	if r.GetFailed() > 0 && !r.GetDryRun() {
-		return fmt.Errorf("replay %s could not move %d of %d matched jobs%s; they stay in the DLQ: run it again once the cause is fixed", r.GetId(), r.GetFailed(), r.GetMatched(), why)
+	if r.GetFailed() == 0 || r.GetDryRun() {
+		return nil
 	}
-	return nil
+	var msgs []string
+	if n := r.GetFailed() - r.GetMalformed(); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("could not move %d of %d matched jobs%s; they stay in the DLQ: run it again once the cause is fixed", n, r.GetMatched(), why))
+	}
+	if n := r.GetMalformed(); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("left %d of %d matched jobs in the DLQ because they are malformed and no replay can move them: see them with sluicectl dlq list --reason malformed_envelope", n, r.GetMatched()))
+	}
+	return fmt.Errorf("replay %s %s", r.GetId(), strings.Join(msgs, "; it "))
 }
 
 // drawProgress redraws one line: a bar of jobs handled out of those

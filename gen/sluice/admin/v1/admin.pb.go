@@ -1433,7 +1433,10 @@ type Replay struct {
 	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	// Why the replay failed, when it did.
-	Error         string `protobuf:"bytes,14,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,14,opt,name=error,proto3" json:"error,omitempty"`
+	// Of failed, the jobs whose body is not a job envelope: no replay can
+	// ever move them (the others may move on a later run).
+	Malformed     int64 `protobuf:"varint,15,opt,name=malformed,proto3" json:"malformed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1564,6 +1567,13 @@ func (x *Replay) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Replay) GetMalformed() int64 {
+	if x != nil {
+		return x.Malformed
+	}
+	return 0
 }
 
 // GetTenantLimitsRequest names the tenant.
@@ -1991,7 +2001,7 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\x13CancelReplayRequest\x12\x1b\n" +
 	"\treplay_id\x18\x01 \x01(\tR\breplayId\"G\n" +
 	"\x14CancelReplayResponse\x12/\n" +
-	"\x06replay\x18\x01 \x01(\v2\x17.sluice.admin.v1.ReplayR\x06replay\"\xd1\x04\n" +
+	"\x06replay\x18\x01 \x01(\v2\x17.sluice.admin.v1.ReplayR\x06replay\"\xef\x04\n" +
 	"\x06Replay\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.sluice.admin.v1.Replay.StateR\x05state\x122\n" +
@@ -2009,7 +2019,8 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"started_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x14\n" +
-	"\x05error\x18\x0e \x01(\tR\x05error\"h\n" +
+	"\x05error\x18\x0e \x01(\tR\x05error\x12\x1c\n" +
+	"\tmalformed\x18\x0f \x01(\x03R\tmalformed\"h\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATE_RUNNING\x10\x01\x12\x0e\n" +
