@@ -605,7 +605,7 @@ func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share, readAhead *int) {
 	fs.DurationVar(&p.RetryCap, "retry-cap", sideliner.RetryCapDefault, "longest retry backoff (at most 15m)")
 	fs.IntVar(share, "sideline-share", 10, "percent of the delivery slots guaranteed to spillover and backlog work while it waits")
 	fs.IntVar(readAhead, "read-ahead", 0, "most fresh jobs of one tenant held in memory waiting for a slot; more are moved to the spillover queue (0: an equal share, among the tenants holding jobs, of the read-ahead less the quarter kept for spillover and backlog work)")
-	fs.Var(sidelineFlag{&p.NoSideline}, "sideline", "spill over-rate and backlog stale jobs (default true); false delivers every job in queue order with no tenant drain limits (a plain FIFO, the benchmarks' baseline)")
+	fs.Var(sidelineFlag{&p.NoSideline}, "sideline", "spill over-rate and backlog stale jobs (default true); false delivers each lane's jobs in the order read with no tenant drain limits (a plain FIFO per lane, the benchmarks' baseline)")
 }
 
 // CheckPolicyFlags checks the values of the flags PolicyFlags registers,
