@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/depth"
@@ -299,11 +300,12 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		return
 	}
 	// The envelope carries the payload and attributes whole: a job whose
-	// carried bytes alone pass the message limit is bad input, refused
-	// before the token and the high-water mark can answer
-	// RESOURCE_EXHAUSTED, whose retry would never help. The exact size is
-	// checked once the envelope is encoded (prepare).
-	if n := carriedBytes(req); n > b.s.cfg.MaxMessageBytes {
+	// envelope cannot fit the message limit is bad input, refused before
+	// the token and the high-water mark can answer RESOURCE_EXHAUSTED,
+	// whose retry would never help. Near the limit its size is computed
+	// but for the trace context, known only once admitted; the exact size
+	// is checked once the envelope is encoded (prepare).
+	if n := b.sizeAtLeast(req); n > b.s.cfg.MaxMessageBytes {
 		b.refuseTooLarge(r, n, index)
 		return
 	}
@@ -691,6 +693,40 @@ func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error
 	}
 	b.s.cfg.Depth.Add(q, int64(sent))
 }
+
+// sizeAtLeast is a lower bound of req's envelope size: its payload and
+// attributes, and near the message limit (within nearLimitBytes) the
+// size of its envelope but for the trace context, so that a job the
+// envelope's own fields push over the limit is refused before admission
+// like a larger one (it used to be found after, once encoded).
+func (b *batch) sizeAtLeast(req *ingestv1.SubmitRequest) int {
+	n := carriedBytes(req)
+	if n+nearLimitBytes <= b.s.cfg.MaxMessageBytes {
+		return n
+	}
+	env := &envelope.Envelope{
+		JobId:          jobIDLength,
+		Tenant:         b.tenant.ID,
+		Lane:           b.lane.lane.Name,
+		Payload:        req.GetPayload(),
+		Attributes:     req.GetAttributes(),
+		EnqueuedAt:     b.enqueuedAt(),
+		IdempotencyKey: req.GetIdempotencyKey(),
+	}
+	if ttl := req.GetTtl(); ttl != nil {
+		env.ExpiresAt = timestamppb.New(b.now.Add(ttl.AsDuration()))
+	}
+	return proto.Size(env)
+}
+
+// nearLimitBytes is how close to the message limit a job's payload and
+// attributes must come for sizeAtLeast to size its envelope: well over
+// what the rest adds (a 128-byte idempotency key, ids, names, times, the
+// trace context and the framing of 16 attributes: about 1 KiB at most).
+const nearLimitBytes = 8 << 10
+
+// jobIDLength stands for a job id (a ULID) in sizeAtLeast.
+var jobIDLength = strings.Repeat("0", ulid.EncodedSize)
 
 // carriedBytes is a lower bound of req's envelope size: its payload and
 // attributes, which the envelope carries whole.

@@ -361,26 +361,39 @@ func TestSubmitBatchOneCommit(t *testing.T) {
 // TestOversizedJobIsBadInputWhateverTheTokens: a tenant out of tokens
 // that sends a job too large for any message got RESOURCE_EXHAUSTED with
 // a retry hint (the bucket answered before the size was known), and the
-// retry could never succeed. It is INVALID_ARGUMENT, unary and in a batch.
+// retry could never succeed. It is INVALID_ARGUMENT, unary and in a batch,
+// also when the payload alone fits and the envelope's own fields push it
+// over (that was found only once encoded, after the bucket).
 func TestOversizedJobIsBadInputWhateverTheTokens(t *testing.T) {
 	t.Parallel()
-	tb := setupWith(t, Config{MaxMessageBytes: 2000})
-	ctx := key(t.Context(), "tiny-key-1")
-	for range 3 { // tiny's whole burst
-		if _, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("small")}); err != nil {
-			t.Fatal(err)
-		}
+	tests := []struct {
+		name string
+		job  *ingestv1.SubmitRequest
+	}{
+		{"payload over the limit", &ingestv1.SubmitRequest{Payload: []byte(strings.Repeat("p", 2001))}},
+		{"envelope over the limit", &ingestv1.SubmitRequest{Payload: []byte(strings.Repeat("p", 1990)), IdempotencyKey: "order-1"}},
 	}
-	big := &ingestv1.SubmitRequest{Payload: []byte(strings.Repeat("p", 2001))}
-	_, err := tb.client.Submit(ctx, big)
-	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "over the message limit of 2000") {
-		t.Errorf("unary: %v, want INVALID_ARGUMENT naming the message limit", err)
-	}
-	resp, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{big}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := resp.GetResults()[0].GetError(); codes.Code(e.GetCode()) != codes.InvalidArgument || e.GetFieldViolations()[0].GetField() != "jobs[0].payload" {
-		t.Errorf("batch: %v, want INVALID_ARGUMENT naming jobs[0].payload", e)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setupWith(t, Config{MaxMessageBytes: 2000})
+			ctx := key(t.Context(), "tiny-key-1")
+			for range 3 { // tiny's whole burst
+				if _, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("small")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := tb.client.Submit(ctx, tt.job)
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "over the message limit of 2000") {
+				t.Errorf("unary: %v, want INVALID_ARGUMENT naming the message limit", err)
+			}
+			resp, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{tt.job}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := resp.GetResults()[0].GetError(); codes.Code(e.GetCode()) != codes.InvalidArgument || e.GetFieldViolations()[0].GetField() != "jobs[0].payload" {
+				t.Errorf("batch: %v, want INVALID_ARGUMENT naming jobs[0].payload", e)
+			}
+		})
 	}
 }
