@@ -163,8 +163,8 @@ type Drainer struct {
 	// releaseNow asks renewHeld to hand back the held jobs of lanes that
 	// lost their slots (SetCapacity).
 	releaseNow chan struct{}
-	moves      chan struct{} // one token per running move
-	acks       chan struct{} // one token per ack running after its delivery slot was freed
+	moves      chan struct{}                // one token per running move
+	runs       chan *scheduler.Ticket[*job] // granted jobs, to a runner waiting for one (unbuffered)
 
 	pollCancel     context.CancelFunc
 	dispatchCancel context.CancelFunc
@@ -173,7 +173,7 @@ type Drainer struct {
 	pollers        sync.WaitGroup
 	leaseKeeper    sync.WaitGroup
 	dispatcher     sync.WaitGroup
-	work           sync.WaitGroup // deliveries and moves
+	work           sync.WaitGroup // runners (deliveries and their acks) and moves
 	started        atomic.Bool
 	stopOnce       sync.Once
 	stopErr        error
@@ -245,7 +245,7 @@ func New(cfg Config) (*Drainer, error) {
 		releaseNow: make(chan struct{}, 1),
 		roomFreed:  make(chan struct{}),
 		moves:      make(chan struct{}, max(cfg.Concurrency, movesMin)),
-		acks:       make(chan struct{}, 4*cfg.Concurrency),
+		runs:       make(chan *scheduler.Ticket[*job]),
 	}
 	for _, l := range cfg.Topology.Lanes {
 		p := cfg.Policy
