@@ -313,7 +313,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- c.sendLoop(streamCtx, stream, results, control, flush) }()
 
-	running := handlers{all: &c.handlers}
+	running := handlers{all: &c.handlers, next: make(chan func()), quit: make(chan struct{})}
 	// Once the session ends no handler starts: Connect's wait for them
 	// comes after.
 	defer running.close()
@@ -392,14 +392,25 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 // back when the stream ends, at once. (Closed as the drain began, such a
 // job was dropped and held by sluice until the drain ended; found in
 // review.)
+//
+// A handler runs on a goroutine that, once it returns, waits a while for
+// the next job (next), and ends when none comes or the handlers close
+// (quit): a goroutine started per job, its stack grown to a handler's
+// depth each time, was a fifth of the worker's CPU in BenchmarkPullDrain.
 type handlers struct {
-	all      *sync.WaitGroup // the puller's, across sessions
+	all      *sync.WaitGroup // the puller's, across sessions: handler goroutines
+	next     chan func()     // to a goroutine waiting for its next job (unbuffered)
+	quit     chan struct{}   // closed with closed: waiting goroutines end
 	mu       sync.Mutex
 	running  int
 	draining bool
 	closed   bool
 	idle     chan struct{} // made by the drain, closed with closed
 }
+
+// handlerIdle is how long a handler goroutine waits for its next job
+// before it ends.
+const handlerIdle = time.Second
 
 // start runs f unless the handlers are closed.
 func (h *handlers) start(f func()) {
@@ -409,20 +420,46 @@ func (h *handlers) start(f func()) {
 		return
 	}
 	h.running++
-	h.all.Add(1)
-	go func() {
-		defer h.all.Done()
-		defer h.finish()
+	select {
+	case h.next <- f:
+	default:
+		h.all.Add(1)
+		go h.loop(f)
+	}
+}
+
+// loop runs f, then the jobs start hands it while it waits.
+func (h *handlers) loop(f func()) {
+	defer h.all.Done()
+	var wait *time.Timer
+	for {
 		f()
-	}()
+		h.finish()
+		if wait == nil {
+			wait = time.NewTimer(handlerIdle)
+			defer wait.Stop()
+		} else {
+			wait.Reset(handlerIdle)
+		}
+		select {
+		case f = <-h.next:
+		case <-h.quit:
+			return
+		case <-wait.C:
+			return
+		}
+	}
 }
 
 // close starts no more handlers.
 func (h *handlers) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.closed && h.draining {
-		close(h.idle)
+	if !h.closed {
+		if h.draining {
+			close(h.idle)
+		}
+		close(h.quit)
 	}
 	h.closed = true
 }
@@ -438,6 +475,7 @@ func (h *handlers) closeIfIdleLocked() {
 	if h.draining && h.running == 0 && !h.closed {
 		h.closed = true
 		close(h.idle)
+		close(h.quit)
 	}
 }
 
