@@ -16,11 +16,14 @@ import (
 // the spans record nothing but still carry the stored context, so the
 // worker gets the submitter's.
 
+// consumerKind is made once: as an interface value each call allocated it.
+var consumerKind trace.SpanStartOption = trace.WithSpanKind(trace.SpanKindConsumer)
+
 // startDeliver starts the sluice.deliver span of one attempt at j, a child
 // of the trace context in j's envelope.
 func (d *Drainer) startDeliver(ctx context.Context, j *job, attempt int) (context.Context, trace.Span) {
 	ctx = tracing.Extract(ctx, j.env.GetTraceContext())
-	ctx, span := d.tracer.Start(ctx, tracing.SpanDeliver, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := d.tracer.Start(ctx, tracing.SpanDeliver, consumerKind)
 	if span.IsRecording() {
 		span.SetAttributes(tracing.JobAttributes(j.env.GetJobId(), j.env.GetTenant(), j.q.inbox.lane.Name)...)
 		span.SetAttributes(tracing.AttemptKey.Int(attempt), tracing.QueueKey.String(j.q.name))

@@ -50,7 +50,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/metrics"
@@ -196,11 +195,14 @@ func (h *Hub) Workers() int {
 // its send was blocked: moveUnsent) is placed again at once on a worker
 // with a free credit, and handed back only if there is none.
 func (h *Hub) Handle(ctx context.Context, job *worker.Job) error {
-	d := &delivery{lane: job.Lane, result: make(chan error, 1), job: &workerv1.Job{
-		JobId: job.ID, Tenant: job.Tenant, Lane: job.Lane, Attempt: uint32(job.Attempt),
-		Payload: job.Payload, Attributes: job.Attributes, EnqueuedAt: timestamppb.New(job.EnqueuedAt),
-		TraceContext: job.TraceContext,
-	}}
+	// The job message and its timestamp are fields of the delivery: one
+	// allocation for the three.
+	d := &delivery{lane: job.Lane, result: make(chan error, 1)}
+	d.enqueuedAt.Seconds, d.enqueuedAt.Nanos = job.EnqueuedAt.Unix(), int32(job.EnqueuedAt.Nanosecond())
+	m := &d.msg
+	m.JobId, m.Tenant, m.Lane, m.Attempt = job.ID, job.Tenant, job.Lane, uint32(job.Attempt)
+	m.Payload, m.Attributes, m.EnqueuedAt, m.TraceContext = job.Payload, job.Attributes, &d.enqueuedAt, job.TraceContext
+	d.job = m
 	s, err := h.place(ctx, d, true)
 	for {
 		if err != nil {

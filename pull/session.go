@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
@@ -44,6 +45,9 @@ type delivery struct {
 	// the worker answers (the answer is refused), its lease times out or
 	// the stream ends.
 	givenUp bool
+	// msg and enqueuedAt back job and its enqueued_at.
+	msg        workerv1.Job
+	enqueuedAt timestamppb.Timestamp
 }
 
 // session is one worker's Connect stream.
