@@ -1,0 +1,123 @@
+package embeddedqueue
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// BenchmarkSendApply measures the writer's serial share of a send, which
+// bounds the throughput of every send: one op is a group of 10 sends of
+// 10 entries (200-byte bodies), as the gateway makes of a 100-job
+// SubmitBatch, prepared as SendMany does and applied to the open
+// transaction and the index under b.mu, as the writer does. The log's
+// write and sync are left out, and the transaction is committed (without
+// fsync) every 100 groups, as a checkpoint would. apply-ns/job is the
+// writer's CPU time per job (the thread's, so that others' work on a
+// shared machine counts less), prepare-ns/job the callers'.
+func BenchmarkSendApply(b *testing.B) {
+	for _, keys := range []bool{false, true} {
+		b.Run(fmt.Sprintf("keys=%v", keys), func(b *testing.B) { benchmarkSendApply(b, keys) })
+	}
+}
+
+func benchmarkSendApply(b *testing.B, keys bool) {
+	const sends, entries = 10, 10
+	path := filepath.Join(b.TempDir(), "q.db")
+	spec := queue.QueueSpec{Name: "bench", VisibilityTimeout: time.Minute, Retention: time.Hour}
+	be, err := Open(path, Options{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := be.EnsureQueues(context.Background(), []queue.QueueSpec{spec}); err != nil {
+		b.Fatal(err)
+	}
+	if err := be.Close(); err != nil {
+		b.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	// A backend with no writer: the benchmark takes the writer's place.
+	w := &Backend{db: db, opts: Options{Logger: quiet}, queues: map[string]*memQueue{spec.Name: newMemQueue(spec, 1)}, keys: newKeyIndex()}
+	payload := make([]byte, 200)
+	expires := time.Now().Add(time.Hour)
+	value := ulid.Make().String()
+	n := 0
+	params := func() *queue.SendParams {
+		p := &queue.SendParams{Queue: spec.Name, Entries: make([]queue.SendEntry, entries)}
+		for i := range p.Entries {
+			p.Entries[i] = queue.SendEntry{ID: strconv.Itoa(i), Body: payload}
+			if keys {
+				n++
+				p.Entries[i].Key = &queue.StoredKey{Key: "tenant\x00" + strconv.Itoa(n), Value: value, Expires: expires}
+			}
+		}
+		return p
+	}
+	tx, err := db.Begin(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var log []byte
+	var prepare, apply time.Duration
+	todo := make([]*preparedSend, sends)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		start := threadCPU(b)
+		for j := range todo {
+			if todo[j], err = w.prepareSend(params()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		mid := threadCPU(b)
+		wt := &writeTx{tx: tx, now: time.Now().UnixNano(), log: log[:0]}
+		w.mu.Lock()
+		for _, ps := range todo {
+			if err := ps.apply(w, wt); err != nil {
+				b.Fatal(err)
+			}
+		}
+		w.mu.Unlock()
+		log = wt.log
+		apply += threadCPU(b) - mid
+		prepare += mid - start
+		if i%100 == 99 {
+			if err := tx.Commit(); err != nil {
+				b.Fatal(err)
+			}
+			if tx, err = db.Begin(true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	_ = tx.Rollback()
+	jobs := float64(b.N * sends * entries)
+	b.ReportMetric(float64(apply.Nanoseconds())/jobs, "apply-ns/job")
+	b.ReportMetric(float64(prepare.Nanoseconds())/jobs, "prepare-ns/job")
+}
+
+// threadCPU is the CPU time of the calling thread.
+func threadCPU(b *testing.B) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ts.Nano())
+}
