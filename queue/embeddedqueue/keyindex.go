@@ -41,21 +41,42 @@ func digestOf(key string) keyDigest {
 	return keyDigest(sum[:16])
 }
 
+// indexedKey is a key's entry in the index, made before the writer
+// stores it: a send hashes and parses its keys on its caller's goroutine,
+// not on the writer.
+type indexedKey struct {
+	d     keyDigest
+	e     keyEntry
+	value string // when e.id is zero: a value that is not a ULID
+}
+
+func newIndexedKey(key, value string, expires int64) indexedKey {
+	k := indexedKey{d: digestOf(key), e: keyEntry{expires: expires}}
+	if id, err := ulid.ParseStrict(value); err == nil && id != (ulid.ULID{}) && canonical(id, value) {
+		k.e.id = id
+	} else {
+		k.value = value
+	}
+	return k
+}
+
 // put records key's value and expiry, replacing what was recorded unless
 // that expires later.
 func (x *keyIndex) put(key, value string, expires int64) {
-	d := digestOf(key)
-	if old, ok := x.m[d]; ok && old.expires > expires {
+	x.putIndexed(newIndexedKey(key, value, expires))
+}
+
+// putIndexed is put for a key made ready by newIndexedKey.
+func (x *keyIndex) putIndexed(k indexedKey) {
+	if old, ok := x.m[k.d]; ok && old.expires > k.e.expires {
 		return // the later expiry wins, as when Open reads the records in expiry order
 	}
-	e := keyEntry{expires: expires}
-	if id, err := ulid.ParseStrict(value); err == nil && id != (ulid.ULID{}) && canonical(id, value) {
-		e.id = id
-		delete(x.other, d)
+	if k.e.id != (ulid.ULID{}) {
+		delete(x.other, k.d)
 	} else {
-		x.other[d] = value
+		x.other[k.d] = k.value
 	}
-	x.m[d] = e
+	x.m[k.d] = k.e
 	x.peak = max(x.peak, len(x.m))
 }
 
@@ -68,7 +89,11 @@ func canonical(id ulid.ULID, value string) bool {
 
 // get returns key's value and expiry, if recorded.
 func (x *keyIndex) get(key string) (value string, expires int64, ok bool) {
-	d := digestOf(key)
+	return x.getDigest(digestOf(key))
+}
+
+// getDigest is get for the key whose digest is d.
+func (x *keyIndex) getDigest(d keyDigest) (value string, expires int64, ok bool) {
 	e, ok := x.m[d]
 	switch {
 	case !ok:

@@ -49,29 +49,48 @@ const (
 
 var _ queue.KeyStore = (*Backend)(nil)
 
-// putKeys stores keys, which expire together, as one record and indexes
-// them; the writer holds b.mu. The record is named by the expiry and
-// msgID, the id of the message stored with the first key: unique, so no
-// other send's record is replaced (named by the first key, two sends
-// whose keys began alike and expired together shared one record, and the
-// first one's other keys were gone after a restart). Earlier (expired)
-// records of the same keys stay until the sweep.
-func (w *writeTx) putKeys(index *keyIndex, keys []*queue.StoredKey, msgID string) error {
-	if len(keys) == 0 {
-		return nil
+// keyRecord is the record of keys that expire together, with their
+// index entries: made by prepareSend on the caller's goroutine, so the
+// writer neither encodes nor hashes (newKeyRecord).
+type keyRecord struct {
+	name, value []byte
+	keys        []indexedKey
+}
+
+// newKeyRecord makes the record of keys, which expire together. It is
+// named by the expiry and msgID, the id of the message stored with the
+// first key: unique, so no other send's record is replaced (named by the
+// first key, two sends whose keys began alike and expired together
+// shared one record, and the first one's other keys were gone after a
+// restart). Earlier (expired) records of the same keys stay until the
+// sweep.
+func newKeyRecord(keys []*queue.StoredKey, msgID string) keyRecord {
+	exp := keys[0].Expires.UnixNano()
+	r := keyRecord{
+		name:  append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(msgID)), uint64(exp)), msgID...),
+		value: encodeKeyList(keys),
+		keys:  make([]indexedKey, len(keys)),
 	}
+	for i, k := range keys {
+		r.keys[i] = newIndexedKey(k.Key, k.Value, exp)
+	}
+	return r
+}
+
+// putKeys stores a record of keys and indexes them; the writer holds
+// b.mu.
+func (w *writeTx) putKeys(index *keyIndex, r *keyRecord) error {
 	var xb *bolt.Bucket
 	if w.tx != nil { // else checkpointing: the change goes to the log alone
 		if xb = w.tx.Bucket(keyExpiryBucket); xb == nil {
 			return errors.New("key bucket missing")
 		}
 	}
-	exp := keys[0].Expires.UnixNano()
-	if err := w.put(xb, keyExpiryBucket, expiryKey(binary.BigEndian.AppendUint64(nil, uint64(exp)), []byte(msgID)), encodeKeyList(keys)); err != nil {
+	if err := w.put(xb, keyExpiryBucket, r.name, r.value); err != nil {
 		return err
 	}
-	for _, k := range keys {
-		index.put(k.Key, k.Value, exp)
+	for _, k := range r.keys {
+		index.putIndexed(k)
 	}
 	return nil
 }
@@ -194,8 +213,9 @@ func (b *Backend) LookupKey(ctx context.Context, p *queue.LookupKeyParams) (*que
 		return nil, fmt.Errorf("lookup key: %w", err)
 	}
 	now := b.opts.Clock().UnixNano()
+	d := digestOf(p.Key) // outside the lock: the writer waits for it
 	b.mu.Lock()
-	value, expires, ok := b.keys.get(p.Key)
+	value, expires, ok := b.keys.getDigest(d)
 	b.mu.Unlock()
 	if !ok || expires <= now {
 		return nil, nil

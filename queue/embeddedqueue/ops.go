@@ -239,9 +239,10 @@ type preparedSend struct {
 	p       *queue.SendParams
 	index   int // in SendMany's sends
 	results []queue.SendResult
-	recs    [][]byte // nil for an entry that failed alone
-	size    int      // of recs; zero if none is stored
-	missing bool     // set by apply: the queue was gone
+	recs    [][]byte    // nil for an entry that failed alone
+	keys    []keyRecord // of the stored entries' keys
+	size    int         // of recs; zero if none is stored
+	missing bool        // set by apply: the queue was gone
 }
 
 // prepareSend checks p as Send does and makes its records.
@@ -266,10 +267,37 @@ func (b *Backend) prepareSend(p *queue.SendParams) (*preparedSend, error) {
 		ps.results[i].MessageID = messageID(ps.recs[i])
 		ps.size += len(ps.recs[i])
 	}
+	ps.keys = keyRecords(p.Entries, ps)
 	if err := b.checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
 	return ps, nil
+}
+
+// keyRecords makes the key records of the entries of ps that are stored:
+// one for each run of keys that expire together, named by the message
+// id of its first.
+func keyRecords(entries []queue.SendEntry, ps *preparedSend) []keyRecord {
+	var out []keyRecord
+	var keys []*queue.StoredKey // of a run expiring together
+	var first string            // the message id of its first
+	for i, e := range entries {
+		if ps.recs[i] == nil || e.Key == nil {
+			continue
+		}
+		if len(keys) > 0 && !e.Key.Expires.Equal(keys[0].Expires) {
+			out = append(out, newKeyRecord(keys, first))
+			keys = keys[:0]
+		}
+		if len(keys) == 0 {
+			first = ps.results[i].MessageID
+		}
+		keys = append(keys, e.Key)
+	}
+	if len(keys) > 0 {
+		out = append(out, newKeyRecord(keys, first))
+	}
+	return out
 }
 
 // apply stores the records and keys of ps in w; the writer holds b.mu.
@@ -278,8 +306,6 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 	if ps.missing = q == nil; ps.missing {
 		return nil // gone with a failed commit's EnsureQueues
 	}
-	var keys []*queue.StoredKey // of the entries stored so far, expiring together
-	var first string            // the message id of the first of them
 	for i, e := range ps.p.Entries {
 		if ps.recs[i] == nil {
 			continue
@@ -288,21 +314,13 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 		if err := w.add(q, ps.recs[i], m); err != nil {
 			return err
 		}
-		if e.Key == nil {
-			continue
-		}
-		if len(keys) > 0 && !e.Key.Expires.Equal(keys[0].Expires) {
-			if err := w.putKeys(b.keys, keys, first); err != nil {
-				return err
-			}
-			keys = keys[:0]
-		}
-		if len(keys) == 0 {
-			first = ps.results[i].MessageID
-		}
-		keys = append(keys, e.Key)
 	}
-	return w.putKeys(b.keys, keys, first)
+	for i := range ps.keys {
+		if err := w.putKeys(b.keys, &ps.keys[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var _ queue.Mover = (*Backend)(nil)
