@@ -250,8 +250,8 @@ type extendKey struct{}
 // session's lease timeout; at most 12h). Outside a pull handler it does
 // nothing.
 func Extend(ctx context.Context, d time.Duration) {
-	if f, ok := ctx.Value(extendKey{}).(func(time.Duration)); ok {
-		f(d)
+	if r, ok := ctx.Value(extendKey{}).(*jobRun); ok {
+		r.extend(d)
 	}
 }
 
@@ -569,49 +569,17 @@ var errLeaseTimedOut = errors.New("worker: the job's lease timed out with no ans
 // redelivers the job, and the handler should stop (its ctx ran on until
 // the stream ended; found in review).
 func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.Job, leaseTimeout time.Duration, results chan<- *workerv1.Result) {
-	lease := j.GetLease()
+	r := &jobRun{lease: j.GetLease(), sessionCtx: sessionCtx, leaseTimeout: leaseTimeout, results: results}
 	ctx, expire := context.WithCancelCause(sessionCtx)
+	r.expire = expire
 	defer expire(nil)
-	var timer *time.Timer
-	var returned atomic.Bool
 	if leaseTimeout > 0 {
-		timer = time.AfterFunc(leaseTimeout, func() {
-			if returned.Load() {
-				return // answered, or given up with the stream
-			}
-			expire(errLeaseTimedOut)
-			// Answered now, not when the handler returns: after a lease
-			// timed out sluice sends the worker no job until it answers
-			// again, and a handler that ignores its ctx left all the
-			// worker's other slots idle for good (found in review). The
-			// answer is refused if sluice failed the attempt already,
-			// and takes its place if not.
-			answer(sessionCtx, results, &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: errLeaseTimedOut.Error()})
-		})
-		defer timer.Stop()
+		r.timer = time.AfterFunc(leaseTimeout, r.leaseEnded)
+		defer r.timer.Stop()
 	}
-	defer returned.Store(true)
-	ctx = context.WithValue(ctx, extendKey{}, func(d time.Duration) {
-		d = min(d, maxDelay) // sluice refuses longer (found in review)
-		r := &workerv1.Result{Lease: lease, Outcome: workerv1.Outcome_OUTCOME_EXTEND}
-		if d > 0 {
-			r.Delay = durationpb.New(d)
-		}
-		select {
-		case results <- r:
-		case <-ctx.Done():
-			return
-		}
-		// As sluice moves the deadline: zero or less is the lease
-		// timeout.
-		switch {
-		case timer == nil:
-		case d > 0:
-			timer.Reset(d)
-		default:
-			timer.Reset(leaseTimeout)
-		}
-	})
+	defer r.returned.Store(true)
+	ctx = context.WithValue(ctx, extendKey{}, r)
+	r.ctx = ctx
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -620,7 +588,7 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 		return
 	}
 	defer func() { <-c.slots }()
-	r, err := c.call(ctx, log, lease, Job{
+	res, err := c.call(ctx, log, r.lease, Job{
 		ID: j.GetJobId(), Tenant: j.GetTenant(), Lane: j.GetLane(), Payload: j.GetPayload(),
 		Attributes: j.GetAttributes(), Attempt: int(j.GetAttempt()), EnqueuedAt: j.GetEnqueuedAt().AsTime(),
 		TraceContext: j.GetTraceContext(),
@@ -638,7 +606,60 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 	}
 	// A job done after its lease's end is answered all the same: the
 	// ack is refused if sluice failed the attempt, taken if not.
-	answer(sessionCtx, results, r)
+	answer(sessionCtx, results, res)
+}
+
+// jobRun is one job's state while run runs it: its lease timer, and its
+// extender, which Extend finds in the handler's ctx: one allocation, and
+// one more for its leaseEnded method value, where two closures and the
+// variables they captured were four.
+type jobRun struct {
+	lease        string
+	sessionCtx   context.Context
+	ctx          context.Context // the handler's
+	expire       context.CancelCauseFunc
+	timer        *time.Timer // nil without a lease timeout
+	leaseTimeout time.Duration
+	results      chan<- *workerv1.Result
+	returned     atomic.Bool // run returned: the job was answered, or given up with the stream
+}
+
+// leaseEnded runs when the job's lease times out with no answer or
+// Extend.
+func (r *jobRun) leaseEnded() {
+	if r.returned.Load() {
+		return // answered, or given up with the stream
+	}
+	r.expire(errLeaseTimedOut)
+	// Answered now, not when the handler returns: after a lease timed out
+	// sluice sends the worker no job until it answers again, and a
+	// handler that ignores its ctx left all the worker's other slots idle
+	// for good (found in review). The answer is refused if sluice failed
+	// the attempt already, and takes its place if not.
+	answer(r.sessionCtx, r.results, &workerv1.Result{Lease: r.lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: errLeaseTimedOut.Error()})
+}
+
+// extend asks sluice to move the job's lease deadline to d from now (zero
+// or less: the session's lease timeout), and moves the timer likewise.
+func (r *jobRun) extend(d time.Duration) {
+	d = min(d, maxDelay) // sluice refuses longer (found in review)
+	m := &workerv1.Result{Lease: r.lease, Outcome: workerv1.Outcome_OUTCOME_EXTEND}
+	if d > 0 {
+		m.Delay = durationpb.New(d)
+	}
+	select {
+	case r.results <- m:
+	case <-r.ctx.Done():
+		return
+	}
+	// As sluice moves the deadline: zero or less is the lease timeout.
+	switch {
+	case r.timer == nil:
+	case d > 0:
+		r.timer.Reset(d)
+	default:
+		r.timer.Reset(r.leaseTimeout)
+	}
 }
 
 // answer queues r for the sender. A job that finished is answered
