@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -120,4 +121,77 @@ func threadCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ts.Nano())
+}
+
+// BenchmarkLookupKeyWhileSending measures LookupKey (ns/op) while a
+// sender keeps the writer busy with keyed groups of 10 sends of 10
+// entries, in interval mode, so that the writer spends its time applying
+// rather than syncing; sent-jobs/s is what the sender stored meanwhile,
+// p99-ns and p99.9-ns the lookups' percentiles.
+func BenchmarkLookupKeyWhileSending(b *testing.B) {
+	ctx := context.Background()
+	be, err := Open(filepath.Join(b.TempDir(), "q.db"), Options{Logger: quiet, SyncInterval: 10 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = be.Close() }()
+	spec := queue.QueueSpec{Name: "bench", VisibilityTimeout: time.Minute, Retention: time.Hour}
+	if err := be.EnsureQueues(ctx, []queue.QueueSpec{spec}); err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 200)
+	value := ulid.Make().String()
+	expires := time.Now().Add(time.Hour)
+	n := 0
+	batch := func() []*queue.SendParams {
+		sends := make([]*queue.SendParams, 10)
+		for i := range sends {
+			sends[i] = &queue.SendParams{Queue: spec.Name, Entries: make([]queue.SendEntry, 10)}
+			for j := range sends[i].Entries {
+				n++
+				sends[i].Entries[j] = queue.SendEntry{ID: strconv.Itoa(j), Body: payload, Key: &queue.StoredKey{Key: "tenant\x00" + strconv.Itoa(n), Value: value, Expires: expires}}
+			}
+		}
+		return sends
+	}
+	send := func() {
+		_, errs := be.SendMany(ctx, batch())
+		for _, err := range errs {
+			if err != nil {
+				b.Error(err)
+			}
+		}
+	}
+	send()
+	stop, stopped := make(chan struct{}), make(chan int)
+	go func() {
+		sent := 0
+		for {
+			select {
+			case <-stop:
+				stopped <- sent
+				return
+			default:
+			}
+			send()
+			sent += 100
+		}
+	}()
+	probe := &queue.LookupKeyParams{Key: "tenant\x00" + "1"}
+	took := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		if k, err := be.LookupKey(ctx, probe); err != nil || k == nil {
+			b.Fatal(k, err)
+		}
+		took = append(took, time.Since(start))
+	}
+	b.StopTimer()
+	close(stop)
+	b.ReportMetric(float64(<-stopped)/b.Elapsed().Seconds(), "sent-jobs/s")
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(took[len(took)*999/1000].Nanoseconds()), "p99.9-ns")
 }
