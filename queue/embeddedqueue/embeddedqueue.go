@@ -122,6 +122,10 @@ type Backend struct {
 	mu     sync.Mutex // guards queues and every memQueue in it, and keys
 	queues map[string]*memQueue
 	keys   *keyIndex // unexpired idempotency keys (keys.go, keyindex.go)
+	// keysMu guards keys too: the writer, which alone changes them,
+	// holds both to change them, and LookupKey takes keysMu alone, so
+	// that it does not wait for a whole group's apply.
+	keysMu sync.Mutex
 
 	ops        chan *op
 	closeMu    sync.RWMutex // read-held while handing an op to the writer
@@ -340,7 +344,10 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 	for _, old := range b.queues {
 		old.wake() // waiters re-check against the new index
 	}
-	b.queues, b.keys = queues, keys
+	b.queues = queues
+	b.keysMu.Lock()
+	b.keys = keys
+	b.keysMu.Unlock()
 	return nil
 }
 

@@ -78,8 +78,8 @@ func newKeyRecord(keys []*queue.StoredKey, msgID string) keyRecord {
 }
 
 // putKeys stores a record of keys and indexes them; the writer holds
-// b.mu.
-func (w *writeTx) putKeys(index *keyIndex, r *keyRecord) error {
+// b.mu, and takes b.keysMu to change the index.
+func (w *writeTx) putKeys(b *Backend, r *keyRecord) error {
 	var xb *bolt.Bucket
 	if w.tx != nil { // else checkpointing: the change goes to the log alone
 		if xb = w.tx.Bucket(keyExpiryBucket); xb == nil {
@@ -89,9 +89,11 @@ func (w *writeTx) putKeys(index *keyIndex, r *keyRecord) error {
 	if err := w.put(xb, keyExpiryBucket, r.name, r.value); err != nil {
 		return err
 	}
+	b.keysMu.Lock()
 	for _, k := range r.keys {
-		index.putIndexed(k)
+		b.keys.putIndexed(k)
 	}
+	b.keysMu.Unlock()
 	return nil
 }
 
@@ -166,7 +168,7 @@ func loadKeys(tx *bolt.Tx, now int64) (*keyIndex, error) {
 
 // sweepKeys deletes up to limit key records that expired by w.now, from
 // the store and from index, and returns how many it deleted; the writer holds
-// b.mu.
+// b.mu and b.keysMu.
 func (w *writeTx) sweepKeys(index *keyIndex, limit int) (int, error) {
 	kb, xb := w.tx.Bucket(keysBucket), w.tx.Bucket(keyExpiryBucket)
 	if kb == nil || xb == nil {
@@ -213,10 +215,10 @@ func (b *Backend) LookupKey(ctx context.Context, p *queue.LookupKeyParams) (*que
 		return nil, fmt.Errorf("lookup key: %w", err)
 	}
 	now := b.opts.Clock().UnixNano()
-	d := digestOf(p.Key) // outside the lock: the writer waits for it
-	b.mu.Lock()
+	d := digestOf(p.Key)
+	b.keysMu.Lock() // not b.mu, which the writer holds while it applies a group
 	value, expires, ok := b.keys.getDigest(d)
-	b.mu.Unlock()
+	b.keysMu.Unlock()
 	if !ok || expires <= now {
 		return nil, nil
 	}

@@ -316,7 +316,7 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 		}
 	}
 	for i := range ps.keys {
-		if err := w.putKeys(b.keys, &ps.keys[i]); err != nil {
+		if err := w.putKeys(b, &ps.keys[i]); err != nil {
 			return err
 		}
 	}
@@ -638,7 +638,10 @@ func (b *Backend) Sweep(ctx context.Context) (int, error) {
 			clear(perQueue)
 			n = 0
 			var err error
-			if keys, err = w.sweepKeys(b.keys, sweepChunk); err != nil {
+			b.keysMu.Lock()
+			keys, err = w.sweepKeys(b.keys, sweepChunk)
+			b.keysMu.Unlock()
+			if err != nil {
 				return err
 			}
 			for name, q := range b.queues {
