@@ -77,11 +77,13 @@ func TestAckerUnderSteadyLoad(t *testing.T) {
 type countingDeleter struct {
 	slowDeleter
 	inFlight, most atomic.Int64
+	calls          atomic.Int64
 	mu             sync.Mutex
 	deleted        map[string]int
 }
 
 func (b *countingDeleter) Delete(ctx context.Context, p *queue.DeleteParams) ([]error, error) {
+	b.calls.Add(1)
 	b.mu.Lock()
 	n := b.inFlight.Add(1)
 	b.most.Store(max(b.most.Load(), n))
@@ -142,6 +144,52 @@ func TestAckerOverlapsDeletesUnderLoad(t *testing.T) {
 					if n != 1 {
 						t.Errorf("handle %s deleted %d times", h, n)
 					}
+				}
+			})
+		})
+	}
+}
+
+// TestAckerGathersABatch: acks that arrive together (a pull worker's
+// batch of answers, each acked by its own caller) go in one delete; the
+// first used to be deleted alone. A lone ack waits ackLinger at most.
+func TestAckerGathersABatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		acks      int
+		wantCalls int64
+		wantTook  time.Duration // from the first ack to the last answer
+	}{
+		{"a batch at once", queue.MaxBatch, 1, 20 * time.Millisecond},
+		{"a lone ack", 1, 1, ackLinger + 20*time.Millisecond},
+		{"less than a batch", 7, 1, ackLinger + 20*time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				b := &countingDeleter{slowDeleter: slowDeleter{took: 20 * time.Millisecond}, deleted: map[string]int{}}
+				var a acker
+				var wg sync.WaitGroup
+				start := time.Now()
+				for i := range tt.acks {
+					wg.Go(func() {
+						l := &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)}
+						if err := a.ack(context.Background(), l); err != nil {
+							t.Errorf("ack %d: %v", i, err)
+						}
+					})
+				}
+				wg.Wait()
+				if got := b.calls.Load(); got != tt.wantCalls {
+					t.Errorf("%d delete calls, want %d", got, tt.wantCalls)
+				}
+				if took := time.Since(start); took != tt.wantTook {
+					t.Errorf("acks answered after %v, want %v", took, tt.wantTook)
+				}
+				if len(b.deleted) != tt.acks {
+					t.Errorf("%d distinct handles deleted, want %d", len(b.deleted), tt.acks)
 				}
 			})
 		})
