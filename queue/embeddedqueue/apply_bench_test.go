@@ -25,7 +25,8 @@ import (
 // write and sync are left out, and the transaction is committed (without
 // fsync) every 100 groups, as a checkpoint would. apply-ns/job is the
 // writer's CPU time per job (the thread's, so that others' work on a
-// shared machine counts less), prepare-ns/job the callers'.
+// shared machine counts less), prepare-ns/job the callers', log-B/job
+// the size of the groups' redo log records.
 func BenchmarkSendApply(b *testing.B) {
 	for _, keys := range []bool{false, true} {
 		b.Run(fmt.Sprintf("keys=%v", keys), func(b *testing.B) { benchmarkSendApply(b, keys) })
@@ -74,6 +75,7 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 	}
 	var log []byte
 	var prepare, apply time.Duration
+	logBytes := 0
 	todo := make([]*preparedSend, sends)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -94,8 +96,12 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 				b.Fatal(err)
 			}
 		}
+		if err := wt.setSequences(); err != nil {
+			b.Fatal(err)
+		}
 		w.mu.Unlock()
 		log = wt.log
+		logBytes += len(log)
 		apply += threadCPU(b) - mid
 		prepare += mid - start
 		if i%100 == 99 {
@@ -112,6 +118,7 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 	jobs := float64(b.N * sends * entries)
 	b.ReportMetric(float64(apply.Nanoseconds())/jobs, "apply-ns/job")
 	b.ReportMetric(float64(prepare.Nanoseconds())/jobs, "prepare-ns/job")
+	b.ReportMetric(float64(logBytes)/jobs, "log-B/job")
 }
 
 // threadCPU is the CPU time of the calling thread.

@@ -259,29 +259,49 @@ type queueBuckets struct {
 	queue        string
 	m, s         *bolt.Bucket
 	mName, sName []byte
+	// seq is the highest sequence number added in this group, zero if
+	// none: setSequences stores it once, not once per message.
+	seq uint64
 }
 
 // buckets returns queue q's buckets, looked up once per group: a group
 // touches few queues and many messages (a lookup per message was about a
-// seventh of a batched send's cost in the writer).
-func (w *writeTx) buckets(q string) (queueBuckets, error) {
-	for _, qb := range w.opened {
-		if qb.queue == q {
-			return qb, nil
+// seventh of a batched send's cost in the writer). The pointer is valid
+// until the next call.
+func (w *writeTx) buckets(q string) (*queueBuckets, error) {
+	for i := range w.opened {
+		if w.opened[i].queue == q {
+			return &w.opened[i], nil
 		}
 	}
 	qb := queueBuckets{queue: q, mName: msgBucket(q), sName: stateBucket(q)}
-	if w.tx == nil { // checkpointing: the changes go to the log alone
-		w.opened = append(w.opened, qb)
-		return qb, nil
+	if w.tx != nil { // else checkpointing: the changes go to the log alone
+		qb.m, qb.s = w.tx.Bucket(qb.mName), w.tx.Bucket(qb.sName)
+		if qb.m == nil || qb.s == nil {
+			return nil, fmt.Errorf("buckets of queue %s missing", q)
+		}
+		qb.m.FillPercent, qb.s.FillPercent = fillPercent, fillPercent
 	}
-	qb.m, qb.s = w.tx.Bucket(qb.mName), w.tx.Bucket(qb.sName)
-	if qb.m == nil || qb.s == nil {
-		return qb, fmt.Errorf("buckets of queue %s missing", q)
-	}
-	qb.m.FillPercent, qb.s.FillPercent = fillPercent, fillPercent
 	w.opened = append(w.opened, qb)
-	return qb, nil
+	return &w.opened[len(w.opened)-1], nil
+}
+
+// setSequences stores, in each queue's message bucket, the highest
+// sequence number the group added to it; the writer calls it after the
+// group's operations, so the change is in the same record and commit as
+// the messages.
+func (w *writeTx) setSequences() error {
+	for i := range w.opened {
+		qb := &w.opened[i]
+		if qb.seq == 0 {
+			continue
+		}
+		if err := w.setSequence(qb.m, qb.mName, qb.seq); err != nil {
+			return err
+		}
+		qb.seq = 0
+	}
+	return nil
 }
 
 // add stores a new message in q and indexes it.
@@ -295,9 +315,7 @@ func (w *writeTx) add(q *memQueue, rec []byte, m msgState) error {
 	if err := w.put(qb.m, qb.mName, k, rec); err != nil {
 		return err
 	}
-	if err := w.setSequence(qb.m, qb.mName, seq); err != nil {
-		return err
-	}
+	qb.seq = max(qb.seq, seq) // set by setSequences
 	if err := w.put(qb.s, qb.sName, k, state); err != nil {
 		return err
 	}

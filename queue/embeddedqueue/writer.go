@@ -187,6 +187,9 @@ func (b *Backend) apply(group []*op) error {
 			break
 		}
 	}
+	if err == nil {
+		err = w.setSequences()
+	}
 	b.mu.Unlock()
 	b.logBuf = w.log[:0]
 	if cap(b.logBuf) > 1<<20 {
