@@ -88,13 +88,12 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 				b.Fatal(err)
 			}
 		}
+		merged := mergeKeyRecords(todo)
 		mid := threadCPU(b)
 		wt := &writeTx{tx: tx, now: time.Now().UnixNano(), log: log[:0]}
 		w.mu.Lock()
-		for _, ps := range todo {
-			if err := ps.apply(w, wt); err != nil {
-				b.Fatal(err)
-			}
+		if err := w.applySends(wt, todo, merged); err != nil {
+			b.Fatal(err)
 		}
 		if err := wt.setSequences(); err != nil {
 			b.Fatal(err)

@@ -19,9 +19,9 @@ import (
 // its keys at the tail of one bucket instead of writing a page of a
 // randomly keyed tree for each (keys are random: one 4 KiB page per
 // keyed job made commits of keyed sends several times slower). The keys
-// of one send (up to queue.MaxBatch entries) that expire together share
-// one record, so a send of keyed jobs costs one more write, not one per
-// job:
+// of one send (up to queue.MaxBatch entries), or of the sends of one
+// SendMany, that expire together share one record, so a send of keyed
+// jobs costs one more write, not one per job:
 //
 //	keys-expiry  expires (8, unix ns) ‖ message id → keyListMark ‖ (len ‖ key ‖ len ‖ value)…
 //

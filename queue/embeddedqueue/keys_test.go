@@ -404,3 +404,48 @@ func TestBrokenStoreAnswersNoIndex(t *testing.T) {
 		t.Errorf("stats: %+v, %v; want ErrUnavailable", s, err)
 	}
 }
+
+// TestKeysOfSendManyShareARecord checks that the keys of the sends of one
+// SendMany that expire together are stored as one record, and are all
+// found after a restart.
+func TestKeysOfSendManyShareARecord(t *testing.T) {
+	t.Parallel()
+	b, path, clock, opts := openKeyTest(t)
+	soon, later := clock.Now().Add(time.Minute), clock.Now().Add(time.Hour)
+	want := map[string]string{}
+	var sends []*queue.SendParams
+	for s, exp := range []time.Time{soon, soon, soon, later} {
+		p := &queue.SendParams{Queue: "q"}
+		for i := range 3 {
+			key, value := fmt.Sprintf("tenant-a\x00s%dk%d", s, i), fmt.Sprintf("job-%d-%d", s, i)
+			want[key] = value
+			p.Entries = append(p.Entries, queue.SendEntry{ID: fmt.Sprint(i), Body: []byte("b"), Key: &queue.StoredKey{Key: key, Value: value, Expires: exp}})
+		}
+		p.Entries = append(p.Entries, queue.SendEntry{ID: "unkeyed", Body: []byte("b")})
+		sends = append(sends, p)
+	}
+	if _, errs := b.SendMany(t.Context(), sends); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	for key, value := range want {
+		if got := lookup(t, b, key); got != value {
+			t.Errorf("lookup %q: %q, want %q", key, got, value)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, path); n != 2 {
+		t.Fatalf("%d key records, want 2 (soon ×9, later ×3)", n)
+	}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	for key, value := range want {
+		if got := lookup(t, b, key); got != value {
+			t.Errorf("after reopen, lookup %q: %q, want %q", key, got, value)
+		}
+	}
+}

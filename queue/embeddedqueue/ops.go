@@ -214,14 +214,8 @@ func (b *Backend) SendMany(ctx context.Context, sends []*queue.SendParams) ([][]
 	if len(todo) == 0 {
 		return results, errs
 	}
-	err := b.doBlind(ctx, size, func(w *writeTx) error {
-		for _, ps := range todo {
-			if err := ps.apply(b, w); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	merged := mergeKeyRecords(todo)
+	err := b.doBlind(ctx, size, func(w *writeTx) error { return b.applySends(w, todo, merged) })
 	for _, ps := range todo {
 		switch {
 		case err != nil:
@@ -300,8 +294,75 @@ func keyRecords(entries []queue.SendEntry, ps *preparedSend) []keyRecord {
 	return out
 }
 
+// applySends stores sends, prepared for one operation, in w, their keys
+// as merged (mergeKeyRecords) unless that is nil or a queue is gone; the
+// writer holds b.mu.
+func (b *Backend) applySends(w *writeTx, sends []*preparedSend, merged []keyRecord) error {
+	if merged == nil || slices.ContainsFunc(sends, func(ps *preparedSend) bool { return b.queues[ps.p.Queue] == nil }) {
+		for _, ps := range sends {
+			if err := ps.apply(b, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, ps := range sends {
+		if err := ps.applyMessages(b, w); err != nil {
+			return err
+		}
+	}
+	for i := range merged {
+		if err := w.putKeys(b, &merged[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeKeyRecords joins the key records of sends, made for one
+// operation, into one record per run of keys that expire together, named
+// as the run's first: a gateway's batch of 100 keyed jobs, sent as 10
+// sends, then costs the writer one record, not 10. It returns nil when
+// fewer than two sends carry keys.
+func mergeKeyRecords(sends []*preparedSend) []keyRecord {
+	keyed := 0
+	for _, ps := range sends {
+		if len(ps.keys) > 0 {
+			keyed++
+		}
+	}
+	if keyed < 2 {
+		return nil
+	}
+	var out []keyRecord
+	for _, ps := range sends {
+		for _, r := range ps.keys {
+			if last := len(out) - 1; last >= 0 && string(out[last].name[:8]) == string(r.name[:8]) {
+				out[last].value = append(out[last].value, r.value[1:]...) // without the mark
+				out[last].keys = append(out[last].keys, r.keys...)
+				continue
+			}
+			out = append(out, keyRecord{name: r.name, value: slices.Clone(r.value), keys: slices.Clone(r.keys)})
+		}
+	}
+	return out
+}
+
 // apply stores the records and keys of ps in w; the writer holds b.mu.
 func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
+	if err := ps.applyMessages(b, w); err != nil || ps.missing {
+		return err
+	}
+	for i := range ps.keys {
+		if err := w.putKeys(b, &ps.keys[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyMessages stores the records of ps in w, not its keys.
+func (ps *preparedSend) applyMessages(b *Backend, w *writeTx) error {
 	q := b.queues[ps.p.Queue]
 	if ps.missing = q == nil; ps.missing {
 		return nil // gone with a failed commit's EnsureQueues
@@ -312,11 +373,6 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 		}
 		m := msgState{sentAt: w.now, visibleAt: w.now + int64(e.Delay)}
 		if err := w.add(q, ps.recs[i], m); err != nil {
-			return err
-		}
-	}
-	for i := range ps.keys {
-		if err := w.putKeys(b, &ps.keys[i]); err != nil {
 			return err
 		}
 	}
