@@ -11,7 +11,8 @@ import (
 // acker deletes acked jobs of one queue in batches: concurrent acks are
 // gathered, and the first caller to find no delete under way waits up to
 // ackLinger for a whole batch, then deletes what has gathered, up to a
-// batch per call, until none is left; the others wait for their answers. While a whole batch is waiting, another caller
+// batch per call, until none is left; the others wait for their answers.
+// While a whole batch is waiting, another caller
 // deletes too, up to ackDeleters calls at once: one call at a time capped
 // a queue's acks at a batch per round trip (on SQS, a few thousand jobs/s
 // per shard, below what the server serves to consumers that overlap).
