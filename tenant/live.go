@@ -347,16 +347,20 @@ const watchReread = time.Minute
 // done.
 func (l *Live) poll(ctx context.Context, report func(changed bool, err error), closed string) error {
 	every, rereadEvery := cmp.Or(l.pollEvery, watchPoll), cmp.Or(l.rereadEvery, watchReread)
-	report(false, fmt.Errorf("%w: the file watcher stopped (its %s channel closed); polling %s every %v instead",
-		ErrWatch, closed, l.path, every))
 	reload := func() {
 		if changed, err := l.Reload(); changed || err != nil {
 			report(changed, err)
 		}
 	}
-	// Changes since the watcher's last event may have gone unseen.
+	// Changes since the watcher's last event may have gone unseen: the
+	// file is read before the stop is reported, so that a change made
+	// once the report is out is seen by the polling, after it settles,
+	// never half written by this first read (a test that wrote the file
+	// on the report saw this read find it truncated, now and then).
 	seen := stampChain(l.path)
 	reload()
+	report(false, fmt.Errorf("%w: the file watcher stopped (its %s channel closed); polling %s every %v instead",
+		ErrWatch, closed, l.path, every))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	settle := time.NewTimer(time.Hour)

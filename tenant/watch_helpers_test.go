@@ -58,7 +58,7 @@ func waitReload(t *testing.T, l *Live, reports <-chan watchReport, want float64,
 				continue
 			}
 			if r.err != nil || !r.changed {
-				t.Fatalf("%s: report %+v, want a reload", what, r)
+				t.Fatalf("%s: report changed=%v err=%v, want a reload", what, r.changed, r.err)
 			}
 			if got := submitRate(t, l); got != want {
 				t.Fatalf("%s: submit_rate %g, want %g", what, got, want)
