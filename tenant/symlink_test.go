@@ -39,24 +39,10 @@ func swapSymlink(t *testing.T, target, link string) {
 // so such edits went unseen until a SIGHUP.
 func TestLiveWatchSymlinkElsewhere(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T) (l *Live, link, target string) {
-		t.Helper()
-		link = filepath.Join(t.TempDir(), "tenants.yaml")
-		target = filepath.Join(t.TempDir(), "tenants.yaml")
-		writeFile(t, target, liveV1)
-		if err := os.Symlink(target, link); err != nil {
-			t.Fatal(err)
-		}
-		l, err := NewLive(link, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l, link, target
-	}
 
 	t.Run("target written in place", func(t *testing.T) {
 		t.Parallel()
-		l, _, target := setup(t)
+		l, _, target := newLinkedLive(t)
 		reports := startWatch(t, l, nil)
 		if err := os.WriteFile(target, []byte(liveV2), 0o600); err != nil {
 			t.Fatal(err)
@@ -66,7 +52,7 @@ func TestLiveWatchSymlinkElsewhere(t *testing.T) {
 
 	t.Run("target replaced by rename", func(t *testing.T) {
 		t.Parallel()
-		l, _, target := setup(t)
+		l, _, target := newLinkedLive(t)
 		reports := startWatch(t, l, nil)
 		writeFile(t, target, liveV2)
 		waitReload(t, l, reports, 50, "target replaced by rename")
@@ -74,7 +60,7 @@ func TestLiveWatchSymlinkElsewhere(t *testing.T) {
 
 	t.Run("link repointed, then the new target edited", func(t *testing.T) {
 		t.Parallel()
-		l, link, _ := setup(t)
+		l, link, _ := newLinkedLive(t)
 		reports := startWatch(t, l, nil)
 		other := filepath.Join(t.TempDir(), "tenants.yaml")
 		writeFile(t, other, liveV2)
@@ -91,7 +77,7 @@ func TestLiveWatchSymlinkElsewhere(t *testing.T) {
 		t.Parallel()
 		// tenants.yaml -> mid/current.yaml -> v1/tenants.yaml: repointing
 		// the middle link, in a third directory, is a change too.
-		l, link, target := setup(t)
+		l, link, target := newLinkedLive(t)
 		mid := filepath.Join(t.TempDir(), "current.yaml")
 		if err := os.Symlink(target, mid); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,8 @@ package tenant
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -68,4 +70,22 @@ func waitReload(t *testing.T, l *Live, reports <-chan watchReport, want float64,
 			t.Fatalf("%s: no reload within 10s (submit_rate still %g)", what, submitRate(t, l))
 		}
 	}
+}
+
+// newLinkedLive returns a Live on link, a symlink in a directory of its
+// own to target, a file holding liveV1 in another directory (as a
+// ConfigMap mount or a deployment's link to a release).
+func newLinkedLive(t *testing.T) (l *Live, link, target string) {
+	t.Helper()
+	link = filepath.Join(t.TempDir(), "tenants.yaml")
+	target = filepath.Join(t.TempDir(), "tenants.yaml")
+	writeFile(t, target, liveV1)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLive(link, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, link, target
 }

@@ -19,16 +19,7 @@ func TestLiveWatchStoppedWatcher(t *testing.T) {
 	t.Parallel()
 	setup := func(t *testing.T, reread time.Duration) (*Live, <-chan watchReport) {
 		t.Helper()
-		link := filepath.Join(t.TempDir(), "tenants.yaml")
-		target := filepath.Join(t.TempDir(), "tenants.yaml")
-		writeFile(t, target, liveV1)
-		if err := os.Symlink(target, link); err != nil {
-			t.Fatal(err)
-		}
-		l, err := NewLive(link, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l, _, _ := newLinkedLive(t)
 		l.pollEvery, l.rereadEvery = 20*time.Millisecond, reread
 		reports := startWatch(t, l, func(w *fsnotify.Watcher) {
 			if err := w.Close(); err != nil { // closes Events and Errors
