@@ -108,8 +108,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow, cfg.Backend),
-		tracer: newTracer(cfg.TracerProvider)}
+	s := &Server{
+		cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow, cfg.Backend),
+		tracer: newTracer(cfg.TracerProvider),
+	}
 	for _, l := range cfg.Topology.Lanes {
 		lq := &laneQueues{lane: l}
 		for i := range l.Shards {
@@ -157,7 +159,7 @@ func (s *Server) Submit(ctx context.Context, req *ingestv1.SubmitRequest) (*inge
 	b.enqueue()
 	r := b.results[0]
 	if r.err != nil {
-		return nil, r.err.Err()
+		return nil, r.status().Err()
 	}
 	return &ingestv1.SubmitResponse{JobId: r.jobID, Duplicate: r.duplicate}, nil
 }
@@ -185,7 +187,7 @@ func (s *Server) SubmitBatch(ctx context.Context, req *ingestv1.SubmitBatchReque
 	for i, r := range b.results {
 		out := &outs[i]
 		if r.err != nil {
-			out.Error = jobError(r.err)
+			out.Error = r.jobError()
 		} else {
 			out.JobId, out.Duplicate = r.jobID, r.duplicate
 		}
@@ -247,6 +249,11 @@ type result struct {
 	duplicate bool
 	err       *status.Status
 	outcome   string // for metrics; set when refused, else decided after enqueue
+	// A quota refusal (refuseQuota): what it names ("rate:acme") and when
+	// to retry; its status gets the details only when sent whole
+	// (status).
+	quotaSubject string
+	retry        time.Duration
 
 	// Set for a job admitted and waiting to be sent.
 	queue  string
@@ -257,6 +264,21 @@ type result struct {
 	copyOf *result    // a repeat of an idempotency key earlier in this batch
 
 	enqueueSpan trace.Span // from prepare until the send settles
+}
+
+// refuseQuota refuses r with RESOURCE_EXHAUSTED for subject (as
+// "rate:acme"), to be retried after retry.
+func (r *result) refuseQuota(subject, description string, retry time.Duration) {
+	r.err = status.New(codes.ResourceExhausted, description)
+	r.quotaSubject, r.retry = subject, retry
+}
+
+// status is r's refusal as a unary call returns it, with its details.
+func (r *result) status() *status.Status {
+	if r.quotaSubject == "" {
+		return r.err
+	}
+	return quotaDetails(r.err, r.quotaSubject, r.retry)
 }
 
 // newBatch starts a call of n jobs.
@@ -327,14 +349,14 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 	token, wait, ok := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
 	if !ok {
 		r.outcome = metrics.OutcomeThrottledRate
-		r.err = quotaExceeded(b.tenant.ID, "rate", fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
+		r.refuseQuota("rate:"+b.tenant.ID, fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
 		return
 	}
 	backlog := b.laneBacklog()
 	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.drainRate()); refused {
 		token.Return()
 		r.outcome = metrics.OutcomeThrottledBacklog
-		r.err = quotaExceeded(b.tenant.ID, "lane_backlog", fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
+		r.refuseQuota("lane_backlog:"+b.tenant.ID, fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
 		return
 	}
 	r.token = token
@@ -558,6 +580,7 @@ func (b *batch) enqueue() {
 	for _, r := range b.results {
 		if r.copyOf != nil {
 			r.jobID, r.duplicate, r.err = r.copyOf.jobID, r.copyOf.err == nil, r.copyOf.err
+			r.quotaSubject, r.retry = r.copyOf.quotaSubject, r.copyOf.retry
 			if r.err != nil { // refused as its first was, and counted so
 				r.outcome = r.copyOf.outcome
 			}

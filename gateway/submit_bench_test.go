@@ -47,10 +47,21 @@ func BenchmarkSubmitBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkSubmitBatchRefused: SubmitBatch calls of 100 jobs from 8
+// callers for a tenant over its submit rate, every job refused with a
+// RetryInfo: what an overloaded gateway spends on each job it turns away.
+func BenchmarkSubmitBatchRefused(b *testing.B) {
+	benchmarkSubmitBatchAs(b, "tiny-key-1", false)
+}
+
 func benchmarkSubmitBatch(b *testing.B, keys bool) {
+	benchmarkSubmitBatchAs(b, "bench-key-1", keys)
+}
+
+func benchmarkSubmitBatchAs(b *testing.B, apiKey string, keys bool) {
 	const size = 100
 	tb := setup(b)
-	ctx := key(b.Context(), "bench-key-1")
+	ctx := key(b.Context(), apiKey)
 	payload := make([]byte, 200)
 	var seq atomic.Int64
 	b.ReportAllocs()
