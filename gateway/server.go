@@ -227,7 +227,13 @@ type batch struct {
 	// sorted by key; claimed is closed once they are settled.
 	claims  []keyClaim
 	claimed chan struct{}
+	// overRate and overBacklog are the call's refusal, made for its first
+	// job refused so (the same for every job of the call).
+	overRate, overBacklog *quotaRefusal
 }
+
+// quotaRefusal is what a RESOURCE_EXHAUSTED refusal names and says.
+type quotaRefusal struct{ subject, description string }
 
 type outcomeCount struct {
 	outcome string
@@ -266,11 +272,11 @@ type result struct {
 	enqueueSpan trace.Span // from prepare until the send settles
 }
 
-// refuseQuota refuses r with RESOURCE_EXHAUSTED for subject (as
-// "rate:acme"), to be retried after retry.
-func (r *result) refuseQuota(subject, description string, retry time.Duration) {
-	r.err = status.New(codes.ResourceExhausted, description)
-	r.quotaSubject, r.retry = subject, retry
+// refuseQuota refuses r with RESOURCE_EXHAUSTED as q says, to be retried
+// after retry.
+func (r *result) refuseQuota(q *quotaRefusal, retry time.Duration) {
+	r.err = status.New(codes.ResourceExhausted, q.description)
+	r.quotaSubject, r.retry = q.subject, retry
 }
 
 // status is r's refusal as a unary call returns it, with its details.
@@ -349,14 +355,20 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 	token, wait, ok := b.s.buckets.Take(b.tenant.ID, rate.Limit(lim.SubmitRate), lim.SubmitBurst, b.now)
 	if !ok {
 		r.outcome = metrics.OutcomeThrottledRate
-		r.refuseQuota("rate:"+b.tenant.ID, fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst), wait)
+		if b.overRate == nil {
+			b.overRate = &quotaRefusal{"rate:" + b.tenant.ID, fmt.Sprintf("tenant %s is over its submit rate of %g jobs/s (burst %d)", b.tenant.ID, lim.SubmitRate, lim.SubmitBurst)}
+		}
+		r.refuseQuota(b.overRate, wait)
 		return
 	}
 	backlog := b.laneBacklog()
 	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.drainRate()); refused {
 		token.Return()
 		r.outcome = metrics.OutcomeThrottledBacklog
-		r.refuseQuota("lane_backlog:"+b.tenant.ID, fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark), retry)
+		if b.overBacklog == nil {
+			b.overBacklog = &quotaRefusal{"lane_backlog:" + b.tenant.ID, fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark)}
+		}
+		r.refuseQuota(b.overBacklog, retry)
 		return
 	}
 	r.token = token
