@@ -110,21 +110,9 @@ func (e *Env) StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, er
 // the cluster's processes: sluice_drain_actions_total by action
 // (delivered, spilled, backlogged, …), as a short text.
 func DrainActions(ctx context.Context, c *Cluster) string {
-	total := map[string]float64{}
-	var writes []Sample
-	for _, p := range c.Procs() {
-		addr, err := p.Addr(ctx, "metrics listening")
-		if err != nil {
-			return "unknown: " + err.Error()
-		}
-		s, err := Scrape(ctx, addr)
-		if err != nil {
-			return "unknown: " + err.Error()
-		}
-		for action, v := range ByLabel(s, metrics.NameDrainActions, "action") {
-			total[action] += v
-		}
-		writes = append(writes, s...)
+	total, writes, err := drainTotals(ctx, c)
+	if err != nil {
+		return "unknown: " + err.Error()
 	}
 	if len(total) == 0 {
 		return "none"
@@ -138,6 +126,46 @@ func DrainActions(ctx context.Context, c *Cluster) string {
 		text += "; " + w
 	}
 	return text
+}
+
+// WaitAcked waits, up to timeout, until the cluster's drainers count n
+// deliveries acknowledged (the delivered action): a drainer counts a
+// delivery once its ack (the delete) is done, which can come after the
+// worker has seen the job. It reports whether they did.
+func WaitAcked(ctx context.Context, c *Cluster, n int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		total, _, err := drainTotals(ctx, c)
+		if err == nil && total[metrics.ActionDelivered] >= float64(n) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// drainTotals scrapes the cluster's processes: sluice_drain_actions_total
+// summed by action, and every sample.
+func drainTotals(ctx context.Context, c *Cluster) (map[string]float64, []Sample, error) {
+	total := map[string]float64{}
+	var all []Sample
+	for _, p := range c.Procs() {
+		addr, err := p.Addr(ctx, "metrics listening")
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := Scrape(ctx, addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		for action, v := range ByLabel(s, metrics.NameDrainActions, "action") {
+			total[action] += v
+		}
+		all = append(all, s...)
+	}
+	return total, all, nil
 }
 
 // storeWrites sums up the embedded store's writer from samples of one or

@@ -229,11 +229,15 @@ func preload(ctx context.Context, env *Env, cl *Cluster, tenants []Tenant, n int
 }
 
 // drained waits until w has all jobs and returns the rate of their first
-// deliveries.
+// deliveries. The drainers' actions and the repeated deliveries are read
+// once the drainers have counted every job acknowledged (or after 15s),
+// so that an ack still under way when the last job arrived neither is
+// missing from the table nor hides a redelivery it leads to.
 func drained(ctx context.Context, cl *Cluster, w *Worker, jobs int) (drainRun, error) {
 	if !w.WaitCount(ctx, jobs, max(2*time.Minute, time.Duration(jobs)*time.Millisecond)) {
 		return drainRun{}, fmt.Errorf("drainers delivered %d of %d jobs in time", w.Count(), jobs)
 	}
+	WaitAcked(ctx, cl, jobs, 15*time.Second)
 	ds, repeats := w.Deliveries()
 	first, last := ds[0].Start, ds[0].Start
 	for _, d := range ds {
