@@ -229,10 +229,12 @@ func preload(ctx context.Context, env *Env, cl *Cluster, tenants []Tenant, n int
 }
 
 // drained waits until w has all jobs and returns the rate of their first
-// deliveries. The drainers' actions and the repeated deliveries are read
-// once the drainers have counted every job acknowledged (or after 15s),
-// so that an ack still under way when the last job arrived neither is
-// missing from the table nor hides a redelivery it leads to.
+// deliveries. The drainers' actions are read once they have counted every
+// job acknowledged (or after 15s), so that an ack still under way when the
+// last job arrived is not missing from the table. (A failed ack's job
+// would come back only after the lane's visibility timeout, later than
+// this wait; the delivered count then stays short of the jobs, which the
+// table shows.)
 func drained(ctx context.Context, cl *Cluster, w *Worker, jobs int) (drainRun, error) {
 	if !w.WaitCount(ctx, jobs, max(2*time.Minute, time.Duration(jobs)*time.Millisecond)) {
 		return drainRun{}, fmt.Errorf("drainers delivered %d of %d jobs in time", w.Count(), jobs)
