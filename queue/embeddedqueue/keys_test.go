@@ -132,6 +132,31 @@ func countKeys(t *testing.T, path string) int {
 	return n
 }
 
+// reopenWithKeys closes b, checks that its store at path holds records
+// key records (how says which), reopens it with opts and checks that
+// every key in want still finds its value; it returns the reopened
+// backend, closed when the test ends.
+func reopenWithKeys(t *testing.T, b *Backend, path string, opts Options, records int, how string, want map[string]string) *Backend {
+	t.Helper()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, path); n != records {
+		t.Fatalf("%d key records, want %d (%s)", n, records, how)
+	}
+	b, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	for key, value := range want {
+		if got := lookup(t, b, key); got != value {
+			t.Errorf("after reopen, lookup %q: %q, want %q", key, got, value)
+		}
+	}
+	return b
+}
+
 // openKeyTest opens a store on a fake clock, with no background sweep
 // and queue "q", and closes it at the end of t.
 func openKeyTest(t *testing.T) (*Backend, string, *fakeClock, Options) {
@@ -261,22 +286,7 @@ func TestKeysOfABatch(t *testing.T) {
 	if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := countKeys(t, path); n != 3 {
-		t.Fatalf("%d key records, want 3 (soon ×3, later ×2, soon ×1)", n)
-	}
-	b, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	for key, value := range want {
-		if got := lookup(t, b, key); got != value {
-			t.Errorf("after reopen, lookup %q: %q, want %q", key, got, value)
-		}
-	}
+	b = reopenWithKeys(t, b, path, opts, 3, "soon ×3, later ×2, soon ×1", want)
 
 	clock.Advance(2 * time.Minute)
 	sendKeyed(t, b, "again", "tenant-a\x00k0", "job-again", clock.Now().Add(time.Hour))
@@ -432,20 +442,5 @@ func TestKeysOfSendManyShareARecord(t *testing.T) {
 			t.Errorf("lookup %q: %q, want %q", key, got, value)
 		}
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := countKeys(t, path); n != 2 {
-		t.Fatalf("%d key records, want 2 (soon ×9, later ×3)", n)
-	}
-	b, err := Open(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	for key, value := range want {
-		if got := lookup(t, b, key); got != value {
-			t.Errorf("after reopen, lookup %q: %q, want %q", key, got, value)
-		}
-	}
+	reopenWithKeys(t, b, path, opts, 2, "soon ×9, later ×3", want)
 }
