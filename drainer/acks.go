@@ -11,7 +11,8 @@ import (
 // acker deletes acked jobs of one queue in batches: concurrent acks are
 // gathered, and the first caller to find no delete under way waits up to
 // ackLinger for a whole batch, then deletes what has gathered, up to a
-// batch per call, until none is left; the others wait for their answers.
+// batch per call, until none is left; the others return at once, and
+// each result goes to acked, from whichever caller deleted it.
 // While a whole batch is waiting, another caller
 // deletes too, up to ackDeleters calls at once: one call at a time capped
 // a queue's acks at a batch per round trip (on SQS, a few thousand jobs/s
@@ -22,7 +23,15 @@ import (
 // delete batch after batch for longer than that, and the others' acks
 // must not fail with its deadline (they did, and the jobs, already run,
 // were delivered again).
+//
+// A caller whose ack another deletes does not wait for it: its runner
+// takes the next job at once. Waiting, each ack cost a channel, and the
+// runners parked on them made the dispatcher start more runners.
 type acker struct {
+	// acked is told each ack's result: nil, or why its delete failed (an
+	// ErrLeaseLost error when the backend refused its receipt).
+	acked func(j *job, err error)
+
 	mu       sync.Mutex
 	pending  []ackReq
 	deleting int // callers deleting
@@ -44,29 +53,28 @@ const ackDeleters = 4
 const ackLinger = time.Millisecond
 
 type ackReq struct {
-	l    *lease
-	done chan error
+	j *job
+	l *lease
 }
 
-// ack deletes l's message and returns the result for it alone (an
-// ErrLeaseLost error when the backend refused its receipt). ctx bounds the
-// batches this caller deletes, its own and others'.
-func (a *acker) ack(ctx context.Context, l *lease) error {
-	req := ackReq{l: l, done: make(chan error, 1)}
+// ack deletes l's message, j's, and tells a.acked the result, then or
+// later: a caller that finds a deleter free for its ack returns at once.
+// ctx bounds the batches this caller deletes, its own and others'.
+func (a *acker) ack(ctx context.Context, j *job, l *lease) {
 	a.mu.Lock()
-	a.pending = append(a.pending, req)
+	a.pending = append(a.pending, ackReq{j: j, l: l})
 	if a.filled != nil && len(a.pending) >= queue.MaxBatch {
 		// The lingering deleter takes this batch now.
 		close(a.filled)
 		a.filled = nil
 		a.mu.Unlock()
-		return <-req.done
+		return
 	}
 	if a.deleting > 0 && (len(a.pending) < queue.MaxBatch || a.deleting >= ackDeleters) {
 		// A deleter will take it: the one under way loops until none is
 		// left.
 		a.mu.Unlock()
-		return <-req.done
+		return
 	}
 	a.deleting++
 	var filled chan struct{}
@@ -84,14 +92,13 @@ func (a *acker) ack(ctx context.Context, l *lease) error {
 		if n == 0 {
 			a.deleting--
 			a.mu.Unlock()
-			break
+			return
 		}
 		batch := a.pending[:n:n]
 		a.pending = a.pending[n:]
 		a.mu.Unlock()
-		flush(ctx, batch)
+		a.flush(ctx, batch)
 	}
-	return <-req.done
 }
 
 // linger waits up to ackLinger for the pending acks to fill a batch.
@@ -111,8 +118,8 @@ func (a *acker) linger(ctx context.Context, filled chan struct{}) {
 }
 
 // flush deletes a batch of one queue's messages, within opTimeout and ctx,
-// and answers each request.
-func flush(ctx context.Context, batch []ackReq) {
+// and reports each ack's result.
+func (a *acker) flush(ctx context.Context, batch []ackReq) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	first := batch[0].l
@@ -126,6 +133,6 @@ func flush(ctx context.Context, batch []ackReq) {
 		if i < len(errs) {
 			e = errs[i : i+1]
 		}
-		r.done <- r.l.result(e, err)
+		a.acked(r.j, r.l.result(e, err))
 	}
 }

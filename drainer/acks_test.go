@@ -28,6 +28,38 @@ func (b *slowDeleter) Delete(ctx context.Context, p *queue.DeleteParams) ([]erro
 	}
 }
 
+// answers collects an acker's results: acker(n) expects n acks, and
+// wait returns once all n are answered.
+type answers struct {
+	wg     sync.WaitGroup
+	failed atomic.Int64
+	first  atomic.Value // the first failure's text
+}
+
+func (r *answers) acker(n int) *acker {
+	r.wg.Add(n)
+	return &acker{acked: func(_ *job, err error) {
+		if err != nil && r.failed.Add(1) == 1 {
+			r.first.Store(err.Error())
+		}
+		r.wg.Done()
+	}}
+}
+
+func (r *answers) wait(t *testing.T) {
+	t.Helper()
+	r.wg.Wait()
+	if n := r.failed.Load(); n > 0 {
+		t.Fatalf("%d acks failed; first: %v", n, r.first.Load())
+	}
+}
+
+// ackFrom acks a lease of handle i on b from a goroutine of its own, as
+// a runner does.
+func ackFrom(a *acker, b queue.Backend, i int) {
+	go a.ack(context.Background(), &job{}, &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)})
+}
+
 // TestAckerUnderSteadyLoad: one ack arrives every 5 ms for 40 s and each
 // delete takes 20 ms, so the caller that first found no delete under way
 // keeps deleting everyone's acks for the whole run. Each batch has a
@@ -49,24 +81,13 @@ func TestAckerUnderSteadyLoad(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				b := &slowDeleter{took: 20 * time.Millisecond}
-				var a acker
-				var failed atomic.Int64
-				var first atomic.Value
-				var wg sync.WaitGroup
+				var r answers
+				a := r.acker(int((tt.run + tt.every - 1) / tt.every))
 				for i := 0; time.Duration(i)*tt.every < tt.run; i++ {
-					wg.Go(func() {
-						l := &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)}
-						if err := a.ack(context.Background(), l); err != nil {
-							failed.Add(1)
-							first.CompareAndSwap(nil, err.Error())
-						}
-					})
+					ackFrom(a, b, i)
 					time.Sleep(tt.every)
 				}
-				wg.Wait()
-				if n := failed.Load(); n > 0 {
-					t.Fatalf("%d acks failed; first: %v", n, first.Load())
-				}
+				r.wait(t)
 			})
 		})
 	}
@@ -118,22 +139,17 @@ func TestAckerOverlapsDeletesUnderLoad(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				b := &countingDeleter{slowDeleter: slowDeleter{took: 20 * time.Millisecond}, deleted: map[string]int{}}
-				var a acker
-				var wg sync.WaitGroup
+				var r answers
+				a := r.acker(tt.acks)
 				for i := range tt.acks {
-					wg.Go(func() {
-						l := &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)}
-						if err := a.ack(context.Background(), l); err != nil {
-							t.Errorf("ack %d: %v", i, err)
-						}
-					})
+					ackFrom(a, b, i)
 					if tt.every > 0 {
 						time.Sleep(tt.every)
 					} else {
 						synctest.Wait()
 					}
 				}
-				wg.Wait()
+				r.wait(t)
 				if got := b.most.Load(); got != tt.wantMost {
 					t.Errorf("most deletes in flight = %d, want %d", got, tt.wantMost)
 				}
@@ -170,18 +186,13 @@ func TestAckerGathersABatch(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				b := &countingDeleter{slowDeleter: slowDeleter{took: 20 * time.Millisecond}, deleted: map[string]int{}}
-				var a acker
-				var wg sync.WaitGroup
+				var r answers
+				a := r.acker(tt.acks)
 				start := time.Now()
 				for i := range tt.acks {
-					wg.Go(func() {
-						l := &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)}
-						if err := a.ack(context.Background(), l); err != nil {
-							t.Errorf("ack %d: %v", i, err)
-						}
-					})
+					ackFrom(a, b, i)
 				}
-				wg.Wait()
+				r.wait(t)
 				if got := b.calls.Load(); got != tt.wantCalls {
 					t.Errorf("%d delete calls, want %d", got, tt.wantCalls)
 				}
@@ -194,4 +205,32 @@ func TestAckerGathersABatch(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAckerDoesNotHoldTheRunner: an ack that another caller deletes
+// returns at once, so its runner takes its next job while the delete is
+// under way; only the deleting caller waits, and every ack is answered.
+func TestAckerDoesNotHoldTheRunner(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b := &countingDeleter{slowDeleter: slowDeleter{took: 20 * time.Millisecond}, deleted: map[string]int{}}
+		var r answers
+		a := r.acker(queue.MaxBatch)
+		ackFrom(a, b, 0) // finds no delete under way: it deletes
+		synctest.Wait()
+		start := time.Now()
+		for i := 1; i < queue.MaxBatch; i++ {
+			a.ack(context.Background(), &job{}, &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)})
+			if took := time.Since(start); took != 0 {
+				t.Fatalf("ack %d returned after %v, want at once", i, took)
+			}
+		}
+		r.wait(t)
+		if took := time.Since(start); took != 20*time.Millisecond {
+			t.Errorf("acks answered after %v, want one delete's 20ms", took)
+		}
+		if got := b.calls.Load(); got != 1 {
+			t.Errorf("%d delete calls, want 1", got)
+		}
+	})
 }

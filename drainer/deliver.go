@@ -197,13 +197,14 @@ func (d *Drainer) deliver(j *job, done func()) {
 	}
 	if err == nil {
 		// The ack (a durable delete) does not hold the delivery slot,
-		// freed above (done): the next job starts while it commits. The
+		// freed above (done): the next job starts while it commits, on
+		// this runner too unless it is the one deleting (acker). The
 		// attempt's span ends with the worker's answer, before it. (A
 		// goroutine of its own per ack freed nothing more, and cost a
 		// goroutine start per job.)
 		endDeliver(span, outcome, nil)
 		span = nil
-		d.ack(j, l)
+		j.q.acks.ack(d.handlerCtx, j, l)
 		return
 	}
 	f := sideliner.FailureInput{Now: d.cfg.Now(), Attempts: attempt, Jitter: rand.Float64()}
@@ -255,8 +256,9 @@ func (d *Drainer) release(j *job, l *lease) {
 	}
 }
 
-func (d *Drainer) ack(j *job, l *lease) {
-	if err := j.q.acks.ack(d.handlerCtx, l); err != nil {
+// acked counts j delivered once its delete succeeded (acker.acked).
+func (d *Drainer) acked(j *job, err error) {
+	if err != nil {
 		// The job ran; it will be delivered again (at least once).
 		d.jobLogger(j).Warn("delete after delivery failed", slog.Any("error", err))
 		if errors.Is(err, ErrLeaseLost) {

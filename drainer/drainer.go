@@ -267,6 +267,11 @@ func New(cfg Config) (*Drainer, error) {
 			{inbox: in, name: in.spillover, source: sideliner.SourceSpillover},
 			{inbox: in, name: in.backlog, source: sideliner.SourceBacklog},
 		}
+		for _, qs := range [][]*queueBuf{in.shards, in.side} {
+			for _, q := range qs {
+				q.acks.acked = d.acked
+			}
+		}
 		d.lanes = append(d.lanes, in)
 	}
 	// Read ahead enough for many tenants' budgets and a batch from every
