@@ -81,3 +81,16 @@ func TestReadmeFlagTable(t *testing.T) {
 		}
 	}
 }
+
+// TestMistakenFlagIsOneLine: a misspelt flag is refused in one line that
+// names it and says where the list is, not above the whole list of flags.
+func TestMistakenFlagIsOneLine(t *testing.T) {
+	t.Parallel()
+	for _, c := range [][]string{{"gateway", "--listn", "x"}, {"drainer", "run", "--listn", "x"}} {
+		out, err := exec.Command(filepath.Join(env.Bin, c[0]), c[1:]...).CombinedOutput()
+		want := c[0] + ": flag provided but not defined: -listn (" + c[0] + " --help lists the flags)\n"
+		if err == nil || string(out) != want {
+			t.Errorf("%v: err=%v, output %q; want exit 1 and %q", c, err, out, want)
+		}
+	}
+}

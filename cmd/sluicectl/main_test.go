@@ -390,7 +390,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"dlq", "list", "--admin-addr", c.admin, "--data-dir", t.TempDir()}, "no admin key"},
 		{[]string{"stats", "--admin-addr", "127.0.0.1:1", "--data-dir", c.dataDir, "--timeout", "2s"}, "cannot reach the admin API"},
 		{[]string{"dlq", "list", "--since", "yesterday", "--admin-addr", c.admin, "--data-dir", c.dataDir}, `--since "yesterday"`},
-		{[]string{"dlq", "replay", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "filter.tenants"},
+		{[]string{"dlq", "replay", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "say whose jobs to replay: --tenant T1,T2, or --all-tenants"},
 		{[]string{"dlq", "redrive", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "give --lane"},
 		{[]string{"dlq", "redrive", "--lane", "standard", "--admin-addr", c.admin, "--data-dir", c.dataDir}, "no native whole-queue redrive"},
 		{[]string{"dlq", "cancel", "nope", "--admin-addr", c.admin, "--data-dir", c.dataDir}, `no replay "nope"`},
@@ -411,5 +411,10 @@ func TestCommands(t *testing.T) {
 		if err == nil || !strings.Contains(errOut, m.want) {
 			t.Errorf("sluicectl %q: err=%v, stderr %q; want it to say %q", m.args, err, errOut, m.want)
 		}
+	}
+	// A mistaken flag is answered in one line, not above the whole list
+	// of flags.
+	if _, errOut, _ := run(t, "sluicectl", "submit", "--lane", "x"); strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+		t.Errorf("sluicectl submit --lane x: stderr %q, want one line", errOut)
 	}
 }

@@ -508,6 +508,10 @@ func setupDLQReplay(fs *flag.FlagSet) runFunc {
 		if err := wantArgs(args, 0, "dlq replay takes flags only: --tenant T (or --all-tenants), --dry-run, …"); err != nil {
 			return err
 		}
+		if len(splitList(ff.tenants)) == 0 && !ff.allTenants {
+			// Said here in the CLI's words; the API names its fields.
+			return errors.New("say whose jobs to replay: --tenant T1,T2, or --all-tenants for every tenant's (a replay of everything is never the default)")
+		}
 		f, err := ff.build(time.Now())
 		if err != nil {
 			return err

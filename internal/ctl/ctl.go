@@ -115,7 +115,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unknown command %q (see the list above)", name)
 	}
 	fs := flag.NewFlagSet("sluicectl "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// A mistaken flag is answered by the one line returned below, which
+	// names the flag and where the list is: the flag package's own
+	// report, the whole list and then that line buried the mistake.
+	fs.SetOutput(io.Discard)
 	if slices.ContainsFunc(rest, isHelp) {
 		fs.SetOutput(stdout)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,8 +24,21 @@ import (
 // keys in the file are errors that name the key and line; so is an
 // argument that is not a flag.
 func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error {
-	if err := fs.Parse(args); err != nil {
+	// A mistaken flag gets one line, the error returned, which says where
+	// the list is: the flag package printed the whole list (about a
+	// hundred lines) after its report, burying it. -h and --help print
+	// the list as before.
+	out := fs.Output()
+	if !slices.ContainsFunc(args, isHelp) {
+		fs.SetOutput(io.Discard)
+	}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
 		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
 	}
 	// The flag package stops at the first argument that is not a flag:
 	// "--drain false" set --drain to true and dropped "false", with every
@@ -160,4 +174,12 @@ func set(fs *flag.FlagSet, name, value string) error {
 		return err
 	}
 	return fmt.Errorf("%w: want %s", err, want)
+}
+
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
 }

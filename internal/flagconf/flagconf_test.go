@@ -1,6 +1,7 @@
 package flagconf
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -168,5 +169,40 @@ func TestBadValueSaysWhatToWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMistakenFlag: a flag that does not exist, or a bad value, is one
+// error that names it and where the list of flags is, with nothing
+// printed; --help prints the list.
+func TestMistakenFlag(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args      []string
+		want      string // in the error; "" for --help
+		wantPrint bool
+	}{
+		{[]string{"--workerz", "3"}, "flag provided but not defined: -workerz (t --help lists the flags)", false},
+		{[]string{"--workers", "many"}, `invalid value "many" for flag -workers`, false},
+		{[]string{"--help"}, "", true},
+		{[]string{"-h"}, "", true},
+	}
+	for _, tt := range tests {
+		fs, _, _, _ := newSet()
+		var out strings.Builder
+		fs.SetOutput(&out)
+		err := Parse(fs, tt.args, "TEST", "config")
+		switch {
+		case tt.want == "" && !errors.Is(err, flag.ErrHelp):
+			t.Errorf("%q: err = %v, want flag.ErrHelp", tt.args, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%q: err = %v, want it to contain %q", tt.args, err, tt.want)
+		}
+		if printed := out.Len() > 0; printed != tt.wantPrint {
+			t.Errorf("%q: printed %q, want printing %v", tt.args, out.String(), tt.wantPrint)
+		}
+		if fs.Output() != &out {
+			t.Errorf("%q: the flag set's output was not restored", tt.args)
+		}
 	}
 }
