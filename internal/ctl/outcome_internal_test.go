@@ -66,3 +66,21 @@ func TestReplayOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestFairnessWithoutSlots: with no delivery slots (pull mode, no worker
+// connected) top says why nothing is delivered; with slots it does not.
+func TestFairnessWithoutSlots(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		slots int32
+		want  bool
+	}{{0, true}, {16, false}} {
+		var out strings.Builder
+		if err := printFairness(&admin{out: &out}, &adminv1.GetFairnessResponse{Slots: tt.slots}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "no pull worker connected"); got != tt.want {
+			t.Errorf("slots %d: %q; want the no-worker note: %v", tt.slots, out.String(), tt.want)
+		}
+	}
+}

@@ -76,7 +76,13 @@ func (c *admin) explainFairness(err error) error {
 }
 
 func printFairness(c *admin, resp *adminv1.GetFairnessResponse) error {
-	fmt.Fprintf(c.out, "%s  delivery slots %d, busy %d\n", time.Now().Format(time.TimeOnly), resp.GetSlots(), resp.GetBusy())
+	fmt.Fprintf(c.out, "%s  delivery slots %d, busy %d", time.Now().Format(time.TimeOnly), resp.GetSlots(), resp.GetBusy())
+	if resp.GetSlots() == 0 {
+		// Pushing drainers always have their --concurrency; pulling ones
+		// have the credits of the workers connected.
+		fmt.Fprint(c.out, " (no pull worker connected: jobs wait for one)")
+	}
+	fmt.Fprintln(c.out)
 	if len(resp.GetLanes()) == 0 {
 		fmt.Fprintln(c.out, "  no work in the last minute")
 		return nil
