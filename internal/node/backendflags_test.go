@@ -40,3 +40,14 @@ func TestOpenBackendRefusesSQSFlagsOnEmbedded(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenBackendSQSWithoutARegion: --backend sqs with no region anywhere
+// is refused in the flags' words (it said "set Config.Region", a field of
+// the Go API).
+func TestOpenBackendSQSWithoutARegion(t *testing.T) {
+	withoutAWSRegion(t)
+	_, err := OpenBackend(t.Context(), BackendFlags{Kind: "sqs"}, topology.Default(), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "give --aws-region, or set AWS_REGION") || strings.Contains(err.Error(), "Config.Region") {
+		t.Fatalf("OpenBackend = %v, want a refusal naming --aws-region and AWS_REGION", err)
+	}
+}

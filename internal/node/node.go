@@ -204,6 +204,9 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 			return nil, errors.New("--fsync applies to the embedded backend only; SQS acknowledges a send once it has stored it")
 		}
 		sb, err := sqsqueue.New(ctx, sqsqueue.Config{Endpoint: f.SQSEndpoint, Region: f.Region, QueueURLs: topo.QueueURLs, Logger: log})
+		if errors.Is(err, sqsqueue.ErrNoRegion) {
+			return nil, errors.New("--backend sqs: no AWS region: give --aws-region, or set AWS_REGION (or a region in the shared config's profile)")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sqs backend: %w", err)
 		}

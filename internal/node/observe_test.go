@@ -178,8 +178,9 @@ func TestObserverPublishesToTheQueuesRegion(t *testing.T) {
 // publish failed, logged each cycle, and the process ran on with alarms
 // reading no data. It now refuses to start, saying what to set, and lets
 // go of the metrics listener it had opened.
-func TestObserverRefusesCloudWatchWithoutARegion(t *testing.T) {
-	// Not parallel: t.Setenv.
+// withoutAWSRegion clears every place the AWS SDK finds a region in, for
+// t (which must not be parallel: t.Setenv).
+func withoutAWSRegion(t *testing.T) {
 	none := filepath.Join(t.TempDir(), "none")
 	for k, v := range map[string]string{
 		"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "",
@@ -187,6 +188,10 @@ func TestObserverRefusesCloudWatchWithoutARegion(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
+}
+
+func TestObserverRefusesCloudWatchWithoutARegion(t *testing.T) {
+	withoutAWSRegion(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

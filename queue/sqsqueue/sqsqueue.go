@@ -25,6 +25,10 @@ import (
 	"github.com/sluice-dev/sluice/queue"
 )
 
+// ErrNoRegion is New's error when neither Config.Region nor the
+// environment or shared config names an AWS region.
+var ErrNoRegion = errors.New("sqsqueue: no AWS region: set Config.Region or AWS_REGION")
+
 // Defaults for Config fields left zero.
 const (
 	// LingerDefault is how long Send waits for concurrent Sends to the same
@@ -273,7 +277,7 @@ func newClient(ctx context.Context, cfg Config) (*sqs.Client, error) {
 		return nil, fmt.Errorf("sqsqueue: load AWS config: %w", err)
 	}
 	if awsCfg.Region == "" {
-		return nil, errors.New("sqsqueue: no AWS region: set Config.Region or AWS_REGION")
+		return nil, ErrNoRegion
 	}
 	return sqs.NewFromConfig(awsCfg, func(o *sqs.Options) {
 		if cfg.Endpoint != "" {
