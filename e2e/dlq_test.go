@@ -94,7 +94,7 @@ func TestPoisonJobDLQAndReplayByCLI(t *testing.T) {
 		{[]string{"dlq", "list", "--admin-addr", "127.0.0.1:1", "--admin-key", adminKey, "--timeout", "2s"}, "cannot reach the admin API"},
 		{[]string{"dlq", "list", "--admin-addr", admin, "--data-dir", t.TempDir()}, "no admin key"},
 		{append([]string{"dlq", "list", "--since", "yesterday"}, common...), "--since \"yesterday\""},
-		{append([]string{"dlq", "replay"}, common...), "filter.tenants"},
+		{append([]string{"dlq", "replay"}, common...), "say whose jobs to replay: --tenant T1,T2, or --all-tenants"},
 		{append([]string{"dlq", "frobnicate"}, common...), "dlq needs a subcommand"},
 		{append([]string{"dlq", "redrive"}, common...), "give --lane"},
 		{append([]string{"dlq", "redrive", "--lane", "premium"}, common...), "no native whole-queue redrive"},
