@@ -225,7 +225,7 @@ type deadLetter struct {
 
 func TestHelpExitsZero(t *testing.T) {
 	t.Parallel()
-	cases := [][]string{{"--help"}, {"-h"}, {"help"}, {"help", "stats"}, {"dlq"}, {"dlq", "--help"}}
+	cases := [][]string{{"--help"}, {"-h"}, {"help"}, {"help", "stats"}, {"dlq"}, {"dlq", "--help"}, {"submit", "--h"}, {"stats", "-help"}}
 	for _, c := range []string{"submit", "stats", "limits", "dlq list", "dlq show", "dlq replay", "dlq status", "dlq cancel", "dlq redrive", "worker", "completion"} {
 		cases = append(cases, append(strings.Fields(c), "--help"))
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/sluice-dev/sluice/internal/flagconf"
 )
 
 // command is one sluicectl command. setup registers its flags on fs and
@@ -138,7 +140,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return run(ctx, e, pos)
 }
 
-func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
+// isHelp: a flag that asks for the list of flags (flagconf.IsHelp), or
+// the word help.
+func isHelp(a string) bool { return flagconf.IsHelp(a) || a == "help" }
 
 // parseInterleaved parses flags wherever they appear among the positional
 // arguments ("limits acme --json" as well as "limits --json acme"); "--"

@@ -29,7 +29,7 @@ func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error 
 	// hundred lines) after its report, burying it. -h and --help print
 	// the list as before.
 	out := fs.Output()
-	if !slices.ContainsFunc(args, isHelp) {
+	if !slices.ContainsFunc(args, IsHelp) {
 		fs.SetOutput(io.Discard)
 	}
 	err := fs.Parse(args)
@@ -176,7 +176,10 @@ func set(fs *flag.FlagSet, name, value string) error {
 	return fmt.Errorf("%w: want %s", err, want)
 }
 
-func isHelp(arg string) bool {
+// IsHelp reports whether arg asks the flag package for the list of flags
+// (it answers -h and -help, with one dash or two, when no flag has that
+// name): Parse prints the list only then.
+func IsHelp(arg string) bool {
 	switch arg {
 	case "-h", "--h", "-help", "--help":
 		return true
