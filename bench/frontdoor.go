@@ -270,11 +270,11 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 		"gateway on the %s backend without drainers (auth, bucket, router, durable enqueue). "+
 		"client.Producer: %d goroutines on one client (connection), each sending one job and waiting for its answer (the figure), "+
 		"and again with each goroutine sending one job per Send but waiting only once %d of its jobs are unanswered (the oldest first); the producer's defaults "+
-		"(linger 1 ms while a call is under way, none otherwise; up to 500 jobs per call, 4 calls in flight), one tenant. "+
+		"(linger %s while a call is under way, none otherwise; up to %d jobs per call, %d calls in flight), one tenant. "+
 		"Refusals: %d clients (one connection each) calling client.Submit back to back for one tenant limited to %g jobs/s, "+
 		"each refusal retried after its RetryInfo delay (client jitter at most 5 ms).\n\n%s\n"+
 		"Open loop at half the gateway's saturating rate (8 paced streams, latency from each call's start; the servers take turns in %d rounds of %s each; the --fsync=interval:10ms gateway, a process of its own, is first warmed by a closed loop of 64 callers, as the other two were by theirs, and stopped after the open loop):\n\n%s",
-		o.Tenants, PayloadBytes, o.Duration, warm, o.Backend, o.ProducerSenders, pipelineDepth, o.PoliteClients, o.PoliteRate,
+		o.Tenants, PayloadBytes, o.Duration, warm, o.Backend, o.ProducerSenders, pipelineDepth, client.LingerDefault, client.MaxBatchJobs, client.MaxInFlightDefault, o.PoliteClients, o.PoliteRate,
 		Table([]string{"call", "server", "concurrency", "calls/s", "p50", "p99", "errors"}, rows),
 		openLoopRounds, o.Duration/openLoopRounds,
 		Table([]string{"server", "target/s", "sent/s", "p50", "p99", "errors", "late starts"}, halfRows))

@@ -20,8 +20,8 @@ import (
 
 // Defaults for ProducerConfig fields left zero.
 const (
-	LingerDefault      = time.Millisecond
-	MaxInFlightDefault = 4
+	LingerDefault      = 200 * time.Microsecond
+	MaxInFlightDefault = 8
 	MaxPendingDefault  = 10_000
 )
 
@@ -37,8 +37,11 @@ type ProducerConfig struct {
 	// are under way; with none under way it is sent at once, so a lone
 	// job pays no linger and under load the jobs sent during a call
 	// gather behind it. Jobs sent while every call slot is busy wait for
-	// a slot anyway and join the next batch. Defaults to 1ms; negative
-	// never lingers.
+	// a slot anyway and join the next batch. Defaults to 200µs;
+	// negative never lingers. (A longer linger makes fewer, bigger calls,
+	// and costs each caller that waits for its answer: with 1ms and 4
+	// calls in flight, 256 such callers got about a fifth fewer jobs
+	// through than with the defaults.)
 	Linger time.Duration
 	// MaxBatchJobs and MaxBatchBytes bound one SubmitBatch call. They
 	// default to the client's Config.MaxBatchJobs and MaxBatchBytes, and
@@ -46,7 +49,7 @@ type ProducerConfig struct {
 	MaxBatchJobs  int
 	MaxBatchBytes int
 	// MaxInFlight bounds the SubmitBatch calls under way at once.
-	// Defaults to 4.
+	// Defaults to 8.
 	MaxInFlight int
 	// MaxPending bounds the jobs sent and not yet settled (waiting,
 	// in flight, or waiting to retry); Send blocks while it is reached.
