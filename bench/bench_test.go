@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -626,5 +627,28 @@ func TestBothStatus(t *testing.T) {
 		if got := bothStatus(tt.a, tt.b); got != tt.want {
 			t.Errorf("bothStatus(%s, %s) = %s, want %s", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tt := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{0.8}, 0.8},
+		{[]float64{1.1, 0.75, 0.9}, 0.9},
+		{[]float64{1, 0.5, 0.9, 0.7}, 0.8},
+	} {
+		in := slices.Clone(tt.in)
+		if got := median(in); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+		if !slices.Equal(in, tt.in) {
+			t.Errorf("median reordered its input: %v, was %v", in, tt.in)
+		}
+	}
+	if got, want := ratioList([]float64{0.912, 1.0}), "0.91, 1.00"; got != want {
+		t.Errorf("ratioList = %q, want %q", got, want)
 	}
 }

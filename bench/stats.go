@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -76,4 +77,27 @@ func Windows(at []time.Time, vals []time.Duration, origin time.Time, w, lo, hi t
 		out = append(out, Window{Start: lo + time.Duration(k)*w, N: len(b), P50: Percentile(b, 50), P99: Percentile(b, 99)})
 	}
 	return out
+}
+
+// median returns the middle of xs (the mean of the two middle ones for
+// an even count), or 0 for none; xs is left as it was.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	m := len(s) / 2
+	if len(s)%2 == 0 {
+		return (s[m-1] + s[m]) / 2
+	}
+	return s[m]
+}
+
+// ratioList formats ratios as "0.91, 1.02, 0.97".
+func ratioList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ")
 }
