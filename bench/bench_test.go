@@ -652,3 +652,18 @@ func TestMedian(t *testing.T) {
 		t.Errorf("ratioList = %q, want %q", got, want)
 	}
 }
+
+func TestP99Ratios(t *testing.T) {
+	ms := time.Millisecond
+	// A stall in the gateway's second turn decides its whole-run p99;
+	// the median of the rounds' ratios is that of the other rounds.
+	gw := []time.Duration{4 * ms, 30 * ms, 5 * ms}
+	bare := []time.Duration{2 * ms, 2 * ms, 2 * ms, 9 * ms}
+	got := p99Ratios(gw, bare)
+	if want := []float64{2, 15, 2.5}; !slices.Equal(got, want) {
+		t.Fatalf("p99Ratios = %v, want %v (one per round both ran)", got, want)
+	}
+	if m := median(got); m != 2.5 {
+		t.Errorf("median = %v, want 2.5", m)
+	}
+}

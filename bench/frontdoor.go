@@ -175,6 +175,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	// shared machine (another process, a GC) lands on all of them alike
 	// rather than on whichever ran during it.
 	open := make([]PacedResult, len(targets))
+	roundP99 := make([][]time.Duration, len(targets)) // [target][round]
 	for range openLoopRounds {
 		for i, t := range targets {
 			var next atomic.Int64
@@ -184,7 +185,9 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 					return t.c.Submit(ctx, tenants[int(next.Add(1))%len(tenants)])
 				}}
 			}
-			open[i].add(Paced(ctx, streams, o.Duration/openLoopRounds, 1024))
+			r := Paced(ctx, streams, o.Duration/openLoopRounds, 1024)
+			roundP99[i] = append(roundP99[i], Percentile(r.Latencies, 99))
+			open[i].add(r)
 		}
 	}
 	for i, t := range targets {
@@ -247,16 +250,20 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 	f.Status = AtLeast(br, 10)
 	rec.Add(f)
 	rec.Add(producerFigure(figs[2], prod, piped, batchPeak, batchConc, o))
-	p99r := p99["gateway"].Seconds() / p99["bare grpc-go"].Seconds()
+	// Targets 0 and 1 are the gateway and the bare server; 2 the
+	// fsync=interval gateway.
+	p99r := p99Ratios(roundP99[0], roundP99[1])
 	f = figs[3]
-	f.Measured = fmt.Sprintf("%.2f (p99 %s vs %s at %s Submit/s; gateway saturation %s/s at concurrency %d)", p99r, Ms(p99["gateway"]), Ms(p99["bare grpc-go"]), Num(half), Num(peak["gateway"]), peakConc["gateway"])
-	f.Status = AtMost(p99r, 2)
+	f.Measured = fmt.Sprintf("%.2f (median of the %d rounds' p99 ratios %s; whole run: p99 %s vs %s, %.2f; at %s Submit/s; gateway saturation %s/s at concurrency %d)",
+		median(p99r), openLoopRounds, ratioList(p99r), Ms(p99["gateway"]), Ms(p99["bare grpc-go"]), durRatio(p99["gateway"], p99["bare grpc-go"]), Num(half), Num(peak["gateway"]), peakConc["gateway"])
+	f.Status = AtMost(median(p99r), 2)
 	rec.Add(f)
 	f = figs[4]
 	if ip99, ok := p99[interval]; ok {
-		r := ip99.Seconds() / p99["bare grpc-go"].Seconds()
-		f.Measured = fmt.Sprintf("%.2f (p99 %s vs %s at %s Submit/s; fsync=always, same run: %.2f)", r, Ms(ip99), Ms(p99["bare grpc-go"]), Num(half), p99r)
-		f.Status = AtMost(r, 1.3)
+		r := p99Ratios(roundP99[2], roundP99[1])
+		f.Measured = fmt.Sprintf("%.2f (median of the %d rounds' p99 ratios %s; whole run: p99 %s vs %s, %.2f; at %s Submit/s; fsync=always, same run: %.2f)",
+			median(r), openLoopRounds, ratioList(r), Ms(ip99), Ms(p99["bare grpc-go"]), durRatio(ip99, p99["bare grpc-go"]), Num(half), median(p99r))
+		f.Status = AtMost(median(r), 1.3)
 		rec.Add(f)
 	}
 	rpo := float64(pol.refusals) / float64(pol.ok)
@@ -273,7 +280,7 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 		"(linger %s while a call is under way, none otherwise; up to %d jobs per call, %d calls in flight), one tenant. "+
 		"Refusals: %d clients (one connection each) calling client.Submit back to back for one tenant limited to %g jobs/s, "+
 		"each refusal retried after its RetryInfo delay (client jitter at most 5 ms).\n\n%s\n"+
-		"Open loop at half the gateway's saturating rate (8 paced streams, latency from each call's start; the servers take turns in %d rounds of %s each; the --fsync=interval:10ms gateway, a process of its own, is first warmed by a closed loop of 64 callers, as the other two were by theirs, and stopped after the open loop):\n\n%s",
+		"Open loop at half the gateway's saturating rate (8 paced streams, latency from each call's start; the servers take turns in %d rounds of %s each, and the p99 figures are the median of the rounds' ratios, each round's p99 against the bare server's in the same round; the --fsync=interval:10ms gateway, a process of its own, is first warmed by a closed loop of 64 callers, as the other two were by theirs, and stopped after the open loop):\n\n%s",
 		o.Tenants, PayloadBytes, o.Duration, warm, o.Backend, o.ProducerSenders, pipelineDepth, client.LingerDefault, client.MaxBatchJobs, client.MaxInFlightDefault, o.PoliteClients, o.PoliteRate,
 		Table([]string{"call", "server", "concurrency", "calls/s", "p50", "p99", "errors"}, rows),
 		openLoopRounds, o.Duration/openLoopRounds,
@@ -284,6 +291,19 @@ func frontDoor(ctx context.Context, env *Env, rec *Recorder, o FrontDoorOptions,
 
 // openLoopRounds is how many turns each server takes in the open loop.
 const openLoopRounds = 6
+
+// p99Ratios returns, round by round, a's p99 ÷ b's. The p99 figures are
+// the median of these: a stall of the shared machine (20 ms and more at
+// times) lands in one server's turn, and decided the whole run's p99 for
+// that server, whose ratio then read anywhere from 0.6 to 2.7 on one
+// tree; the rounds it spoils are outvoted by the others.
+func p99Ratios(a, b []time.Duration) []float64 {
+	rs := make([]float64, min(len(a), len(b)))
+	for i := range rs {
+		rs[i] = durRatio(a[i], b[i])
+	}
+	return rs
+}
 
 // add appends o's calls to r.
 func (r *PacedResult) add(o *PacedResult) {
