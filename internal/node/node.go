@@ -69,6 +69,10 @@ type BackendFlags struct {
 	// than a full batch; negative means the backend's default (see
 	// DrainReceiveLinger).
 	ReceiveLinger time.Duration
+	// SendLinger is how long a send to an SQS queue waits for others to
+	// share its SendMessageBatch, as sqsqueue.Config.Linger: zero for its
+	// default, negative for none.
+	SendLinger time.Duration
 	// SyncInterval is the embedded backend's --fsync: zero for always
 	// (fsync before every OK), else interval:<SyncInterval>.
 	SyncInterval time.Duration
@@ -166,7 +170,43 @@ func (f *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.CreateQueues, "create-queues", false, "with --backend sqs, create missing queues (normally Terraform does)")
 	f.ReceiveLinger = -1
 	fs.Var(fsyncFlag{&f.SyncInterval}, "fsync", "embedded backend durability: always (OK after an fsync: survives power loss) or interval:<d> such as interval:10ms (OK once written to the OS: survives a crash of the process; a power loss can lose the last <d> of jobs)")
+	fs.Var(lingerFlag{&f.SendLinger}, "sqs-send-linger", fmt.Sprintf("how long a send to an SQS queue waits for others to share its SendMessageBatch (each call is billed; a Submit waits this long at most for its batch; auto: %s, 0: none, at most %s)", sqsqueue.LingerDefault, MaxSendLinger))
 	fs.Var(autoDuration{&f.ReceiveLinger}, "receive-linger", "drainers' pause after a receive that got less than a full batch (auto: none on embedded, 50ms on sqs, where each receive is billed)")
+}
+
+// MaxSendLinger bounds --sqs-send-linger: every Submit on SQS may wait
+// that long for its batch.
+const MaxSendLinger = time.Second
+
+// lingerFlag is a linger flag whose value keeps the convention of the
+// sqsqueue.Config field it feeds: "auto" is zero (the backend's default)
+// and "0" is negative (no linger).
+type lingerFlag struct{ d *time.Duration }
+
+func (l lingerFlag) String() string {
+	switch {
+	case l.d == nil || *l.d == 0:
+		return "auto"
+	case *l.d < 0:
+		return "0"
+	}
+	return l.d.String()
+}
+
+func (l lingerFlag) Set(s string) error {
+	if s == "auto" {
+		*l.d = 0
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want auto or a duration such as 20ms")
+	}
+	if d == 0 {
+		d = -1
+	}
+	*l.d = d
+	return nil
 }
 
 // OpenBackend opens the selected backend. The embedded one is created if
@@ -183,7 +223,7 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		for _, s := range []struct {
 			name string
 			set  bool
-		}{{"--sqs-endpoint", f.SQSEndpoint != ""}, {"--aws-region", f.Region != ""}, {"--create-queues", f.CreateQueues}} {
+		}{{"--sqs-endpoint", f.SQSEndpoint != ""}, {"--aws-region", f.Region != ""}, {"--create-queues", f.CreateQueues}, {"--sqs-send-linger", f.SendLinger != 0}} {
 			if s.set {
 				sqsFlags = append(sqsFlags, s.name)
 			}
@@ -203,7 +243,10 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		if f.SyncInterval != 0 {
 			return nil, errors.New("--fsync applies to the embedded backend only; SQS acknowledges a send once it has stored it")
 		}
-		sb, err := sqsqueue.New(ctx, sqsqueue.Config{Endpoint: f.SQSEndpoint, Region: f.Region, QueueURLs: topo.QueueURLs, Logger: log})
+		if f.SendLinger > MaxSendLinger {
+			return nil, fmt.Errorf("--sqs-send-linger %s: at most %s (a Submit waits up to this long for its batch to go out)", f.SendLinger, MaxSendLinger)
+		}
+		sb, err := sqsqueue.New(ctx, sqsqueue.Config{Endpoint: f.SQSEndpoint, Region: f.Region, QueueURLs: topo.QueueURLs, Linger: f.SendLinger, Logger: log})
 		if errors.Is(err, sqsqueue.ErrNoRegion) {
 			return nil, errors.New("--backend sqs: no AWS region: give --aws-region, or set AWS_REGION (or a region in the shared config's profile)")
 		}
