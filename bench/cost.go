@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/testcluster"
 	"github.com/sluice-dev/sluice/metrics"
+	"github.com/sluice-dev/sluice/queue/sqsqueue"
 )
 
 // CostOptions configures the cost scenario (item 4).
@@ -21,6 +22,10 @@ type CostOptions struct {
 	Warmup, Window time.Duration
 	// Concurrency is the drainer's. Defaults to 32; the worker is a no-op.
 	Concurrency int
+	// SendLinger is the processes' --sqs-send-linger in a second run,
+	// beside the default's, to show what fuller send batches cost in
+	// Submit latency. Defaults to 20ms.
+	SendLinger time.Duration
 }
 
 func (o *CostOptions) defaults() {
@@ -29,6 +34,7 @@ func (o *CostOptions) defaults() {
 	o.Warmup = cmp.Or(o.Warmup, 10*time.Second)
 	o.Window = cmp.Or(o.Window, 30*time.Second)
 	o.Concurrency = cmp.Or(o.Concurrency, 32)
+	o.SendLinger = cmp.Or(o.SendLinger, 20*time.Millisecond)
 }
 
 // callSnapshot is a process's backend call counters at one instant.
@@ -84,16 +90,70 @@ func Cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, command s
 	return rec.Measure([]Figure{fig}, func() error { return cost(ctx, env, rec, o, fig) })
 }
 
+// costRun is one run of the cost scenario.
+type costRun struct {
+	total     float64            // calls per delivered job
+	perJob    map[string]float64 // by operation
+	rows      [][]string         // by operation: each process's calls, per job
+	procs     []string
+	delivered float64 // jobs/s in the windows
+	p50, p99  time.Duration
+	errs      int
+	firstErr  error
+	actions   string
+}
+
 func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figure) error {
 	w, err := StartWorker(0)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
-	tenants := NewTenants("cost", o.Tenants, Open)
-	cl, err := env.StartCluster(ctx, ClusterConfig{Name: "cost-sqs", Backend: SQS, Tenants: tenants, WorkerAddr: w.Addr, Concurrency: o.Concurrency, Drain: true})
+	def, err := costOnce(ctx, env, o, w, "cost-sqs", nil)
 	if err != nil {
 		return err
+	}
+	env.Logf("  default send linger: %.3f calls/job, Submit p50 %s p99 %s", def.total, Ms(def.p50), Ms(def.p99))
+	lingered, err := costOnce(ctx, env, o, w, "cost-sqs-linger", []string{"--sqs-send-linger", o.SendLinger.String()})
+	if err != nil {
+		return fmt.Errorf("with --sqs-send-linger %s: %w", o.SendLinger, err)
+	}
+	env.Logf("  --sqs-send-linger %s: %.3f calls/job, Submit p50 %s p99 %s", o.SendLinger, lingered.total, Ms(lingered.p50), Ms(lingered.p99))
+	fig.Measured = fmt.Sprintf("%.3f calls/job at %s jobs/s delivered (floor with batches of 10 ≈ 0.3); with --sqs-send-linger %s, same run: %.3f, Submit p50 %s against %s",
+		def.total, Num(def.delivered), o.SendLinger, lingered.total, Ms(lingered.p50), Ms(def.p50))
+	fig.Status = AtMost(def.total, 0.4)
+	rec.Add(fig)
+	header := append(append([]string{"operation"}, def.procs...), "per delivered job")
+	for i := 1; i < len(header)-1; i++ {
+		header[i] += " calls"
+	}
+	sends := func(r costRun) string { return fmt.Sprintf("%.3f", r.perJob["SendMessageBatch"]) }
+	body := fmt.Sprintf("A gateway without drainers and one cmd/drainer process on the local SQS server; %d tenants submit %g jobs/s "+
+		"in all with unary Submit (open loop); a no-op worker; drainer concurrency %d. After %s of warmup, each process's "+
+		"`%s` counters (the SQS client's own count of requests, retries included, published every 5 s) are read just "+
+		"after they change, and again about %s later; each process's calls are divided by the jobs the worker saw "+
+		"delivered in that process's own window (%s delivered jobs/s). The drainer reads queue depths for its metrics once a minute, the gateway "+
+		"every 10 s for routing: both are in the count. Submit errors: %s. Drainer actions since its start (its metrics): %s.\n\n%s\nTotal: **%.3f** calls per delivered job.\n\n"+
+		"The same again on a new cluster whose processes run with `--sqs-send-linger %s` (the default is %s): a send waits that long for others of its queue to share a "+
+		"`SendMessageBatch`, and its Submit waits with it. Submit latency is over each whole run, warmup included.\n\n%s",
+		o.Tenants, o.Rate, o.Concurrency, o.Warmup, metrics.NameBackendCalls, o.Window, Num(def.delivered), errCell(def.errs, def.firstErr), def.actions,
+		Table(header, def.rows), def.total, o.SendLinger, sqsqueue.LingerDefault,
+		Table([]string{"send linger", "calls per delivered job", "of them SendMessageBatch", "Submit p50", "Submit p99", "submit errors"}, [][]string{
+			{"default (" + sqsqueue.LingerDefault.String() + ")", fmt.Sprintf("%.3f", def.total), sends(def), Ms(def.p50), Ms(def.p99), errCell(def.errs, def.firstErr)},
+			{o.SendLinger.String(), fmt.Sprintf("%.3f", lingered.total), sends(lingered), Ms(lingered.p50), Ms(lingered.p99), errCell(lingered.errs, lingered.firstErr)},
+		}))
+	rec.Detail("cost", 4, "4. Cost [SQS]", body)
+	return nil
+}
+
+// costOnce runs the cost load on a new SQS cluster called name whose
+// processes get args, delivering to w, and counts the calls.
+func costOnce(ctx context.Context, env *Env, o CostOptions, w *Worker, name string, args []string) (costRun, error) {
+	w.Reset()
+	tenants := NewTenants("cost", o.Tenants, Open)
+	cl, err := env.StartCluster(ctx, ClusterConfig{Name: name, Backend: SQS, Tenants: tenants, WorkerAddr: w.Addr, Concurrency: o.Concurrency, Drain: true, Args: args})
+	if err != nil {
+		return costRun{}, err
 	}
 	defer cl.Close()
 	c := cl.Client
@@ -102,10 +162,11 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 	for i, t := range tenants {
 		streams[i] = tr.Stream(c, t, o.Rate/float64(len(tenants)))
 	}
-	stopLoad := testcluster.Background(ctx, func(ctx context.Context) { Paced(ctx, streams, o.Warmup+o.Window+time.Minute, 4096) })
+	var load *PacedResult
+	stopLoad := testcluster.Background(ctx, func(ctx context.Context) { load = Paced(ctx, streams, o.Warmup+o.Window+time.Minute, 4096) })
 	defer stopLoad()
 	if !sleepCtx(ctx, o.Warmup) {
-		return ctx.Err()
+		return costRun{}, ctx.Err()
 	}
 	type proc struct {
 		name, addr string
@@ -115,7 +176,7 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 	for _, p := range cl.Procs() {
 		addr, err := p.Addr(ctx, "metrics listening")
 		if err != nil {
-			return err
+			return costRun{}, err
 		}
 		procs = append(procs, &proc{name: p.Spec.Name, addr: addr})
 	}
@@ -136,15 +197,17 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		return nil
 	}
 	if err := snap(func(p *proc) *callSnapshot { return &p.a }); err != nil {
-		return err
+		return costRun{}, err
 	}
 	if !sleepCtx(ctx, o.Window-time.Second) {
-		return ctx.Err()
+		return costRun{}, ctx.Err()
 	}
 	if err := snap(func(p *proc) *callSnapshot { return &p.b }); err != nil {
-		return err
+		return costRun{}, err
 	}
-	actions := DrainActions(ctx, cl)
+	stopLoad()
+	r := costRun{perJob: map[string]float64{}, actions: DrainActions(ctx, cl), p50: Percentile(load.Latencies, 50), p99: Percentile(load.Latencies, 99)}
+	r.errs, r.firstErr = tr.Errors()
 	ds, _ := w.Deliveries()
 	delivered := func(from, to time.Time) int {
 		n := 0
@@ -155,13 +218,12 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		}
 		return n
 	}
-	perJob := map[string]float64{}
 	byProc := map[string]map[string]float64{}
 	var jobsTotal, secsTotal float64
 	for _, p := range procs {
 		n := delivered(p.a.at, p.b.at)
 		if n == 0 {
-			return fmt.Errorf("no job delivered in the %s window", p.name)
+			return costRun{}, fmt.Errorf("no job delivered in the %s window", p.name)
 		}
 		jobsTotal += float64(n)
 		secsTotal += p.b.at.Sub(p.a.at).Seconds()
@@ -169,40 +231,21 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		for op, v := range p.b.calls {
 			d := v - p.a.calls[op]
 			byProc[p.name][op] = d
-			perJob[op] += d / float64(n)
+			r.perJob[op] += d / float64(n)
 		}
+		r.procs = append(r.procs, p.name)
 	}
-	var total float64
-	var rows [][]string
-	for _, op := range slices.Sorted(maps.Keys(perJob)) {
-		if perJob[op] == 0 {
+	for _, op := range slices.Sorted(maps.Keys(r.perJob)) {
+		if r.perJob[op] == 0 {
 			continue
 		}
-		total += perJob[op]
+		r.total += r.perJob[op]
 		row := []string{op}
 		for _, p := range procs {
 			row = append(row, Num(byProc[p.name][op]))
 		}
-		rows = append(rows, append(row, fmt.Sprintf("%.3f", perJob[op])))
+		r.rows = append(r.rows, append(row, fmt.Sprintf("%.3f", r.perJob[op])))
 	}
-	errs, firstErr := tr.Errors()
-	deliveredRate := jobsTotal / secsTotal
-	fig.Measured = fmt.Sprintf("%.3f calls/job at %s jobs/s delivered (floor with batches of 10 ≈ 0.3)", total, Num(deliveredRate))
-	fig.Status = AtMost(total, 0.4)
-	rec.Add(fig)
-	header := []string{"operation"}
-	for _, p := range procs {
-		header = append(header, p.name+" calls")
-	}
-	header = append(header, "per delivered job")
-	body := fmt.Sprintf("A gateway without drainers and one cmd/drainer process on the local SQS server; %d tenants submit %g jobs/s "+
-		"in all with unary Submit (open loop); a no-op worker; drainer concurrency %d. After %s of warmup, each process's "+
-		"`%s` counters (the SQS client's own count of requests, retries included, published every 5 s) are read just "+
-		"after they change, and again about %s later; each process's calls are divided by the jobs the worker saw "+
-		"delivered in that process's own window (%s delivered jobs/s). The drainer reads queue depths for its metrics once a minute, the gateway "+
-		"every 10 s for routing: both are in the count. Submit errors: %s. Drainer actions since its start (its metrics): %s.\n\n%s\nTotal: **%.3f** calls per delivered job.\n",
-		o.Tenants, o.Rate, o.Concurrency, o.Warmup, metrics.NameBackendCalls, o.Window, Num(deliveredRate), errCell(errs, firstErr), actions,
-		Table(header, rows), total)
-	rec.Detail("cost", 4, "4. Cost [SQS]", body)
-	return nil
+	r.delivered = jobsTotal / secsTotal
+	return r, nil
 }

@@ -84,6 +84,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.recovery.MaxRecovery, "recovery-max", 0, "recovery: longest wait for recovery after the restart (default 60s, -long 300s)")
 	fs.DurationVar(&c.cost.Window, "cost-window", 0, "cost: measured steady-state window (default 30s, -long 120s)")
 	fs.Float64Var(&c.cost.Rate, "cost-rate", 0, "cost: total jobs/s submitted (default 500)")
+	fs.DurationVar(&c.cost.SendLinger, "cost-send-linger", 0, "cost: the processes' --sqs-send-linger in the second run, beside the default's (default 20ms)")
 	fs.IntVar(&c.memory.Tenants, "memory-tenants", 0, "memory: active tenants submitting to the gateway (default 100000)")
 	fs.IntVar(&c.drain.Concurrency, "drain-concurrency", 0, "drain: the push drainers' slots and the pull worker's credits (default 128; pull is also run with 32)")
 	fs.IntVar(&c.drain.Consumers, "drain-consumers", 0, "drain: goroutines of the raw receive+delete measurement, which also runs with 4× as many and keeps the better (default 8)")
