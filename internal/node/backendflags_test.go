@@ -57,38 +57,49 @@ func TestOpenBackendSQSWithoutARegion(t *testing.T) {
 	}
 }
 
-// TestSendLingerFlag: --sqs-send-linger keeps sqsqueue.Config.Linger's
-// convention (zero: the default, negative: none), so "auto" and "0" mean
-// what they say; and a linger past MaxSendLinger is refused before any
-// call to SQS.
-func TestSendLingerFlag(t *testing.T) {
+// TestLingerFlags: each linger flag keeps the convention of the field it
+// feeds, so that "auto" and "0" mean what they say: --sqs-send-linger
+// that of sqsqueue.Config.Linger (zero: the default, negative: none),
+// --receive-linger that of drainer.Config.ReceiveLinger (negative: the
+// backend's default, zero: none); and a send linger past MaxSendLinger is
+// refused before any call to SQS.
+func TestLingerFlags(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
+		flag string
 		arg  string
 		want time.Duration
 		read string // the flag's value read back
 		err  bool
 	}{
-		{"auto", 0, "auto", false},
-		{"0", -1, "0", false},
-		{"0s", -1, "0", false},
-		{"20ms", 20 * time.Millisecond, "20ms", false},
-		{"-5ms", 0, "", true},
-		{"soon", 0, "", true},
+		{"sqs-send-linger", "auto", 0, "auto", false},
+		{"sqs-send-linger", "0", -1, "0", false},
+		{"sqs-send-linger", "0s", -1, "0", false},
+		{"sqs-send-linger", "20ms", 20 * time.Millisecond, "20ms", false},
+		{"sqs-send-linger", "-5ms", 0, "", true},
+		{"sqs-send-linger", "soon", 0, "", true},
+		{"receive-linger", "auto", -1, "auto", false},
+		{"receive-linger", "0", 0, "0", false},
+		{"receive-linger", "50ms", 50 * time.Millisecond, "50ms", false},
+		{"receive-linger", "-1s", -1, "", true},
 	} {
 		var f BackendFlags
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		f.Register(fs)
-		err := fs.Parse([]string{"--sqs-send-linger", tt.arg})
+		err := fs.Parse([]string{"--" + tt.flag, tt.arg})
 		if (err != nil) != tt.err {
-			t.Fatalf("--sqs-send-linger %s: error %v, want error %v", tt.arg, err, tt.err)
+			t.Fatalf("--%s %s: error %v, want error %v", tt.flag, tt.arg, err, tt.err)
 		}
-		if err == nil && f.SendLinger != tt.want {
-			t.Errorf("--sqs-send-linger %s = %v, want %v", tt.arg, f.SendLinger, tt.want)
+		if err != nil {
+			continue
 		}
-		if got := fs.Lookup("sqs-send-linger").Value.String(); err == nil && got != tt.read {
-			t.Errorf("--sqs-send-linger %s reads back as %q, want %q", tt.arg, got, tt.read)
+		got := map[string]time.Duration{"sqs-send-linger": f.SendLinger, "receive-linger": f.ReceiveLinger}[tt.flag]
+		if got != tt.want {
+			t.Errorf("--%s %s = %v, want %v", tt.flag, tt.arg, got, tt.want)
+		}
+		if read := fs.Lookup(tt.flag).Value.String(); read != tt.read {
+			t.Errorf("--%s %s reads back as %q, want %q", tt.flag, tt.arg, read, tt.read)
 		}
 	}
 	_, err := OpenBackend(t.Context(), BackendFlags{Kind: "sqs", Region: "eu-west-1", SQSEndpoint: "http://127.0.0.1:1", SendLinger: 2 * time.Second}, topology.Default(), slog.New(slog.DiscardHandler))

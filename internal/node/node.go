@@ -137,25 +137,37 @@ func (f BackendFlags) DrainReceiveLinger() time.Duration {
 	return 0
 }
 
-// autoDuration is a duration flag whose unset value (negative) reads as
-// "auto".
-type autoDuration struct{ d *time.Duration }
+// autoDuration is a duration flag that also takes "auto" (the default,
+// stored as auto) and "0" (none, stored as none): the two linger flags
+// keep the conventions of the fields they feed, which differ
+// (drainer.Config.ReceiveLinger: negative is auto; sqsqueue.Config.Linger:
+// zero is auto and negative none).
+type autoDuration struct {
+	d          *time.Duration
+	auto, none time.Duration
+}
 
 func (a autoDuration) String() string {
-	if a.d == nil || *a.d < 0 {
+	switch {
+	case a.d == nil || *a.d == a.auto:
 		return "auto"
+	case *a.d == a.none:
+		return "0"
 	}
 	return a.d.String()
 }
 
 func (a autoDuration) Set(s string) error {
 	if s == "auto" {
-		*a.d = -1
+		*a.d = a.auto
 		return nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
 		return fmt.Errorf("want auto or a duration such as 50ms")
+	}
+	if d == 0 {
+		d = a.none
 	}
 	*a.d = d
 	return nil
@@ -170,44 +182,13 @@ func (f *BackendFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.CreateQueues, "create-queues", false, "with --backend sqs, create missing queues (normally Terraform does)")
 	f.ReceiveLinger = -1
 	fs.Var(fsyncFlag{&f.SyncInterval}, "fsync", "embedded backend durability: always (OK after an fsync: survives power loss) or interval:<d> such as interval:10ms (OK once written to the OS: survives a crash of the process; a power loss can lose the last <d> of jobs)")
-	fs.Var(lingerFlag{&f.SendLinger}, "sqs-send-linger", fmt.Sprintf("how long a send to an SQS queue waits for others to share its SendMessageBatch (each call is billed; a Submit waits this long at most for its batch; auto: %s, 0: none, at most %s)", sqsqueue.LingerDefault, MaxSendLinger))
-	fs.Var(autoDuration{&f.ReceiveLinger}, "receive-linger", "drainers' pause after a receive that got less than a full batch (auto: none on embedded, 50ms on sqs, where each receive is billed)")
+	fs.Var(autoDuration{d: &f.SendLinger, auto: 0, none: -1}, "sqs-send-linger", fmt.Sprintf("how long a send to an SQS queue waits for others to share its SendMessageBatch (each call is billed; a Submit waits this long at most for its batch; auto: %s, 0: none, at most %s)", sqsqueue.LingerDefault, MaxSendLinger))
+	fs.Var(autoDuration{d: &f.ReceiveLinger, auto: -1, none: 0}, "receive-linger", "drainers' pause after a receive that got less than a full batch (auto: none on embedded, 50ms on sqs, where each receive is billed)")
 }
 
 // MaxSendLinger bounds --sqs-send-linger: every Submit on SQS may wait
 // that long for its batch.
 const MaxSendLinger = time.Second
-
-// lingerFlag is a linger flag whose value keeps the convention of the
-// sqsqueue.Config field it feeds: "auto" is zero (the backend's default)
-// and "0" is negative (no linger).
-type lingerFlag struct{ d *time.Duration }
-
-func (l lingerFlag) String() string {
-	switch {
-	case l.d == nil || *l.d == 0:
-		return "auto"
-	case *l.d < 0:
-		return "0"
-	}
-	return l.d.String()
-}
-
-func (l lingerFlag) Set(s string) error {
-	if s == "auto" {
-		*l.d = 0
-		return nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return fmt.Errorf("want auto or a duration such as 20ms")
-	}
-	if d == 0 {
-		d = -1
-	}
-	*l.d = d
-	return nil
-}
 
 // OpenBackend opens the selected backend. The embedded one is created if
 // needed with every queue of topo; SQS queues are created only when asked.
