@@ -123,11 +123,14 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		def.total, Num(def.delivered), o.SendLinger, lingered.total, Ms(lingered.p50), Ms(def.p50))
 	fig.Status = AtMost(def.total, 0.4)
 	rec.Add(fig)
-	header := append(append([]string{"operation"}, def.procs...), "per delivered job")
-	for i := 1; i < len(header)-1; i++ {
-		header[i] += " calls"
+	header := []string{"operation"}
+	for _, p := range def.procs {
+		header = append(header, p+" calls")
 	}
-	sends := func(r costRun) string { return fmt.Sprintf("%.3f", r.perJob["SendMessageBatch"]) }
+	header = append(header, "per delivered job")
+	lingerRow := func(linger string, r costRun) []string {
+		return []string{linger, fmt.Sprintf("%.3f", r.total), fmt.Sprintf("%.3f", r.perJob["SendMessageBatch"]), Ms(r.p50), Ms(r.p99), errCell(r.errs, r.firstErr)}
+	}
 	body := fmt.Sprintf("A gateway without drainers and one cmd/drainer process on the local SQS server; %d tenants submit %g jobs/s "+
 		"in all with unary Submit (open loop); a no-op worker; drainer concurrency %d. After %s of warmup, each process's "+
 		"`%s` counters (the SQS client's own count of requests, retries included, published every 5 s) are read just "+
@@ -139,8 +142,8 @@ func cost(ctx context.Context, env *Env, rec *Recorder, o CostOptions, fig Figur
 		o.Tenants, o.Rate, o.Concurrency, o.Warmup, metrics.NameBackendCalls, o.Window, Num(def.delivered), errCell(def.errs, def.firstErr), def.actions,
 		Table(header, def.rows), def.total, o.SendLinger, sqsqueue.LingerDefault,
 		Table([]string{"send linger", "calls per delivered job", "of them SendMessageBatch", "Submit p50", "Submit p99", "submit errors"}, [][]string{
-			{"default (" + sqsqueue.LingerDefault.String() + ")", fmt.Sprintf("%.3f", def.total), sends(def), Ms(def.p50), Ms(def.p99), errCell(def.errs, def.firstErr)},
-			{o.SendLinger.String(), fmt.Sprintf("%.3f", lingered.total), sends(lingered), Ms(lingered.p50), Ms(lingered.p99), errCell(lingered.errs, lingered.firstErr)},
+			lingerRow("default ("+sqsqueue.LingerDefault.String()+")", def),
+			lingerRow(o.SendLinger.String(), lingered),
 		}))
 	rec.Detail("cost", 4, "4. Cost [SQS]", body)
 	return nil
