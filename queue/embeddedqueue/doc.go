@@ -134,9 +134,10 @@
 // builds from it (keys.go).
 //
 // Open scans only the state records and the unexpired keys into an
-// in-memory index, about 140 bytes per message and no bodies
-// (BenchmarkIndexMemory), plus each key with its value: per queue, a
-// map of states, visible messages in a heap by sequence number (send
+// in-memory index, about 77 bytes per message and no bodies
+// (BenchmarkIndexMemory), plus each key with its value: per queue, the
+// states by sequence number (seqTable: chunks of consecutive numbers,
+// stragglers in a map), visible messages in a heap by sequence number (send
 // order), invisible ones (delayed or in flight) in a heap by visible-at,
 // promoted lazily when their time comes, and every message in a heap by
 // sent-at for OldestAge and retention. Receive, Delete and

@@ -73,7 +73,7 @@ type memQueue struct {
 	spec    queue.QueueSpec
 	id      uint64 // incarnation, part of every receipt handle
 	nextSeq uint64
-	msgs    map[uint64]msgState
+	msgs    seqTable
 	ready   heap[readyEntry]
 	pending heap[pendingEntry]
 	age     heap[ageEntry]
@@ -125,7 +125,6 @@ func newMemQueue(spec queue.QueueSpec, id uint64) *memQueue {
 		spec:    spec,
 		id:      id,
 		nextSeq: 1,
-		msgs:    map[uint64]msgState{},
 		ready:   heap[readyEntry]{less: bySeq},
 		pending: heap[pendingEntry]{less: byVisibleAt},
 		age:     heap[ageEntry]{less: bySentAt},
@@ -135,17 +134,17 @@ func newMemQueue(spec queue.QueueSpec, id uint64) *memQueue {
 // put stores m as the state of message seq and files it as visible or
 // pending. It returns the state as stored (class and ver set).
 func (q *memQueue) put(seq uint64, m msgState, now int64) msgState {
-	if old, ok := q.msgs[seq]; ok {
+	if old, ok := q.msgs.get(seq); ok {
 		q.counts[old.class]--
 		m.ver = old.ver + 1
 	} else {
 		q.age.push(ageEntry{at: m.sentAt, seq: seq})
 		q.nextSeq = max(q.nextSeq, seq+1)
-		q.peak = max(q.peak, len(q.msgs)+1)
+		q.peak = max(q.peak, q.msgs.len()+1)
 	}
 	m.class = classOf(m, now)
 	q.counts[m.class]++
-	q.msgs[seq] = m
+	q.msgs.set(seq, m)
 	if m.class == classVisible {
 		q.ready.push(readyEntry{seq: seq, ver: m.ver})
 		q.wake()
@@ -172,11 +171,11 @@ func classOf(m msgState, now int64) class {
 
 // remove forgets message seq. Its heap entries go stale.
 func (q *memQueue) remove(seq uint64) {
-	if m, ok := q.msgs[seq]; ok {
+	if m, ok := q.msgs.get(seq); ok {
 		q.counts[m.class]--
-		delete(q.msgs, seq)
+		q.msgs.del(seq)
 	}
-	if q.peak > shrinkMin && len(q.msgs) < q.peak/4 {
+	if q.peak > shrinkMin && q.msgs.len() < q.peak/4 {
 		q.shrink()
 	}
 }
@@ -185,21 +184,21 @@ func (q *memQueue) remove(seq uint64) {
 func (q *memQueue) promote(now int64) {
 	for q.pending.len() > 0 && q.pending.peek().at <= now {
 		e := q.pending.pop()
-		m, ok := q.msgs[e.seq]
+		m, ok := q.msgs.get(e.seq)
 		if !ok || m.ver != e.ver {
 			continue
 		}
 		q.counts[m.class]--
 		m.class = classVisible
 		q.counts[m.class]++
-		q.msgs[e.seq] = m
+		q.msgs.set(e.seq, m)
 		q.ready.push(readyEntry{seq: e.seq, ver: e.ver})
 	}
 }
 
 // isReady reports whether e is the live ready entry of its message.
 func (q *memQueue) isReady(e readyEntry) bool {
-	m, ok := q.msgs[e.seq]
+	m, ok := q.msgs.get(e.seq)
 	return ok && m.ver == e.ver && m.class == classVisible
 }
 
@@ -240,7 +239,7 @@ func (q *memQueue) hasVisible(now int64) bool {
 func (q *memQueue) nextVisibleAt() (int64, bool) {
 	for q.pending.len() > 0 {
 		e := q.pending.peek()
-		if m, ok := q.msgs[e.seq]; ok && m.ver == e.ver {
+		if m, ok := q.msgs.get(e.seq); ok && m.ver == e.ver {
 			return e.at, true
 		}
 		q.pending.pop()
@@ -252,7 +251,7 @@ func (q *memQueue) nextVisibleAt() (int64, bool) {
 func (q *memQueue) oldest() (ageEntry, bool) {
 	for q.age.len() > 0 {
 		e := q.age.peek()
-		if _, ok := q.msgs[e.seq]; ok {
+		if _, ok := q.msgs.get(e.seq); ok {
 			return e, true
 		}
 		q.age.pop()
@@ -295,7 +294,7 @@ func (q *memQueue) stats(now time.Time) queue.Stats {
 // hours), so memory stays proportional to the messages held.
 func (q *memQueue) compact() {
 	const slack = 1024
-	live := len(q.msgs)
+	live := q.msgs.len()
 	if q.ready.len()+q.pending.len() > 2*live+slack {
 		q.refileLeases()
 	}
@@ -315,11 +314,8 @@ const shrinkMin = 4096
 // restart. Each shrink costs the messages left, at least three times as
 // many removes ago.
 func (q *memQueue) shrink() {
-	msgs := make(map[uint64]msgState, len(q.msgs))
-	for seq, m := range q.msgs {
-		msgs[seq] = m
-	}
-	q.msgs, q.peak = msgs, len(msgs)
+	q.msgs.compactStorage()
+	q.peak = q.msgs.len()
 	q.ready.items, q.pending.items, q.age.items = nil, nil, nil
 	q.refileLeases()
 	q.refileAges()
@@ -329,7 +325,7 @@ func (q *memQueue) shrink() {
 // dropping stale entries.
 func (q *memQueue) refileLeases() {
 	q.ready.items, q.pending.items = q.ready.items[:0], q.pending.items[:0]
-	for seq, m := range q.msgs {
+	for seq, m := range q.msgs.all() {
 		if m.class == classVisible {
 			q.ready.items = append(q.ready.items, readyEntry{seq: seq, ver: m.ver})
 		} else {
@@ -343,7 +339,7 @@ func (q *memQueue) refileLeases() {
 // refileAges rebuilds the age heap from the messages.
 func (q *memQueue) refileAges() {
 	q.age.items = q.age.items[:0]
-	for seq, m := range q.msgs {
+	for seq, m := range q.msgs.all() {
 		q.age.items = append(q.age.items, ageEntry{at: m.sentAt, seq: seq})
 	}
 	q.age.init()

@@ -121,8 +121,8 @@ func checkIndex(t *testing.T, q *memQueue, model map[uint64]msgState, now int64)
 	if got, ok := q.nextVisibleAt(); got != nextAt || ok != (nextAt != 0) {
 		t.Fatalf("nextVisibleAt %d, want %d", got, nextAt)
 	}
-	if len(q.msgs) != len(model) {
-		t.Fatalf("%d messages indexed, want %d", len(q.msgs), len(model))
+	if q.msgs.len() != len(model) {
+		t.Fatalf("%d messages indexed, want %d", q.msgs.len(), len(model))
 	}
 }
 
@@ -138,8 +138,8 @@ func TestIndexCompacts(t *testing.T) {
 		// Later each time, so old entries never surface on their own.
 		q.put(seq, msgState{receives: 1, visibleAt: now + int64(i+1)*int64(time.Hour)}, now)
 	}
-	if n := q.ready.len() + q.pending.len(); n > 2*len(q.msgs)+1024 {
-		t.Fatalf("%d heap entries for %d message", n, len(q.msgs))
+	if n := q.ready.len() + q.pending.len(); n > 2*q.msgs.len()+1024 {
+		t.Fatalf("%d heap entries for %d message", n, q.msgs.len())
 	}
 	if s := q.stats(time.Unix(0, now)); s.InFlight != 1 || s.Visible != 0 {
 		t.Fatalf("stats %+v", s)
@@ -166,8 +166,8 @@ func BenchmarkIndexMemory(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/msg")
 		runtime.KeepAlive(q)
-		if len(q.msgs) != n {
-			b.Fatal(fmt.Sprint(len(q.msgs)))
+		if q.msgs.len() != n {
+			b.Fatal(fmt.Sprint(q.msgs.len()))
 		}
 	}
 }

@@ -522,7 +522,7 @@ func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Me
 			if !ok {
 				break
 			}
-			m := q.msgs[seq]
+			m, _ := q.msgs.get(seq)
 			rec, err := w.record(q, seq)
 			if err != nil {
 				return err
@@ -570,7 +570,7 @@ func held(q *memQueue, h string) (uint64, msgState, error) {
 	case r.queueID != q.id:
 		return 0, msgState{}, fmt.Errorf("%w: receipt handle of another queue", queue.ErrReceiptInvalid)
 	}
-	m, ok := q.msgs[r.seq]
+	m, ok := q.msgs.get(r.seq)
 	if !ok || m.receives == 0 || m.gen != r.gen {
 		return 0, msgState{}, fmt.Errorf("%w: message deleted, redriven or received again since", queue.ErrReceiptInvalid)
 	}
