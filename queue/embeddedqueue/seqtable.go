@@ -28,7 +28,8 @@ import (
 // Empty chunks at the front are dropped.
 type seqTable struct {
 	first  uint64   // chunk number of chunks[0]
-	chunks []*chunk // nil where emptied or thinned; the last is never nil
+	chunks []*chunk // nil where emptied or thinned; the first and last never are
+	holes  int      // nil chunks
 	sparse map[uint64]msgState
 	n      int
 }
@@ -40,6 +41,9 @@ const (
 	// would add (possible on a replay with a long run of deleted
 	// messages): past it the table thins every chunk and starts again.
 	maxChunkGap = 1 << 14
+	// minHoled is the deque length from which holes may not take more
+	// than half of it (balance).
+	minHoled = 64
 )
 
 type chunk struct {
@@ -99,7 +103,7 @@ func (t *seqTable) extend(c uint64) {
 				t.thin(i)
 			}
 		}
-		t.chunks = t.chunks[:0]
+		t.chunks, t.holes = t.chunks[:0], 0
 	}
 	if len(t.chunks) == 0 {
 		t.first = c
@@ -107,12 +111,14 @@ func (t *seqTable) extend(c uint64) {
 	last := len(t.chunks) - 1
 	for t.first+uint64(len(t.chunks)) < c {
 		t.chunks = append(t.chunks, nil)
+		t.holes++
 	}
 	t.chunks = append(t.chunks, &chunk{})
 	// The chunk that was last is now one like the others.
 	if last >= 0 {
 		t.tidy(last)
 	}
+	t.balance()
 }
 
 func (t *seqTable) del(seq uint64) {
@@ -139,11 +145,29 @@ func (t *seqTable) tidy(i int) {
 		return
 	}
 	t.thin(i)
+	t.trimFront()
+	t.balance()
+}
+
+// trimFront drops the nil chunks at the front.
+func (t *seqTable) trimFront() {
 	k := 0
 	for k < len(t.chunks)-1 && t.chunks[k] == nil {
 		k++
 	}
-	t.chunks, t.first = t.chunks[k:], t.first+uint64(k)
+	t.chunks, t.first, t.holes = t.chunks[k:], t.first+uint64(k), t.holes-k
+}
+
+// balance thins the front chunk while holes take more than half of a long
+// deque: a chunk that keeps a few more than chunkThin messages for hours
+// (nine long leases of one batch) would otherwise keep every chunk slot
+// after it, thinned or emptied, and the deque would grow with the
+// messages passing through, not the messages held.
+func (t *seqTable) balance() {
+	for len(t.chunks) > minHoled && t.holes > len(t.chunks)/2 {
+		t.thin(0)
+		t.trimFront()
+	}
 }
 
 // thin moves chunks[i]'s live states to sparse and drops the chunk.
@@ -158,6 +182,7 @@ func (t *seqTable) thin(i int) {
 		t.sparse[base+j] = ch.state[j]
 	}
 	t.chunks[i] = nil
+	t.holes++
 }
 
 // all yields every message's sequence number and state: the chunks' in

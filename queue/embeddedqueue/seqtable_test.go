@@ -115,6 +115,15 @@ func checkSeqTable(t *testing.T, tab *seqTable, model map[uint64]msgState) {
 			t.Fatalf("chunk %d of %d holds %d states", i, len(tab.chunks), popcount(ch.live))
 		}
 	}
+	holes := 0
+	for _, ch := range tab.chunks {
+		if ch == nil {
+			holes++
+		}
+	}
+	if holes != tab.holes || (len(tab.chunks) > minHoled && holes > len(tab.chunks)/2) {
+		t.Fatalf("%d holes (counted %d) in %d chunks", holes, tab.holes, len(tab.chunks))
+	}
 	for seq := range tab.sparse {
 		if tab.chunkOf(seq) != nil {
 			t.Fatalf("message %d is in sparse and its chunk", seq)
@@ -144,5 +153,28 @@ func TestSeqTableStragglers(t *testing.T) {
 	}
 	if tab.len() != 10_000 || len(tab.chunks) > 2 || len(tab.sparse) < 9_998 {
 		t.Fatalf("len %d, chunks %d, sparse %d; want 10000 messages in about 1 chunk and the rest in sparse", tab.len(), len(tab.chunks), len(tab.sparse))
+	}
+}
+
+// TestSeqTableLongLeases: a chunk that keeps a few more messages than
+// chunkThin (nine long leases of one batch) while millions pass after it
+// does not keep a slot for every chunk since.
+func TestSeqTableLongLeases(t *testing.T) {
+	t.Parallel()
+	var tab seqTable
+	const held = chunkThin + 1
+	for seq := range uint64(64 * 100_000) {
+		tab.set(seq, msgState{sentAt: 1})
+		if seq >= held {
+			tab.del(seq)
+		}
+	}
+	if tab.len() != held || len(tab.chunks) > 2*minHoled {
+		t.Fatalf("len %d, %d chunks (%d holes); want %d messages in a short deque", tab.len(), len(tab.chunks), tab.holes, held)
+	}
+	for seq := range uint64(held) {
+		if _, ok := tab.get(seq); !ok {
+			t.Fatalf("message %d lost", seq)
+		}
 	}
 }
