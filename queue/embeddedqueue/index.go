@@ -171,9 +171,8 @@ func classOf(m msgState, now int64) class {
 
 // remove forgets message seq. Its heap entries go stale.
 func (q *memQueue) remove(seq uint64) {
-	if m, ok := q.msgs.get(seq); ok {
+	if m, ok := q.msgs.del(seq); ok {
 		q.counts[m.class]--
-		q.msgs.del(seq)
 	}
 	if q.peak > shrinkMin && q.msgs.len() < q.peak/4 {
 		q.shrink()

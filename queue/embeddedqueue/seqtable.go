@@ -121,21 +121,26 @@ func (t *seqTable) extend(c uint64) {
 	t.balance()
 }
 
-func (t *seqTable) del(seq uint64) {
+// del forgets message seq and returns the state it had, if any.
+func (t *seqTable) del(seq uint64) (msgState, bool) {
 	if ch := t.chunkOf(seq); ch != nil {
 		i := seq % chunkLen
-		if ch.live&(1<<i) != 0 {
-			ch.live &^= 1 << i
-			ch.state[i] = msgState{}
-			t.n--
-			t.tidy(int(seq/chunkLen - t.first))
+		if ch.live&(1<<i) == 0 {
+			return msgState{}, false
 		}
-		return
+		m := ch.state[i]
+		ch.live &^= 1 << i
+		ch.state[i] = msgState{}
+		t.n--
+		t.tidy(int(seq/chunkLen - t.first))
+		return m, true
 	}
-	if _, ok := t.sparse[seq]; ok {
+	m, ok := t.sparse[seq]
+	if ok {
 		delete(t.sparse, seq)
 		t.n--
 	}
+	return m, ok
 }
 
 // tidy thins chunks[i] if it is not the last and has few live states

@@ -54,7 +54,12 @@ func TestSeqTableAgainstAMap(t *testing.T) {
 					}
 					seq := live[i]
 					live = append(live[:i], live[i+1:]...)
-					tab.del(seq)
+					if got, ok := tab.del(seq); !ok || got != model[seq] {
+						t.Fatalf("del(%d) = %+v, %v; want %+v", seq, got, ok, model[seq])
+					}
+					if _, ok := tab.del(seq); ok {
+						t.Fatalf("del(%d) again found it", seq)
+					}
 					delete(model, seq)
 				default: // a set far ahead, as a replay over a long run of deleted messages
 					next += uint64(rng.IntN(4)) * maxChunkGap * chunkLen / 2
