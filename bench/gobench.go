@@ -140,7 +140,7 @@ func GoBench(ctx context.Context, env *Env, rec *Recorder, o GoBenchOptions) err
 	var rows [][]string
 	for _, r := range rs {
 		var ms []string
-		for _, unit := range []string{"B/tenant", "ns/decision", "jobs/s", "ns/op"} {
+		for _, unit := range []string{"B/tenant", "ns/decision", "jobs/s", "p50-µs", "p99-µs", "p99.9-µs", "ns/op"} {
 			if v, ok := r.Metrics[unit]; ok && !math.IsNaN(v) {
 				ms = append(ms, Num(v)+" "+unit)
 			}
@@ -172,12 +172,32 @@ func backendFigure(f Figure, rs []BenchResult, re string, goal float64, context 
 // send of the same mode and size.
 func enqueueFigure(f Figure, rs []BenchResult) Figure {
 	return backendFigure(f, rs, `^BenchmarkEmbedded/fsync=always/send/.*concurrency=`, 40000, func(best BenchResult) string {
+		var extra string
 		prefix, _, _ := strings.Cut(best.Name, "concurrency=")
 		if one := pick(rs, "jobs/s", regexp.MustCompile("^"+regexp.QuoteMeta(prefix)+"concurrency=1$"), false); len(one) > 0 {
-			return fmt.Sprintf("; one writer, same run: %s jobs/s", Num(one[0].Metrics["jobs/s"]))
+			extra = fmt.Sprintf("; one writer, same run: %s jobs/s", Num(one[0].Metrics["jobs/s"]))
 		}
-		return ""
+		return extra + sendLatency(rs)
 	})
+}
+
+// sendLatency describes the enqueue figure's companion, the latency of
+// single sends offered at the goal's rate (BenchmarkEmbeddedSendLatency),
+// in each durability mode it finds.
+func sendLatency(rs []BenchResult) string {
+	var modes []string
+	for _, r := range rs {
+		mode, ok := strings.CutPrefix(r.Name, "BenchmarkEmbeddedSendLatency/")
+		p50, ok50 := r.Metrics["p50-µs"]
+		p99, ok99 := r.Metrics["p99-µs"]
+		if ok && ok50 && ok99 {
+			modes = append(modes, fmt.Sprintf("%s p50 %s, p99 %s", mode, Ms(time.Duration(p50)*time.Microsecond), Ms(time.Duration(p99)*time.Microsecond)))
+		}
+	}
+	if len(modes) == 0 {
+		return ""
+	}
+	return "; single sends offered at 40,000/s, same run: " + strings.Join(modes, "; ")
 }
 
 // shellJoin joins args into a command a shell runs as is.

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/proccpu"
@@ -40,7 +43,8 @@ func BenchmarkSubmit(b *testing.B) {
 
 // BenchmarkSubmitBatch: SubmitBatch calls of 100 jobs from 8 callers,
 // without idempotency keys and with a fresh key per job (as the client
-// sends); one op is one job.
+// sends); one op is one job. The calls' median and p99 latency are the
+// throughput's companions.
 func BenchmarkSubmitBatch(b *testing.B) {
 	for _, keys := range []bool{false, true} {
 		b.Run(fmt.Sprintf("keys=%v", keys), func(b *testing.B) { benchmarkSubmitBatch(b, keys) })
@@ -64,12 +68,20 @@ func benchmarkSubmitBatchAs(b *testing.B, apiKey string, keys bool) {
 	ctx := key(b.Context(), apiKey)
 	payload := make([]byte, 200)
 	var seq atomic.Int64
+	var mu sync.Mutex
+	var calls []time.Duration // each call's latency
 	b.ReportAllocs()
 	b.SetParallelism(4)
 	b.ResetTimer()
 	cpu := proccpu.Used()
 	b.RunParallel(func(pb *testing.PB) {
 		jobs := make([]*ingestv1.SubmitRequest, 0, size)
+		var mine []time.Duration
+		defer func() {
+			mu.Lock()
+			calls = append(calls, mine...)
+			mu.Unlock()
+		}()
 		for {
 			jobs = jobs[:0]
 			for len(jobs) < size && pb.Next() {
@@ -82,12 +94,19 @@ func benchmarkSubmitBatchAs(b *testing.B, apiKey string, keys bool) {
 			if len(jobs) == 0 {
 				return
 			}
+			start := time.Now()
 			if _, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: jobs}); err != nil {
 				b.Error(err)
 				return
 			}
+			mine = append(mine, time.Since(start))
 		}
 	})
 	b.ReportMetric(float64(proccpu.Used()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	if len(calls) > 0 {
+		slices.Sort(calls)
+		b.ReportMetric(float64(calls[len(calls)/2].Microseconds())/1000, "p50-ms/call")
+		b.ReportMetric(float64(calls[(len(calls)-1)*99/100].Microseconds())/1000, "p99-ms/call")
+	}
 }
