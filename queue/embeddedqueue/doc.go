@@ -57,7 +57,7 @@
 // append with one fdatasync. Measured here in an open loop of 8,000
 // sends/s, sends waited 4.8 ms at the median when each group was a bbolt
 // commit, and 0.34 ms with the log. Every 50 ms (checkpointEvery), or at
-// once past 16 MiB of log, the open transaction is committed to the store
+// once past 1 MiB of log, the open transaction is committed to the store
 // file: a checkpoint. It runs beside the writer, which goes on applying
 // sends, deletes and visibility changes (they read only the index), and
 // receives of messages sent since the checkpoint before (their bodies are

@@ -240,7 +240,7 @@ func (b *Backend) afterAppend(changes []byte) {
 		return
 	}
 	b.deferred = append(b.deferred, changes...)
-	if len(b.deferred) >= checkpointBytes {
+	if len(b.deferred) >= maxDeferredBytes {
 		b.waitCheckpoint()
 	}
 }
