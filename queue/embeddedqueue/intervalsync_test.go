@@ -1,0 +1,135 @@
+package embeddedqueue
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/queue"
+)
+
+// countingHandler counts the log records whose message is msg.
+type countingHandler struct {
+	slog.Handler
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return countingHandler{h.Handler.WithAttrs(as), h.msg, h.n}
+}
+
+func (h countingHandler) WithGroup(name string) slog.Handler {
+	return countingHandler{h.Handler.WithGroup(name), h.msg, h.n}
+}
+
+// TestFailedIntervalSyncLeavesNoGap is interval mode's version of
+// TestFailedSyncLeavesNoGapBehindLaterSends. An interval sync of the log
+// fails (fdatasync on Linux may then mark the dirty pages it could not
+// write clean, so they never reach the disk). Later syncs succeed; if
+// nothing committed the store, a power loss would keep the later records
+// but not the dropped range, and the replay would stop at the gap, losing
+// a send answered, and synced, long before the power loss. The failed
+// sync commits the store, so every answered send survives.
+func TestFailedIntervalSyncLeavesNoGap(t *testing.T) {
+	t.Parallel()
+	var (
+		failNext atomic.Bool
+		failFd   atomic.Int64 // the log's descriptor, set before arming
+		saved    atomic.Int64 // a dup of it while it is swapped for a pipe
+		pipeR    atomic.Int64
+		pipeW    atomic.Int64
+		failures atomic.Int64
+	)
+	bun := &bundle{path: filepath.Join(t.TempDir(), "queues.db"), clock: newFakeClock()}
+	logger := slog.New(countingHandler{testLogger(t).Handler(), "interval sync failed; committing the store", &failures})
+	b, err := open(bun.path, Options{Logger: logger, Clock: bun.clock.Now, SyncInterval: 5 * time.Millisecond}, knobs{
+		checkpointEvery: time.Hour, // no checkpoint during the test
+		beforeLogSync: func() {
+			if !failNext.CompareAndSwap(true, false) {
+				return
+			}
+			// Make this sync fail as a disk would (EINVAL: fdatasync on a
+			// pipe), by putting a pipe under the log's descriptor number.
+			fd := int(failFd.Load())
+			s, err := unix.Dup(fd)
+			if err != nil {
+				panic(err)
+			}
+			var p [2]int
+			if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+				panic(err)
+			}
+			if err := unix.Dup3(p[0], fd, unix.O_CLOEXEC); err != nil {
+				panic(err)
+			}
+			saved.Store(int64(s))
+			pipeR.Store(int64(p[0]))
+			pipeW.Store(int64(p[1]))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Minute})
+	syncedAfter := func(what string) {
+		t.Helper()
+		c := b.CommitStats().Commits
+		waitUntil(t, what, func() bool { return b.CommitStats().Commits > c })
+	}
+
+	sendOne(t, b, "q", "A", 0)
+	syncedAfter("a sync after A")
+	offA := b.log.off // answered: the writer's writes happened before
+	logPath := b.log.f.Name()
+
+	sendOne(t, b, "q", "B", 0)
+	offB := b.log.off
+	failFd.Store(int64(b.log.f.Fd()))
+	failNext.Store(true)
+	waitUntil(t, "the failed interval sync", func() bool { return failures.Load() > 0 })
+	// Put the log file back under its descriptor before anything is written.
+	if err := unix.Dup3(int(saved.Load()), int(failFd.Load()), unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range []int64{saved.Load(), pipeR.Load(), pipeW.Load()} {
+		_ = unix.Close(int(fd))
+	}
+
+	sendOne(t, b, "q", "C", 0)
+	offC := b.log.off
+	syncedAfter("a sync after C")
+	time.Sleep(50 * time.Millisecond) // ten intervals: C is long answered and synced
+
+	copied := openCopy(t, bun, func(path string, data []byte) []byte {
+		if path != logPath {
+			return data
+		}
+		data = data[:min(int64(len(data)), offC)] // synced
+		clear(data[offA:offB])                    // the pages the failed sync dropped
+		return data
+	})
+	var got []string
+	for _, m := range receive(t, copied, "q", queue.MaxBatch, 0) {
+		got = append(got, string(m.Body))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"A", "B", "C"}) {
+		t.Fatalf("after a failed interval sync and a power loss %d intervals later, the queue holds %q, want A, B and C", 10, got)
+	}
+}
