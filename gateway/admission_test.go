@@ -46,7 +46,7 @@ func TestBucketsUndo(t *testing.T) {
 	if !ok {
 		t.Fatal("first take refused")
 	}
-	tok.Return()
+	tok.Return(t0)
 	if _, _, ok := b.Take("a", 1, 1, t0); !ok {
 		t.Fatal("token given back was not available again")
 	}

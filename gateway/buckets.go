@@ -106,13 +106,17 @@ type Token struct {
 	b        *Buckets
 	tenant   string
 	interval int64
+	due      int64 // the bucket's TAT just after the take: full again then
 }
 
-// Return gives the token back (used when a later check refuses the job).
-// The zero Token, of an unlimited tenant, returns nothing.
-func (t Token) Return() {
+// Return gives the token back at now (used when a later check refuses
+// the job, or its send fails). A token given back once the bucket would
+// be full again without it (its take is repaid) returns nothing: added to
+// a bucket that has refilled and been drawn on since, it would admit more
+// than the burst. The zero Token, of an unlimited tenant, returns nothing.
+func (t Token) Return(now time.Time) {
 	if t.b != nil {
-		t.b.giveBack(t.tenant, t.interval)
+		t.b.giveBack(t.tenant, t.interval, t.due, int64(now.Sub(t.b.epoch)))
 	}
 }
 
@@ -159,7 +163,7 @@ func (b *Buckets) Take(tenant string, limit rate.Limit, burst int, now time.Time
 	if p != 0 {
 		return Token{}, time.Duration(p - t), false
 	}
-	return Token{b: b, tenant: tenant, interval: interval}, 0, true
+	return Token{b: b, tenant: tenant, interval: interval, due: st.tat}, 0, true
 }
 
 // Bounds that keep the bucket's arithmetic (nanoseconds in int64) from
@@ -225,14 +229,17 @@ func (st *bucketState) promise(t int64) int64 {
 	return p
 }
 
-// giveBack returns one token to tenant's bucket. With promises
+// giveBack returns one token, taken with the TAT due, to tenant's bucket
+// at t, unless the bucket is full again by t without it; the bucket never
+// holds more than its burst (its TAT stays at t or later). With promises
 // outstanding the token returned is the last one, and the last promise
 // goes with it: its caller finds the token free at its time.
-func (b *Buckets) giveBack(tenant string, interval int64) {
+func (b *Buckets) giveBack(tenant string, interval, due, t int64) {
 	s := b.shard(tenant)
 	s.mu.Lock()
-	if st, ok := s.tat[tenant]; ok && st.interval == interval {
-		st.tat -= interval
+	t = max(t, s.last)
+	if st, ok := s.tat[tenant]; ok && st.interval == interval && t < due {
+		st.tat = max(st.tat-interval, t)
 		if st.promised > 0 {
 			st.promised--
 		}

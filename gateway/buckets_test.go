@@ -106,7 +106,7 @@ func TestBucketsReturnWithPromises(t *testing.T) {
 			t.Fatalf("refusal %d: wait %s, want %s", i, wait, want)
 		}
 	}
-	tok.Return()
+	tok.Return(t0)
 	for _, tt := range []struct {
 		at   time.Duration
 		want bool
@@ -287,7 +287,7 @@ func FuzzBuckets(f *testing.F) {
 				takes, toks = nil, nil // windows across a change are not checked
 			case 1:
 				if len(toks) > 0 {
-					toks[len(toks)-1].Return()
+					toks[len(toks)-1].Return(now)
 					toks = toks[:len(toks)-1]
 					takes[len(takes)-1].returned = true
 				}
@@ -320,4 +320,42 @@ func FuzzBuckets(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBucketsLateReturnDoesNotOverfill: a token given back after the
+// bucket refilled (a send that failed slowly) returns nothing; added on
+// top of the full bucket, it admitted more than burst jobs at one
+// instant.
+func TestBucketsLateReturnDoesNotOverfill(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	const burst = 2
+	var old []Token
+	for range burst {
+		tok, _, ok := b.Take("a", 1, burst, t0)
+		if !ok {
+			t.Fatal("initial take refused")
+		}
+		old = append(old, tok)
+	}
+	// 10 s later the bucket is full again; the sends of the first tokens
+	// fail only now.
+	t1 := t0.Add(10 * time.Second)
+	admitted := 0
+	for range burst {
+		if _, _, ok := b.Take("a", 1, burst, t1); ok {
+			admitted++
+		}
+	}
+	for _, tok := range old {
+		tok.Return(t1)
+	}
+	for range burst {
+		if _, _, ok := b.Take("a", 1, burst, t1.Add(time.Millisecond)); ok {
+			admitted++
+		}
+	}
+	if admitted > burst {
+		t.Fatalf("%d jobs admitted within 1ms at 1/s burst %d (tokens given back after the bucket refilled counted twice)", admitted, burst)
+	}
 }

@@ -363,7 +363,7 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 	}
 	backlog := b.laneBacklog()
 	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.drainRate()); refused {
-		token.Return()
+		token.Return(b.now)
 		r.outcome = metrics.OutcomeThrottledBacklog
 		if b.overBacklog == nil {
 			b.overBacklog = &quotaRefusal{"lane_backlog:" + b.tenant.ID, fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark)}
@@ -518,7 +518,7 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 	}
 	body, err := b.encode(env, carriedBytes(req)+len(env.GetIdempotencyKey())+envelopeOverhead)
 	if err != nil {
-		r.token.Return()
+		r.token.Return(b.s.cfg.Now())
 		r.token = Token{}
 		r.err = status.Newf(codes.Internal, "encode job: %v", err)
 		endEnqueue(r, r.err.Err())
@@ -707,7 +707,7 @@ func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error
 		}
 		endEnqueue(r, entryErr)
 		if entryErr != nil {
-			r.token.Return()
+			r.token.Return(b.s.cfg.Now())
 			if ctxErr := b.ctx.Err(); ctxErr != nil && errors.Is(entryErr, ctxErr) {
 				// The caller left (its deadline, or a cancel) before the
 				// job was stored: not a backend failure, nothing to log.
@@ -779,7 +779,7 @@ func carriedBytes(req *ingestv1.SubmitRequest) int {
 // validation does ("jobs[3].payload"); it said "payload", which names no
 // job of a batch.
 func (b *batch) refuseTooLarge(r *result, n, index int) {
-	r.token.Return()
+	r.token.Return(b.s.cfg.Now())
 	r.token = Token{}
 	r.err = badRequest(violations{{Field: fieldPrefix(index) + "payload", Description: fmt.Sprintf(
 		"with its attributes and envelope the job is at least %d bytes, over the message limit of %d (SQS's 256 KiB after base64): shrink the payload or the attributes", n, b.s.cfg.MaxMessageBytes)}})

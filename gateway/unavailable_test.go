@@ -2,14 +2,20 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/faultqueue"
 	"github.com/sluice-dev/sluice/metrics"
@@ -181,5 +187,72 @@ func TestFailedSendLogsOnce(t *testing.T) {
 	sends := int(fq.Failed(faultqueue.OpSend))
 	if got := h.count(slog.LevelWarn); got != sends {
 		t.Fatalf("%d warnings for %d failed sends of %d jobs, want one per send", got, sends, jobs)
+	}
+}
+
+// slowFailSend fails, after release is closed, every Send whose first
+// job's payload starts with "slow".
+type slowFailSend struct {
+	queue.Backend
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowFailSend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
+	env, err := envelope.Decode(p.Entries[0].Body)
+	if err == nil && strings.HasPrefix(string(env.GetPayload()), "slow") {
+		close(s.entered)
+		<-s.release
+		return nil, errors.New("backend timed out")
+	}
+	return s.Backend.Send(ctx, p)
+}
+
+// TestLateFailedSendGivesNoExtraBurst: tiny (burst 3, ~1 token per
+// 1000 s) sends a batch of 3 whose send hangs and then fails. Meanwhile
+// its bucket refills, and a batch of 3 is stored. The slow send's 3
+// tokens, given back when it fails, must not come on top of the refilled
+// bucket's: they stored 3 more jobs at the same instant, 6 in all against
+// a burst of 3.
+func TestLateFailedSendGivesNoExtraBurst(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	w := &slowFailSend{entered: make(chan struct{}), release: make(chan struct{})}
+	tb := setupWrapped(t, Config{Now: now}, func(b queue.Backend) queue.Backend { w.Backend = b; return w })
+	ctx := key(t.Context(), "tiny-key-1")
+	batch := func(prefix string) *ingestv1.SubmitBatchRequest {
+		req := &ingestv1.SubmitBatchRequest{}
+		for i := range 3 {
+			req.Jobs = append(req.Jobs, &ingestv1.SubmitRequest{Payload: fmt.Appendf(nil, "%s-%d", prefix, i)})
+		}
+		return req
+	}
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := tb.client.SubmitBatch(ctx, batch("slow"))
+		slowDone <- err
+	}()
+	<-w.entered
+	clock.Add(int64(4000 * time.Second)) // the bucket refills meanwhile
+	stored := 0
+	count := func(resp *ingestv1.SubmitBatchResponse, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.GetResults() {
+			if r.GetError() == nil {
+				stored++
+			}
+		}
+	}
+	count(tb.client.SubmitBatch(ctx, batch("a")))
+	close(w.release)
+	if err := <-slowDone; err != nil {
+		t.Fatal(err)
+	}
+	count(tb.client.SubmitBatch(ctx, batch("b"))) // same instant
+	if stored > 3 {
+		t.Fatalf("%d jobs stored at one instant by a tenant with burst 3 (rate 0.001/s)", stored)
 	}
 }
