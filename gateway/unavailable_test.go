@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/faultqueue"
 	"github.com/sluice-dev/sluice/metrics"
@@ -190,24 +187,6 @@ func TestFailedSendLogsOnce(t *testing.T) {
 	}
 }
 
-// slowFailSend fails, after release is closed, every Send whose first
-// job's payload starts with "slow".
-type slowFailSend struct {
-	queue.Backend
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *slowFailSend) Send(ctx context.Context, p *queue.SendParams) ([]queue.SendResult, error) {
-	env, err := envelope.Decode(p.Entries[0].Body)
-	if err == nil && strings.HasPrefix(string(env.GetPayload()), "slow") {
-		close(s.entered)
-		<-s.release
-		return nil, errors.New("backend timed out")
-	}
-	return s.Backend.Send(ctx, p)
-}
-
 // TestLateFailedSendGivesNoExtraBurst: tiny (burst 3, ~1 token per
 // 1000 s) sends a batch of 3 whose send hangs and then fails. Meanwhile
 // its bucket refills, and a batch of 3 is stored. The slow send's 3
@@ -218,8 +197,23 @@ func TestLateFailedSendGivesNoExtraBurst(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(t0.UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	w := &slowFailSend{entered: make(chan struct{}), release: make(chan struct{})}
-	tb := setupWrapped(t, Config{Now: now}, func(b queue.Backend) queue.Backend { w.Backend = b; return w })
+	var fq *faultqueue.Backend
+	tb := setupWrapped(t, Config{Now: now}, func(b queue.Backend) queue.Backend {
+		fq = faultqueue.New(b)
+		return fq
+	})
+	// The first send (the slow batch's) hangs until released, then fails;
+	// the others pass.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	fq.Inject(func(c faultqueue.Call) error {
+		if c.Op != faultqueue.OpSend || !first.CompareAndSwap(false, true) {
+			return nil
+		}
+		close(entered)
+		<-release
+		return queue.ErrUnavailable
+	})
 	ctx := key(t.Context(), "tiny-key-1")
 	batch := func(prefix string) *ingestv1.SubmitBatchRequest {
 		req := &ingestv1.SubmitBatchRequest{}
@@ -233,7 +227,7 @@ func TestLateFailedSendGivesNoExtraBurst(t *testing.T) {
 		_, err := tb.client.SubmitBatch(ctx, batch("slow"))
 		slowDone <- err
 	}()
-	<-w.entered
+	<-entered
 	clock.Add(int64(4000 * time.Second)) // the bucket refills meanwhile
 	stored := 0
 	count := func(resp *ingestv1.SubmitBatchResponse, err error) {
@@ -247,7 +241,7 @@ func TestLateFailedSendGivesNoExtraBurst(t *testing.T) {
 		}
 	}
 	count(tb.client.SubmitBatch(ctx, batch("a")))
-	close(w.release)
+	close(release)
 	if err := <-slowDone; err != nil {
 		t.Fatal(err)
 	}
