@@ -192,7 +192,7 @@ func (d *Drainer) deliver(j *job, done func()) {
 	}
 	if errors.Is(err, worker.ErrReleased) {
 		outcome, failure = "released", err
-		d.release(j, l)
+		d.release(j)
 		return
 	}
 	if err == nil {
@@ -243,17 +243,12 @@ type PanicError struct{ Value any }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
-// release hands j back to its queue at once (visibility 0), with no
-// attempt counted: its worker went away before answering.
-func (d *Drainer) release(j *job, l *lease) {
-	ctx, cancel := context.WithTimeout(d.handlerCtx, opTimeout)
-	defer cancel()
+// release hands j back to its queue at once, with no attempt counted:
+// its worker went away before answering (handBack).
+func (d *Drainer) release(j *job) {
 	d.counts.released.Add(1)
 	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionReleased, "")
-	if err := l.extend(ctx, 0); err != nil {
-		// It comes back when its visibility timeout runs out.
-		d.jobLogger(j).WarnContext(ctx, "release after the worker went away failed", slog.Any("error", err))
-	}
+	d.handBack(d.handlerCtx, []*job{j})
 }
 
 // acked counts j delivered once its delete succeeded (acker.acked).

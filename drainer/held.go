@@ -36,17 +36,25 @@ func (d *Drainer) releaseHeldIf(ctx context.Context, drop func(*job) bool) {
 	held := d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return drop(j) })
 	d.freeRoomLocked()
 	d.mu.Unlock()
-	if len(held) == 0 {
+	d.handBack(ctx, held)
+}
+
+// handBack makes jobs that were received but never started, or whose
+// worker went away before answering, visible again at once, within
+// opTimeout and ctx. No attempt is counted for them.
+//
+// A job on its last receive before the backend's redrive limit is
+// requeued instead (a fresh copy, receive count zero): handed back again
+// and again unstarted (a lane whose workers come and go, drainers
+// restarted in turn), it would otherwise be dead-lettered by the backend
+// with no attempt ever made.
+func (d *Drainer) handBack(ctx context.Context, jobs []*job) {
+	if len(jobs) == 0 {
 		return
 	}
-	// A job on its last receive before the backend's redrive limit is
-	// requeued (a fresh copy, receive count zero) rather than made
-	// visible: handed back again and again unstarted (a lane whose
-	// workers come and go, drainers restarted in turn), it would
-	// otherwise be dead-lettered by the backend without an attempt.
 	var back []*job
 	requeue := map[*queueBuf][]*job{}
-	for _, j := range held {
+	for _, j := range jobs {
 		if j.msg.ReceiveCount >= j.q.inbox.policy.WithDefaults().MaxReceives {
 			requeue[j.q] = append(requeue[j.q], j)
 		} else {
@@ -56,14 +64,15 @@ func (d *Drainer) releaseHeldIf(ctx context.Context, drop func(*job) bool) {
 	for q, jobs := range requeue {
 		for start := 0; start < len(jobs); start += queue.MaxBatch {
 			d.moveChunk(ctx, jobs[start:min(start+queue.MaxBatch, len(jobs))], q.name,
-				sideliner.Decision{Action: sideliner.Requeue, Reason: sideliner.ReasonReadAheadFull})
+				sideliner.Decision{Action: sideliner.Requeue, Reason: sideliner.ReasonReleased})
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	for q, receipts := range byQueue(back) {
 		if err := queue.SetVisibility(ctx, d.cfg.Backend, q, receipts, 0); err != nil {
-			d.cfg.Logger.Warn("release received jobs", slog.String("queue", q), slog.Int("jobs", len(receipts)), slog.Any("error", err))
+			// They come back when their visibility timeout runs out.
+			d.cfg.Logger.Warn("hand back received jobs", slog.String("queue", q), slog.Int("jobs", len(receipts)), slog.Any("error", err))
 		}
 	}
 }

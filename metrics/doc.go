@@ -63,7 +63,7 @@
 //     the sideliner reason of the decision (within_limits, read_ahead_full,
 //     stale, ttl_expired, attempts_exhausted,
 //     permanent_failure, retryable_failure, malformed_envelope,
-//     expires_before_retry; "" when there is none). Sidelined by reason =
+//     expires_before_retry, released; "" when there is none). Sidelined by reason =
 //     the spilled and backlogged actions by reason.
 //   - sluice_dwell_seconds: time from acceptance by the gateway (or from
 //     its replay out of a DLQ, for a replayed job) to the start of a

@@ -423,6 +423,45 @@ func TestDisconnectReleasesAndFencesStaleAcks(t *testing.T) {
 	}
 }
 
+// TestDroppedStreamsDoNotDeadLetterAJob drops a worker's stream while it
+// holds a job, as many times as the lane's max_receive_count (a network
+// cut, redeploys). Each drop hands the job back without an attempt, so
+// the backend's redrive must not dead-letter it: a healthy worker gets it
+// as attempt 1.
+func TestDroppedStreamsDoNotDeadLetterAJob(t *testing.T) {
+	t.Parallel()
+	const topo = `
+max_receive_count: 3
+lanes:
+  - {name: std, shards: 1, staleness_bound: 1m, visibility_timeout: 60s}
+`
+	r := newRigOn(t, topo, 0)
+	// A long job keeps one worker of the lane busy throughout, so the
+	// lane stays open (its held jobs are not handed back).
+	r.enqueue(t, "std", "long", 1)
+	keeper := r.connect(t, keyAll, 1, "std")
+	keeper.jobs(1)
+	r.enqueue(t, "std", "j", 1)
+	for range 3 {
+		st := r.connect(t, keyAll, 1, "std")
+		if got := st.jobs(1); got[0].GetJobId() != "j-0" || got[0].GetAttempt() != 1 {
+			t.Fatalf("got %v, want j-0 as attempt 1", got[0])
+		}
+		st.cancel() // the stream drops before the worker answers
+		topotest.WaitFor(t, func() bool { return r.hub.Workers() == 1 })
+	}
+	c := newCollector(nil)
+	r.run(t, keyAll, c, worker.ConnectOptions{Concurrency: 1})
+	topotest.WaitFor(t, func() bool { return c.count() > 0 || len(r.b.DeadLetters(t, "std")) > 0 })
+	if dl := r.b.DeadLetters(t, "std"); len(dl) != 0 {
+		t.Fatalf("dead-lettered (attempts %d, reason %q) after 3 dropped streams; counts %+v",
+			dl[0].GetAttempts(), dl[0].GetDeadLetterReason(), r.d.Counts())
+	}
+	if got := c.of("j-0"); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("the healthy worker got attempts %v, want [1]", got)
+	}
+}
+
 // A flood of malformed messages is answered with refusals, and the
 // session (and the hub) keep serving.
 func TestMalformedMessages(t *testing.T) {

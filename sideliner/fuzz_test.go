@@ -9,12 +9,12 @@ import (
 // validReasons lists the reasons each action may carry.
 var validReasons = map[Action][]Reason{
 	Deliver:    {ReasonWithinLimits},
-	Spill:      {ReasonReadAheadFull, ReasonReadAheadFull},
+	Spill:      {ReasonReadAheadFull},
 	Backlog:    {ReasonStale},
 	Drop:       {ReasonTTLExpired, ReasonExpiresBeforeRetry},
 	DeadLetter: {ReasonMalformed, ReasonAttemptsExhausted, ReasonPermanentFailure},
-	Defer:      {ReasonReadAheadFull, ReasonReadAheadFull},
-	Requeue:    {ReasonReadAheadFull, ReasonReadAheadFull},
+	Defer:      {ReasonReadAheadFull},
+	Requeue:    {ReasonReadAheadFull},
 	Retry:      {ReasonRetryableFailure},
 }
 

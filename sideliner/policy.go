@@ -127,6 +127,9 @@ const (
 	ReasonPermanentFailure   Reason = "permanent_failure"    // DeadLetter
 	ReasonRetryableFailure   Reason = "retryable_failure"    // Retry
 	ReasonExpiresBeforeRetry Reason = "expires_before_retry" // Drop
+	// ReasonReleased: a job handed back unstarted on its last receive is
+	// requeued, so that the backend does not dead-letter it unattempted.
+	ReasonReleased Reason = "released" // Requeue
 )
 
 // Decision is the outcome of Decide or AfterFailure.
