@@ -119,12 +119,11 @@ type Backend struct {
 	opts  Options
 	knobs knobs
 
-	mu     sync.Mutex // guards queues and every memQueue in it, and keys
+	mu     sync.Mutex // guards queues and every memQueue in it
 	queues map[string]*memQueue
 	keys   *keyIndex // unexpired idempotency keys (keys.go, keyindex.go)
-	// keysMu guards keys too: the writer, which alone changes them,
-	// holds both to change them, and LookupKey takes keysMu alone, so
-	// that it does not wait for a whole group's apply.
+	// keysMu guards keys, which the writer alone changes, so that
+	// LookupKey does not wait for a whole group's apply (b.mu).
 	keysMu sync.Mutex
 
 	ops        chan *op
@@ -175,6 +174,7 @@ type Backend struct {
 	degraded       bool
 	broken         error
 	logBuf         []byte
+	indexedBuf     []*keyRecord
 }
 
 var _ queue.Backend = (*Backend)(nil)

@@ -77,9 +77,9 @@ func newKeyRecord(keys []*queue.StoredKey, msgID string) keyRecord {
 	return r
 }
 
-// putKeys stores a record of keys and indexes them; the writer holds
-// b.mu, and takes b.keysMu to change the index.
-func (w *writeTx) putKeys(b *Backend, r *keyRecord) error {
+// putKeys stores a record of keys, to be indexed once the group is
+// logged (publishKeys); the writer holds b.mu.
+func (w *writeTx) putKeys(r *keyRecord) error {
 	var xb *bolt.Bucket
 	if w.tx != nil { // else checkpointing: the change goes to the log alone
 		if xb = w.tx.Bucket(keyExpiryBucket); xb == nil {
@@ -89,12 +89,27 @@ func (w *writeTx) putKeys(b *Backend, r *keyRecord) error {
 	if err := w.put(xb, keyExpiryBucket, r.name, r.value); err != nil {
 		return err
 	}
+	w.indexed = append(w.indexed, r)
+	return nil
+}
+
+// publishKeys indexes the keys w stored, once its group is logged (synced
+// where its callers wait for that): a key is visible to LookupKey only
+// when the send that stored it can no longer fail. Keys that expired by
+// w.now are left out, as the group may have swept their record already.
+func (b *Backend) publishKeys(w *writeTx) {
+	if len(w.indexed) == 0 {
+		return
+	}
 	b.keysMu.Lock()
-	for _, k := range r.keys {
-		b.keys.putIndexed(k)
+	for _, r := range w.indexed {
+		for _, k := range r.keys {
+			if k.e.expires > w.now {
+				b.keys.putIndexed(k)
+			}
+		}
 	}
 	b.keysMu.Unlock()
-	return nil
 }
 
 // encodeKeyList is the value of a record listing keys.

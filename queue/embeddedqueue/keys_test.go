@@ -444,3 +444,53 @@ func TestKeysOfSendManyShareARecord(t *testing.T) {
 	}
 	reopenWithKeys(t, b, path, opts, 2, "soon ×9, later ×3", want)
 }
+
+// TestKeyIsHiddenUntilItsSendIsSynced looks a key up while the log sync of
+// the send that stores it runs, and fails that sync: queue.KeyStore
+// promises only keys stored by a send that was answered, so the lookup
+// must not see it, before or after the failure.
+func TestKeyIsHiddenUntilItsSendIsSynced(t *testing.T) {
+	t.Parallel()
+	var (
+		armed  atomic.Bool
+		b      *Backend
+		during atomic.Pointer[queue.StoredKey]
+	)
+	b, _ = setupWith(t, Options{}, knobs{
+		checkpointEvery: time.Hour,
+		failLogSync: func() error {
+			if !armed.CompareAndSwap(true, false) {
+				return nil
+			}
+			if k, err := b.LookupKey(t.Context(), &queue.LookupKeyParams{Key: "k"}); err == nil && k != nil {
+				during.Store(k)
+			}
+			return errors.New("EIO")
+		},
+	})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	armed.Store(true)
+	_, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{
+		ID: "0", Body: []byte("x"),
+		Key: &queue.StoredKey{Key: "k", Value: "job-1", Expires: b.opts.Clock().Add(time.Hour)},
+	}}})
+	if err == nil {
+		t.Fatal("the send whose log sync failed was answered OK")
+	}
+	if k := during.Load(); k != nil {
+		t.Errorf("while its send was syncing, LookupKey answered %q -> %q", k.Key, k.Value)
+	}
+	if k, err := b.LookupKey(t.Context(), &queue.LookupKeyParams{Key: "k"}); err != nil || k != nil {
+		t.Errorf("after the failed send, LookupKey answered %v, %v; want nothing", k, err)
+	}
+	// A send that succeeds is visible once answered.
+	if _, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{{
+		ID: "0", Body: []byte("x"),
+		Key: &queue.StoredKey{Key: "k", Value: "job-2", Expires: b.opts.Clock().Add(time.Hour)},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := b.LookupKey(t.Context(), &queue.LookupKeyParams{Key: "k"}); err != nil || k == nil || k.Value != "job-2" {
+		t.Errorf("after an answered send, LookupKey answered %v, %v; want job-2", k, err)
+	}
+}

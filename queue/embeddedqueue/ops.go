@@ -312,7 +312,7 @@ func (b *Backend) applySends(w *writeTx, sends []*preparedSend, merged []keyReco
 		}
 	}
 	for i := range merged {
-		if err := w.putKeys(b, &merged[i]); err != nil {
+		if err := w.putKeys(&merged[i]); err != nil {
 			return err
 		}
 	}
@@ -354,7 +354,7 @@ func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
 		return err
 	}
 	for i := range ps.keys {
-		if err := w.putKeys(b, &ps.keys[i]); err != nil {
+		if err := w.putKeys(&ps.keys[i]); err != nil {
 			return err
 		}
 	}
