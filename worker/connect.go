@@ -162,7 +162,7 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 	defer func() { _ = conn.Close() }()
 	client := workerv1.NewPullServiceClient(conn)
 	c := &puller{
-		client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
+		client: client, addr: addr, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
 		slots: make(chan struct{}, opts.Concurrency),
 	}
 	defer c.waitHandlers()
@@ -181,6 +181,11 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		// in review).
 		if st, ok := status.FromError(err); ok && refusedCode(st.Code()) && !welcomed {
 			return fmt.Errorf("worker: %w: %s", ErrRefused, st.Message())
+		} else if ok && st.Code() == codes.Unimplemented && !welcomed {
+			// Retrying a listener that serves no worker API would spin
+			// for ever on a wrong address.
+			return fmt.Errorf("worker: %w: %s does not serve the worker API (%s): connect to sluice's --worker-listen address (default 127.0.0.1:7072), not its ingest or admin one",
+				ErrRefused, c.addr, st.Message())
 		}
 		// Back to a short wait only after a session that held: one that
 		// was welcomed and broke at once would otherwise reconnect about
@@ -205,6 +210,7 @@ func refusedCode(c codes.Code) bool {
 
 type puller struct {
 	client  workerv1.PullServiceClient
+	addr    string
 	key     string
 	handler Handler
 	opts    ConnectOptions

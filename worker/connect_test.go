@@ -771,3 +771,25 @@ func TestConnectRefusesOptionsItCannotSend(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectToAListenerWithoutTheWorkerAPI: an address that serves gRPC
+// but not the worker API (sluice's ingest or admin listener, given by
+// mistake) answers UNIMPLEMENTED, which no retry changes: Connect stops
+// with ErrRefused naming the listener to use, instead of reconnecting for
+// ever.
+func TestConnectToAListenerWithoutTheWorkerAPI(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer() // serves no service at all
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = worker.Connect(ctx, lis.Addr().String(), "k", func(context.Context, worker.Job) error { return nil }, worker.ConnectOptions{Logger: quiet})
+	if !errors.Is(err, worker.ErrRefused) || !strings.Contains(err.Error(), "--worker-listen") {
+		t.Fatalf("Connect to a listener without the worker API: %v (ctx %v), want ErrRefused naming --worker-listen", err, ctx.Err())
+	}
+}

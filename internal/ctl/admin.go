@@ -168,7 +168,10 @@ func (c *admin) explain(err error) error {
 		}
 		return fmt.Errorf("cannot reach the admin API at %s (is the gateway or drainer running, and is --admin-addr right?): %s%s", c.addr, st.Message(), tlsHint(st.Message(), c.tls))
 	case codes.Unauthenticated, codes.PermissionDenied:
-		return fmt.Errorf("the admin API refused the credential: %s (use the admin key from <data-dir>/admin-key, not a tenant key)", st.Message())
+		return fmt.Errorf("the admin API refused the credential: %s (use the admin key from <data-dir>/admin-key, not a tenant key; "+
+			"and check that --admin-addr %s is the admin API's address, --admin-listen, not the ingest or worker one)", st.Message(), c.addr)
+	case codes.Unimplemented:
+		return fmt.Errorf("%s does not serve the admin API (%s): give --admin-addr the gateway's or drainer's --admin-listen address (default 127.0.0.1:7071)", c.addr, st.Message())
 	case codes.DeadlineExceeded:
 		// It named no flag (found in review).
 		return fmt.Errorf("no answer from the admin API within --timeout %s (%s): give a longer --timeout; a replay or dry run it started goes on (sluicectl dlq status lists them)", c.timeout, st.Message())

@@ -91,6 +91,8 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 				return fmt.Errorf("cannot reach the gateway at %s (is it running, and is --addr right?): %s%s", *addr, st.Message(), tlsHint(st.Message(), tlsc))
 			case codes.Unauthenticated, codes.PermissionDenied:
 				return fmt.Errorf("the gateway refused the key: %s (use the key the gateway printed at start, or one from the tenant config)", st.Message())
+			case codes.Unimplemented:
+				return fmt.Errorf("%s does not serve the ingest API (%s): give --addr the gateway's --listen address (default 127.0.0.1:7070), not its admin or worker one", *addr, st.Message())
 			}
 			return describe(st)
 		}
