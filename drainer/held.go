@@ -137,11 +137,15 @@ func (d *Drainer) renewHeld(ctx context.Context) {
 		})
 		d.mu.Unlock()
 		if len(lost) > 0 {
+			// Only jobs still held count: one that left while the call ran
+			// (delivered, handed back) was refused for that, not lost.
 			d.mu.Lock()
-			d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return lost[j] })
+			dropped := d.sched.RemoveIf(func(_ string, _ scheduler.Class, j *job) bool { return lost[j] })
 			d.freeRoomLocked()
 			d.mu.Unlock()
-			d.cfg.Logger.WarnContext(ctx, "held jobs lost their lease while waiting; another consumer takes them", slog.Int("jobs", len(lost)))
+			if len(dropped) > 0 {
+				d.cfg.Logger.WarnContext(ctx, "held jobs lost their lease while waiting; another consumer takes them", slog.Int("jobs", len(dropped)))
+			}
 		}
 	}
 }

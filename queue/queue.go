@@ -249,7 +249,9 @@ type Backend interface {
 	// handle, in order: nil, or an error wrapping ErrReceiptInvalid.
 	Delete(ctx context.Context, params *DeleteParams) ([]error, error)
 	// ChangeVisibility extends or shortens leases. The result has one entry
-	// per change, in order: nil, or an error wrapping ErrReceiptInvalid.
+	// per change, in order: nil, or an error wrapping ErrReceiptInvalid. A
+	// lease ends when its message is deleted, received again, or made
+	// visible (timeout 0): a later change with its handle is refused.
 	ChangeVisibility(ctx context.Context, params *ChangeVisibilityParams) ([]error, error)
 	// Stats returns counts for each named queue, in order.
 	Stats(ctx context.Context, params *StatsParams) ([]Stats, error)

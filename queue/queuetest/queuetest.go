@@ -480,6 +480,24 @@ func Exercise(ctx context.Context, t *testing.T, newBackend NewBackend) {
 		noErrs(t, e.del(q, cur))
 	})
 
+	// A lease handed back (visibility 0) is over: a late change with its
+	// handle (a renewal that raced the hand-back) must not hide the
+	// message again, or a job meant for redelivery at once would wait out
+	// a whole timeout. The drainer's held-job renewal relies on it.
+	run("HandedBackReceiptCannotHideAgain", func(t *testing.T, e *env) {
+		q := e.queue("q", 30*time.Second, "", 0)
+		e.send(q, []byte("handed back"))
+		m := e.receiveN(q, 1, 0)[0]
+		release(t, e, q, []queue.Message{m})
+		res, err := e.b.ChangeVisibility(e.ctx, &queue.ChangeVisibilityParams{Queue: q, Changes: []queue.VisibilityChange{{ReceiptHandle: m.ReceiptHandle, Timeout: time.Minute}}})
+		if err != nil || !errors.Is(res[0], queue.ErrReceiptInvalid) {
+			t.Fatalf("change visibility after the hand-back: %v %v, want ErrReceiptInvalid", res, err)
+		}
+		if again := e.receiveN(q, 1, 0); again[0].MessageID != m.MessageID {
+			t.Fatal("different message")
+		}
+	})
+
 	run("ConcurrentConsumersNeverShare", func(t *testing.T, e *env) {
 		q := e.queue("q", 60*time.Second, "", 0)
 		const n = 60
