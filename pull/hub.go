@@ -437,24 +437,56 @@ func (h *Hub) sweep() {
 // those sessions, by rank.better. Placed where no other session had a
 // credit free, such a job waited behind the blocked send, for as long as
 // the stall timeout (10s), after credits freed elsewhere.
+//
+// A free credit is counted once, for one job of any lane its session
+// serves. Counted once per lane, a credit of a worker serving several
+// lanes moved a job of each: all but one found no credit, and were
+// placed again behind the blocked send, after the jobs placed there
+// since (found in review).
 func (h *Hub) moveUnsent(now time.Time) {
 	h.mu.Lock()
-	free := map[string]int{} // by lane: credits free on sessions not sending
+	var spares []spare // sessions not sending, with credits free
 	for _, s := range h.sessions {
-		for _, l := range s.lanes {
-			if r := s.offer(l, now); !r.sending {
-				free[l] += r.free
+		// A session's free credits are the same for each of its lanes.
+		if r := s.offer(s.lanes[0], now); !r.sending && r.free > 0 {
+			spares = append(spares, spare{s, r})
+		}
+	}
+	// Claimed in place's order, so that a credit only a worker of
+	// several lanes has is left for the jobs no other worker serves.
+	slices.SortStableFunc(spares, func(a, b spare) int {
+		switch {
+		case a.rank.better(b.rank):
+			return -1
+		case b.rank.better(a.rank):
+			return 1
+		}
+		return 0
+	})
+	claim := func(lane string) bool {
+		for i := range spares {
+			if sp := &spares[i]; sp.rank.free > 0 && sp.s.serves(lane) {
+				sp.rank.free--
+				return true
 			}
 		}
+		return false
 	}
 	var moved []*delivery
 	for _, s := range h.sessions {
-		moved = s.takeBackStuck(now, free, moved)
+		moved = s.takeBackStuck(now, claim, moved)
 	}
 	h.mu.Unlock()
 	for _, d := range moved {
 		d.result <- errUnsent
 	}
+}
+
+// spare is a session moveUnsent may move unsent jobs to, and its rank;
+// rank.free counts down as jobs claim its credits.
+type spare struct {
+	s    *session
+	rank rank
 }
 
 // keysChanged reports whether the tenant file was reloaded since the

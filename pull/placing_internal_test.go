@@ -289,3 +289,64 @@ func handleAsync(t *testing.T, h *Hub, id, lane string) <-chan error {
 	synctest.Wait()
 	return done
 }
+
+// TestMovingUnsentJobsCountsASharedWorkersCreditsOnce: the sweep takes
+// back from a worker whose send is blocked no more unsent jobs than the
+// other workers have credits free, and a worker serving several lanes
+// has its free credits counted once, not once per lane. Counted per
+// lane, one free credit of a std and gold worker moved a std job and a
+// gold job: one took the credit, and the other, which no worker could
+// take, was placed again on the blocked worker, behind the jobs placed
+// there after it (or, had that worker no credit left, handed back to
+// the drainer, a trip through its queue).
+func TestMovingUnsentJobsCountsASharedWorkersCreditsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := fakeHub(t)
+		h.cfg.Lanes = []string{"std", "gold"}
+		h.cfg.StallTimeout = StallTimeoutDefault
+		if err := h.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		connect := func(credits uint32) *fakeStream {
+			fs, _ := fakeConnect(t, h)
+			fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: credits, Lanes: []string{"std", "gold"}}}}
+			if m := <-fs.out; m.GetWelcome() == nil {
+				t.Fatalf("want Welcome, got %v", m)
+			}
+			synctest.Wait()
+			return fs
+		}
+		w := connect(1)
+		close(w.gate)
+		handleAsync(t, h, "w1", "std") // takes w's credit
+		w1 := (<-w.out).GetJobs().GetJobs()[0]
+		connect(4) // x: its gate stays shut, it reads no job
+		h.mu.Lock()
+		x := h.sessions[1]
+		h.mu.Unlock()
+		handleAsync(t, h, "a", "std") // x's send of a blocks
+		for _, j := range []struct{ id, lane string }{{"b", "std"}, {"g", "gold"}, {"c", "std"}} {
+			handleAsync(t, h, j.id, j.lane) // w is full: they wait unsent on x
+		}
+		w.in <- ackOf(w1.GetLease()) // w's one credit frees
+		time.Sleep(4 * sweepInterval)
+		synctest.Wait()
+
+		var got []string
+		for len(w.out) > 0 {
+			for _, j := range (<-w.out).GetJobs().GetJobs() {
+				got = append(got, j.GetJobId())
+			}
+		}
+		x.mu.Lock()
+		var unsent []string
+		for _, d := range x.unsent {
+			unsent = append(unsent, d.job.GetJobId())
+		}
+		x.mu.Unlock()
+		if !slices.Equal(got, []string{"b"}) || !slices.Equal(unsent, []string{"g", "c"}) {
+			t.Fatalf("w, with one credit free, got jobs %v, and x's unsent jobs are %v; want b moved to w, and g and c left on x in their order",
+				got, unsent)
+		}
+	})
+}

@@ -348,20 +348,18 @@ func takeBack(ds []*delivery) {
 }
 
 // takeBackStuck takes from s, if its send has been under way for a sweep
-// interval or more, the unsent jobs of the lanes with credits free
-// elsewhere (free, by lane, which it lowers), appends them to moved and
-// returns it.
-func (s *session) takeBackStuck(now time.Time, free map[string]int, moved []*delivery) []*delivery {
+// interval or more, the unsent jobs for which claim finds a credit free
+// elsewhere, appends them to moved and returns it.
+func (s *session) takeBackStuck(now time.Time, claim func(lane string) bool, moved []*delivery) []*delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended || s.sendingSince.IsZero() || now.Sub(s.sendingSince) < sweepInterval {
 		return moved
 	}
 	s.unsent = slices.DeleteFunc(s.unsent, func(d *delivery) bool {
-		if free[d.lane] <= 0 {
+		if !claim(d.lane) {
 			return false
 		}
-		free[d.lane]--
 		delete(s.held, d.job.Lease)
 		moved = append(moved, d)
 		return true
