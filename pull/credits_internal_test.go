@@ -459,45 +459,89 @@ func TestAssignHeedsStalls(t *testing.T) {
 	})
 }
 
-// TestLeaseRunsFromTheSend: a job's lease runs from when it is sent, and
-// a job still waiting to be sent is not failed: no worker has it (the
-// stall timeout hands it back if the sends stay blocked). Its lease ran
-// from its placing, so behind a send slower than the lease timeout (which
-// a worker may set as low as 1s, below the stall timeout) a job no worker
-// had seen failed an attempt for a lease timed out, and the worker was
-// left silent (found in review).
+// TestLeaseRunsFromTheSend: a job's lease runs from when its send
+// returns, and a job waiting to be sent, or in a send still blocked, is
+// not failed: no worker has it. When the sends stay blocked past the
+// stall timeout, the jobs waiting are handed back, and the leases of
+// those in the blocked send, which cannot be taken back, start then.
+//
+// Its lease ran from its placing, so behind a send slower than the lease
+// timeout (which a worker may set as low as 1s, below the stall timeout)
+// a job no worker had seen failed an attempt for a lease timed out, and
+// the worker was left silent; then from when its send began, so the jobs
+// of a send that blocked longer than the lease timeout (a worker that
+// paused reading) failed so, each, before the worker received them
+// (found in review, both).
 func TestLeaseRunsFromTheSend(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	// start connects a worker of 2 credits and a 1s lease, whose job
+	// sends block, to a started hub of stall timeout stall, and places
+	// a, whose send blocks, and b, which waits to be sent.
+	start := func(t *testing.T, stall time.Duration) (fs *fakeStream, a, b <-chan error) {
 		h := fakeHub(t)
+		h.cfg.StallTimeout = stall
 		if err := h.Start(t.Context()); err != nil { // the sweep fails leases
 			t.Fatal(err)
 		}
-		fs, _ := fakeConnect(t, h)
+		fs, _ = fakeConnect(t, h)
 		fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 2, LeaseTimeout: durationpb.New(time.Second)}}}
 		<-fs.out // Welcome
 		synctest.Wait()
-		handle := func(id string) <-chan error { return handleAsync(t, h, id, "std") }
-		a := handle("a") // its send blocks (the gate is shut)
-		b := handle("b") // waits to be sent
-		time.Sleep(3 * time.Second)
-		if err := <-a; err == nil || !strings.Contains(err.Error(), "lease timed out") {
-			t.Fatalf("a, sent 3s ago with a 1s lease: %v, want its lease timed out", err)
-		}
-		select {
-		case err := <-b:
-			t.Fatalf("b, never sent, ended with %v", err)
-		default:
-		}
-		close(fs.gate)
-		for m := range fs.out {
-			if jobs := m.GetJobs().GetJobs(); len(jobs) == 1 && jobs[0].GetJobId() == "b" {
-				fs.in <- ackOf(jobs[0].GetLease())
-				break
+		return fs, handleAsync(t, h, "a", "std"), handleAsync(t, h, "b", "std")
+	}
+	pending := func(t *testing.T, when string, answers ...<-chan error) {
+		t.Helper()
+		synctest.Wait()
+		for i, answer := range answers {
+			select {
+			case err := <-answer:
+				t.Fatalf("%s, job %c ended with %v, want it still out", when, 'a'+i, err)
+			default:
 			}
 		}
-		if err := <-b; err != nil {
-			t.Fatalf("b sent and acked: %v", err)
-		}
+	}
+
+	t.Run("send returns late", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fs, a, b := start(t, time.Hour)
+			time.Sleep(3 * time.Second)
+			pending(t, "3s into a's blocked send (1s lease)", a, b)
+
+			close(fs.gate) // the worker reads: a and b are sent now
+			synctest.Wait()
+			var jobs []*workerv1.Job
+			for len(fs.out) > 0 {
+				jobs = append(jobs, (<-fs.out).GetJobs().GetJobs()...)
+			}
+			if len(jobs) != 2 || jobs[0].GetJobId() != "a" || jobs[1].GetJobId() != "b" {
+				t.Fatalf("once the worker read, it got %v, want jobs a and b", jobs)
+			}
+			time.Sleep(500 * time.Millisecond)
+			pending(t, "500ms after their sends returned", a, b)
+			fs.in <- ackOf(jobs[1].GetLease())
+			if err := <-b; err != nil {
+				t.Fatalf("b sent and acked: %v", err)
+			}
+			time.Sleep(time.Second) // a is not answered
+			if err := <-a; err == nil || !strings.Contains(err.Error(), "lease timed out") {
+				t.Fatalf("a, sent 1.5s ago with a 1s lease: %v, want its lease timed out", err)
+			}
+		})
+	})
+
+	t.Run("send blocks for good", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			_, a, b := start(t, StallTimeoutDefault)
+			time.Sleep(StallTimeoutDefault - time.Second)
+			pending(t, "9s into a's blocked send (1s lease, 10s stall timeout)", a, b)
+
+			time.Sleep(3 * time.Second) // past the stall, and a lease more
+			if err := <-b; !errors.Is(err, worker.ErrReleased) {
+				t.Fatalf("b, unsent behind a stalled send: %v, want ErrReleased", err)
+			}
+			if err := <-a; err == nil || !strings.Contains(err.Error(), "lease timed out") {
+				t.Fatalf("a, blocked in its send 2s past the stall timeout: %v, want its lease timed out", err)
+			}
+		})
 	})
 }
 

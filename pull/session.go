@@ -39,7 +39,7 @@ type delivery struct {
 	lane     string
 	job      *workerv1.Job // job.Lease is set when placed
 	result   chan error    // the answer, buffered: sent once
-	deadline time.Time     // when the lease times out unanswered; zero until sent
+	deadline time.Time     // when the lease times out unanswered; zero until sent (startLease)
 	// givenUp: the drainer gave up on the job after it was sent. The
 	// worker, which is not told, runs it on: it keeps its credit until
 	// the worker answers (the answer is refused), its lease times out or
@@ -65,6 +65,7 @@ type session struct {
 	held         map[string]*delivery // by lease: placed and not answered
 	givenUp      int                  // the held jobs given up (delivery.givenUp)
 	unsent       []*delivery
+	sending      []*delivery // the jobs of the send under way: their leases start when it returns
 	refusals     []*workerv1.Refused
 	refusalRoom  chan struct{} // a token per queued refusal: a worker flooding bad messages is slowed, not cut off
 	sendingSince time.Time     // when the send under way began; zero if none
@@ -394,6 +395,11 @@ func (s *session) send() {
 				}
 			}
 			s.mu.Lock()
+			now := s.hub.cfg.Now()
+			for _, d := range s.sending {
+				s.startLease(d, now)
+			}
+			s.sending = nil
 			s.sendingSince = time.Time{}
 			unstalled := s.stalled
 			s.stalled = false
@@ -407,7 +413,8 @@ func (s *session) send() {
 }
 
 // nextMessages takes the refusals and a batch of unsent jobs, whose
-// leases run from now, and marks a send under way.
+// leases start when their send returns (send), and marks a send under
+// way.
 func (s *session) nextMessages() []*workerv1.ConnectResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -430,7 +437,7 @@ func (s *session) nextMessages() []*workerv1.ConnectResponse {
 				break
 			}
 			jobs, size = append(jobs, d.job), size+js
-			d.deadline = now.Add(s.leaseTimeout)
+			s.sending = append(s.sending, d)
 		}
 		s.unsent = slices.Delete(s.unsent, 0, len(jobs))
 		msgs = append(msgs, &workerv1.ConnectResponse{Message: &workerv1.ConnectResponse_Jobs{Jobs: &workerv1.Jobs{Jobs: jobs}}})
@@ -439,6 +446,26 @@ func (s *session) nextMessages() []*workerv1.ConnectResponse {
 		s.sendingSince = now
 	}
 	return msgs
+}
+
+// startLease starts d's lease, at now: its deadline moves to a lease
+// timeout from now, unless an extend already set a later one. A job's
+// lease starts when its send returns: one started when the send began
+// ran on while the send blocked (a worker that paused reading), and a
+// send blocked longer than the lease timeout failed an attempt for each
+// of its jobs, and left the worker silent, before the worker had
+// received any of them (found in review). It starts too when the stall
+// timeout finds the send still blocked (sweep).
+func (s *session) startLease(d *delivery, now time.Time) {
+	d.deadline = later(d.deadline, now.Add(s.leaseTimeout))
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // receive reads the worker's messages until the stream ends.
@@ -632,8 +659,10 @@ func (s *session) sweep(now time.Time) {
 	var expired, unsent []*delivery
 	s.mu.Lock()
 	for lease, d := range s.held {
-		// A job not sent yet has no lease running: no worker has it. If
-		// the sends stay blocked, the stall check below hands it back.
+		// A job not sent yet, or in a send still blocked, has no lease
+		// running: no worker has it. If the sends stay blocked, the
+		// stall check below hands back the first, and starts the
+		// leases of the second.
 		if !d.deadline.IsZero() && now.After(d.deadline) {
 			expired = append(expired, d)
 			delete(s.held, lease)
@@ -652,6 +681,12 @@ func (s *session) sweep(now time.Time) {
 		s.unsent = nil
 		for _, d := range unsent {
 			delete(s.held, d.job.Lease)
+		}
+		// The jobs of the blocked send cannot be taken back: the
+		// worker may yet read them. Their leases start now, so that a
+		// worker that never reads again does not hold them for good.
+		for _, d := range s.sending {
+			s.startLease(d, now)
 		}
 		s.log.Warn("pull worker stopped reading; handing back its unsent jobs", slog.Int("jobs", len(unsent)))
 	}
