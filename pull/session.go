@@ -542,7 +542,13 @@ func (s *session) results(rs []*workerv1.Result) (freed, offered bool) {
 		refusals = append(refusals, &workerv1.Refused{Lease: lease, Code: uint32(code), Message: msg})
 	}
 	s.mu.Lock()
-	recovered := s.silent // it answers again
+	// Any answer ends the silence, a refused one too: the late answer of
+	// the lease that timed out is refused (no longer held), and is the
+	// only one a worker whose every lease timed out can give
+	// (worker.Connect sends it when its lease timer fires). Counting
+	// accepted answers alone left such a worker with no job for good
+	// (TestLeaseTimeoutAndExtend).
+	recovered := s.silent
 	s.silent = false
 	givenUp := 0 // answers of jobs given up: refused, their credits freed
 	for _, r := range rs {
