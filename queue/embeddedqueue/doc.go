@@ -113,7 +113,10 @@
 // A full disk: if a checkpoint fails (bbolt cannot grow the file), the
 // backend commits each group at once instead, and fails it with
 // queue.ErrUnavailable while the commit keeps failing; the answered
-// changes stay in the log until a commit or the next Open takes them.
+// changes stay in the log until a commit or the next Open takes them,
+// and the failure syncs the log first: in interval mode its last records
+// may not be synced yet, and no interval sync would take them
+// (TestFailedCheckpointSyncsTheLogItHeld).
 // Until space comes back no group commits, receives and deletes
 // included: the changes answered since the last checkpoint must go into
 // the file first.

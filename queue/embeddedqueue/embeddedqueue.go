@@ -104,8 +104,10 @@ type knobs struct {
 	// beforeLogSync runs before interval mode's sync of the log, beside
 	// the writer.
 	beforeLogSync func()
-	// logSynced runs on the writer after each sync of the log in the
-	// default mode, with the log's file and how much of it is durable.
+	// logSynced runs after each sync of a log file, with the file and
+	// how much of it is durable: on the writer, or beside it for interval
+	// mode's periodic sync (which reports the end of the records written
+	// when it started).
 	logSynced func(path string, durable int64)
 	// failLogSync, when it returns an error, fails the default mode's
 	// next sync of the log with it, as a disk would.

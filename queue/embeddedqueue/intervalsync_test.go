@@ -2,9 +2,12 @@ package embeddedqueue
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,5 +134,82 @@ func TestFailedIntervalSyncLeavesNoGap(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"A", "B", "C"}) {
 		t.Fatalf("after a failed interval sync and a power loss %d intervals later, the queue holds %q, want A, B and C", 10, got)
+	}
+}
+
+// TestFailedCheckpointSyncsTheLogItHeld models a power loss in interval
+// mode some intervals after a checkpoint failed (a full disk). A
+// checkpoint moves to the next epoch's log before its commit; the
+// records of the epoch it holds, written but not yet synced, were to be
+// made durable by that commit. It fails, the backend degrades and logs
+// nothing more, and the interval syncs go to the next epoch's log: those
+// records, answered long before the power loss, must be synced then.
+// The send that fills the log past checkpointBytes starts the checkpoint
+// on the writer right after its record is written, before any interval
+// sync can take it.
+func TestFailedCheckpointSyncsTheLogItHeld(t *testing.T) {
+	t.Parallel()
+	const interval = 5 * time.Millisecond
+	var (
+		mu      sync.Mutex
+		durable = map[string]int64{} // per log file: how much a sync made durable
+		failed  atomic.Int64
+	)
+	b, bun := setupWith(t, Options{SyncInterval: interval}, knobs{
+		maxSize:         1 << 20, // too small for the checkpoint of the sends below
+		checkpointEvery: time.Hour,
+		logSynced: func(path string, n int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			durable[path] = n
+		},
+	})
+	b.ObserveCheckpoints(func(_ time.Duration, err error) {
+		if err != nil {
+			failed.Add(1)
+		}
+	})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Minute})
+	sendOne(t, b, "q", "A", 0)
+	offA := b.log.off // answered: the writer's writes happened before
+	logPath := b.log.f.Name()
+	waitUntil(t, "an interval sync after A", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return durable[logPath] >= offA
+	})
+
+	body := make([]byte, queue.MaxBodyBytes)
+	var entries []queue.SendEntry
+	for i := range 5 { // 1.25 MiB of log: a checkpoint at once
+		entries = append(entries, queue.SendEntry{ID: fmt.Sprint(i), Body: body})
+	}
+	res, err := b.Send(t.Context(), &queue.SendParams{Queue: "q", Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// A queue change reads the store, so the writer holds it back until
+	// the checkpoint has ended; degraded on a full disk, it fails.
+	err = b.EnsureQueues(t.Context(), []queue.QueueSpec{{Name: "other"}})
+	if !errors.Is(err, queue.ErrUnavailable) || failed.Load() == 0 {
+		t.Fatalf("queue change after the checkpoint: %v, %d failed checkpoints; want ErrUnavailable after one", err, failed.Load())
+	}
+	time.Sleep(10 * interval) // the sends are answered ten intervals before the power loss
+
+	copied := openCopy(t, bun, func(path string, data []byte) []byte {
+		if filepath.Ext(path) == ".db" {
+			return data // the failed commit wrote nothing
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return data[:min(int64(len(data)), durable[path])]
+	})
+	if s := stats(t, copied, "q"); s.Visible != 6 {
+		t.Fatalf("after a failed checkpoint and a power loss %d intervals later, the queue holds %d messages, want A and the 5 answered after it", 10, s.Visible)
 	}
 }

@@ -281,12 +281,16 @@ func (b *Backend) syncLog() {
 		return
 	}
 	b.log.unsynced, b.logSyncing = false, true
-	f := b.log.f
+	f, off := b.log.f, b.log.off
 	go func() {
 		if b.knobs.beforeLogSync != nil {
 			b.knobs.beforeLogSync()
 		}
-		b.logSynced <- syncFile(f)
+		err := syncFile(f)
+		if err == nil && b.knobs.logSynced != nil {
+			b.knobs.logSynced(f.Name(), off)
+		}
+		b.logSynced <- err
 	}()
 }
 
@@ -478,9 +482,10 @@ func (b *Backend) commitTx(tx *bolt.Tx) error {
 // nextEpoch moves the writer to the next epoch and its log file, written
 // again from its start: that file's records are two epochs old, and the
 // store holds them. Records not yet synced in interval mode become
-// durable with the commit that bumps the epoch; until it ends, a replay
-// takes the next epoch's records only if they follow on from the last
-// of these (prevEnd, wal.go).
+// durable with the commit that bumps the epoch, or if it fails with the
+// sync that the rebuild after it starts with (syncLogs); until then, a
+// replay takes the next epoch's records only if they follow on from the
+// last of these (prevEnd, wal.go).
 func (b *Backend) nextEpoch() {
 	if b.log.unsynced {
 		b.log.unsynced = false
@@ -498,7 +503,11 @@ func (b *Backend) nextEpoch() {
 // committed plus the log records beyond it, and rebuilds the index from
 // it. If that fails the backend is broken: the logs stay for the next
 // Open to replay, and every call fails. No checkpoint may be under way.
+// It first syncs both logs (syncLogs): after a failure the writer may
+// append nothing to them for a long while, and no interval sync would
+// take their unsynced records.
 func (b *Backend) rebuild() {
+	b.syncLogs()
 	if b.tx != nil {
 		_ = b.tx.Rollback() // a failed Commit has closed it already
 		b.tx = nil
@@ -525,6 +534,27 @@ func (b *Backend) rebuild() {
 		b.broken = fmt.Errorf("rebuild from the redo log (reopen the store to recover): %w", err)
 		b.unusable.Store(&b.broken)
 		b.opts.Logger.Error("embedded queue unusable", slog.Any("error", b.broken))
+	}
+}
+
+// syncLogs syncs both log files, which hold every answered change the
+// store lacks; rebuild runs it after a failure. In interval mode their
+// last records may be unsynced, and after a failure nothing else might
+// sync them: a degraded backend commits each group instead of logging
+// it (and with an interval of checkpointEvery or more there is no
+// interval sync), a broken one syncs nothing, and a failed checkpoint
+// leaves the records of the epoch it held, which nextEpoch counted on
+// its commit to make durable, in a log that no interval sync touches
+// again (TestFailedCheckpointSyncsTheLogItHeld).
+func (b *Backend) syncLogs() {
+	for _, l := range b.logs {
+		if err := l.sync(); err != nil {
+			b.opts.Logger.Error("sync redo log after a failure; a power loss may lose the calls answered since the last checkpoint", slog.Any("error", err))
+			continue
+		}
+		if b.knobs.logSynced != nil {
+			b.knobs.logSynced(l.f.Name(), l.off)
+		}
 	}
 }
 
