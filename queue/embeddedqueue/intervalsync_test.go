@@ -56,11 +56,13 @@ func TestFailedIntervalSyncLeavesNoGap(t *testing.T) {
 		pipeR    atomic.Int64
 		pipeW    atomic.Int64
 		failures atomic.Int64
+		syncedTo atomic.Int64 // where the last interval sync began
 	)
 	bun := &bundle{path: filepath.Join(t.TempDir(), "queues.db"), clock: newFakeClock()}
 	logger := slog.New(countingHandler{testLogger(t).Handler(), "interval sync failed; committing the store", &failures})
 	b, err := open(bun.path, Options{Logger: logger, Clock: bun.clock.Now, SyncInterval: 5 * time.Millisecond}, knobs{
 		checkpointEvery: time.Hour, // no checkpoint during the test
+		logSynced:       func(_ string, n int64) { syncedTo.Store(n) },
 		beforeLogSync: func() {
 			if !failNext.CompareAndSwap(true, false) {
 				return
@@ -97,14 +99,18 @@ func TestFailedIntervalSyncLeavesNoGap(t *testing.T) {
 	}
 
 	sendOne(t, b, "q", "A", 0)
-	syncedAfter("a sync after A")
 	offA := b.log.off // answered: the writer's writes happened before
 	logPath := b.log.f.Name()
+	waitUntil(t, "an interval sync of A", func() bool { return syncedTo.Load() >= offA })
 
-	sendOne(t, b, "q", "B", 0)
-	offB := b.log.off
+	// Armed before B: a sync that began after A's record has ended, and
+	// none begins until B's is written, so the next one is B's and no
+	// write meets the pipe. Armed after B, a tick could sync B first, and
+	// no sync would follow to fail.
 	failFd.Store(int64(b.log.f.Fd()))
 	failNext.Store(true)
+	sendOne(t, b, "q", "B", 0)
+	offB := b.log.off
 	waitUntil(t, "the failed interval sync", func() bool { return failures.Load() > 0 })
 	// Put the log file back under its descriptor before anything is written.
 	if err := unix.Dup3(int(saved.Load()), int(failFd.Load()), unix.O_CLOEXEC); err != nil {
