@@ -162,7 +162,7 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 	defer func() { _ = conn.Close() }()
 	client := workerv1.NewPullServiceClient(conn)
 	c := &puller{
-		client: client, addr: addr, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
+		client: client, key: key, handler: handler, opts: opts, log: opts.Logger.With(slog.String("sluice", addr)),
 		slots: make(chan struct{}, opts.Concurrency),
 	}
 	defer c.waitHandlers()
@@ -179,13 +179,16 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		// is refused if the key is gone, or is served the lanes the key
 		// still allows (Connect stopped for good on a narrowed key; found
 		// in review).
-		if st, ok := status.FromError(err); ok && refusedCode(st.Code()) && !welcomed {
-			return fmt.Errorf("worker: %w: %s", ErrRefused, st.Message())
-		} else if ok && st.Code() == codes.Unimplemented && !welcomed {
-			// Retrying a listener that serves no worker API would spin
-			// for ever on a wrong address.
-			return fmt.Errorf("worker: %w: %s does not serve the worker API (%s): connect to sluice's --worker-listen address (default 127.0.0.1:7072), not its ingest or admin one",
-				ErrRefused, c.addr, st.Message())
+		if st, ok := status.FromError(err); ok && !welcomed {
+			switch {
+			case refusedCode(st.Code()):
+				return fmt.Errorf("worker: %w: %s", ErrRefused, st.Message())
+			case st.Code() == codes.Unimplemented:
+				// Retrying a listener that serves no worker API would
+				// spin for ever on a wrong address.
+				return fmt.Errorf("worker: %w: %s does not serve the worker API (%s): connect to sluice's --worker-listen address (default 127.0.0.1:7072), not its ingest or admin one",
+					ErrRefused, addr, st.Message())
+			}
 		}
 		// Back to a short wait only after a session that held: one that
 		// was welcomed and broke at once would otherwise reconnect about
@@ -210,7 +213,6 @@ func refusedCode(c codes.Code) bool {
 
 type puller struct {
 	client  workerv1.PullServiceClient
-	addr    string
 	key     string
 	handler Handler
 	opts    ConnectOptions
