@@ -67,6 +67,7 @@ func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) (ok, probe bool) {
 	for {
 		d.mu.Lock()
 		var room bool
+		var due time.Time // when to look again unsignalled: the probe's time, if only the pacing stops this read
 		switch {
 		case q.inbox.closed:
 			// No worker serves the lane (pull): nothing to read for.
@@ -82,7 +83,7 @@ func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) (ok, probe bool) {
 					probeAt = now.Add(probeEvery)
 				}
 				probe = !now.Before(probeAt)
-				room = probe
+				room, due = probe, probeAt
 			}
 		default:
 			room = d.sched.HeldIn(scheduler.Spillover)+d.sched.HeldIn(scheduler.Backlog) < d.sideMax
@@ -94,7 +95,7 @@ func (d *Drainer) waitRoom(ctx context.Context, q *queueBuf) (ok, probe bool) {
 		d.roomWait = true
 		ch := d.roomFreed
 		d.mu.Unlock()
-		if !d.waitFor(ctx, ch, probeAt) {
+		if !d.waitFor(ctx, ch, due) {
 			return false, false
 		}
 	}

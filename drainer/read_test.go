@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/proccpu"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/scheduler"
 	"github.com/sluice-dev/sluice/sideliner"
@@ -220,5 +221,59 @@ func TestReadAheadFollowsSlots(t *testing.T) {
 	}
 	if last < 1000 {
 		t.Errorf("held %d jobs, want the read-ahead filled (about 1,024)", last)
+	}
+}
+
+// TestFullReadAheadWaitsWithoutSpinning holds a backlog of ten tenants,
+// none of them quiet, behind slots that never free. The shard pollers
+// read on only as probes, paced by the tenants' budgets; then the slots
+// shrink (a pull worker left) and the read-ahead is over its bound. The
+// pollers must wait for room without using the CPU. One that had waited
+// for a probe and then found no room waited on the probe's time, long
+// past: it looked again at once, for ever. Pollers that read together
+// past the bound did the same: beside a pull worker that stopped
+// answering with the ceiling's slots, a drainer spun on both cores (2 ms
+// of CPU for each job it still delivered to the other worker; 51 µs
+// after the fix).
+func TestFullReadAheadWaitsWithoutSpinning(t *testing.T) {
+	tb := setup(t, oneLane)
+	now := time.Now()
+	for s := range 4 {
+		envs := make([]*envelope.Envelope, 0, 1000)
+		for i := range cap(envs) {
+			tenant := fmt.Sprintf("t%d", i%10)
+			envs = append(envs, testEnvelope(tenant, fmt.Sprintf("%s-%d-%03d", tenant, s, i), now))
+		}
+		tb.enqueue(t, tb.topo.ShardQueue("std", s), envs...)
+	}
+	rec := newRecorder()
+	rec.hold = make(chan struct{})
+	d := startDrainer(t, Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 128})
+	t.Cleanup(func() { close(rec.hold) }) // before the drainer stops
+	fresh := func() int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.sched.HeldIn(scheduler.Fresh)
+	}
+	for deadline := time.Now().Add(30 * time.Second); fresh() <= d.freshMax(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the read-ahead did not reach the budgets in 30s: %d fresh jobs held, budgets %d", fresh(), d.freshMax())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * probeEvery) // the pollers wait for their probes
+	d.SetCapacity(8, nil)
+	if room := d.heldMax - fresh(); room >= queue.MaxBatch {
+		t.Fatalf("the read-ahead has room for %d more after the slots shrank", room)
+	}
+	time.Sleep(3 * probeEvery)
+
+	const window = time.Second
+	cpu := proccpu.Used()
+	time.Sleep(window)
+	used := proccpu.Used() - cpu
+	t.Logf("%v of CPU in %v", used, window)
+	if used > window/5 {
+		t.Fatalf("the drainer used %v of CPU in %v while it could neither deliver nor read (%d fresh jobs held, room for %d)", used, window, fresh(), d.heldMax)
 	}
 }
