@@ -13,7 +13,7 @@ import (
 // in the envelope: sluice.deliver for each attempt, sluice.move for each
 // spill, backlog, requeue, retry and dead-letter, sluice.defer and
 // sluice.drop (see internal/tracing for the whole tree). With tracing off
-// the spans record nothing but still carry the stored context, so the
+// no span is made, and the context still carries the stored one, so the
 // worker gets the submitter's.
 
 // consumerKind is made once: as an interface value each call allocated it.

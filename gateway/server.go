@@ -110,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow, cfg.Backend),
-		tracer: newTracer(cfg.TracerProvider),
+		tracer: tracing.Tracer(cfg.TracerProvider),
 	}
 	for _, l := range cfg.Topology.Lanes {
 		lq := &laneQueues{lane: l}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -157,9 +158,10 @@ func TestSpansOfSubmitBatch(t *testing.T) {
 	}
 }
 
-// TestNewTracer: the gateway skips spans only when no provider would
-// record them.
-func TestNewTracer(t *testing.T) {
+// TestTracerIsOffWithoutAProvider: the gateway skips spans, and the
+// context they would carry, only when no provider would record them.
+// Here, in the gateway's tests, the global provider is never set.
+func TestTracerIsOffWithoutAProvider(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name string
@@ -170,7 +172,10 @@ func TestNewTracer(t *testing.T) {
 		{"no-op", noop.NewTracerProvider(), true},
 		{"SDK", sdktrace.NewTracerProvider(), false},
 	} {
-		if _, off := newTracer(tt.tp).(offTracer); off != tt.off {
+		ctx := t.Context()
+		spanCtx, span := tracing.Tracer(tt.tp).Start(ctx, tracing.SpanAdmit)
+		span.End()
+		if off := spanCtx == ctx; off != tt.off {
 			t.Errorf("%s: off = %v, want %v", tt.name, off, tt.off)
 		}
 	}

@@ -3,7 +3,6 @@ package tracing
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -58,15 +57,6 @@ const (
 // JobAttributes are the attributes every span of a job carries.
 func JobAttributes(jobID, tenant, lane string) []attribute.KeyValue {
 	return []attribute.KeyValue{JobIDKey.String(jobID), TenantKey.String(tenant), LaneKey.String(lane)}
-}
-
-// Tracer returns sluice's tracer from tp, or from the global provider
-// when tp is nil (a no-op one unless Setup ran).
-func Tracer(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return tp.Tracer(ScopeName)
 }
 
 // Fail marks span as failed with err.

@@ -1,4 +1,4 @@
-package gateway
+package tracing
 
 import (
 	"context"
@@ -7,21 +7,20 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/sluice-dev/sluice/internal/tracing"
 )
 
-// newTracer returns the tracer of the gateway's spans: tp's, or, when
-// tracing is off (tp nil and no global provider set up, or a no-op
-// provider), offTracer.
-func newTracer(tp trace.TracerProvider) trace.Tracer {
+// Tracer returns sluice's tracer from tp, or from the global provider
+// when tp is nil; when tracing is off (tp nil and no global provider set
+// up, or a no-op provider), a tracer that makes no spans at all (see
+// offTracer).
+func Tracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
 	if _, ok := tp.(noop.TracerProvider); ok || isUnsetGlobal(tp) {
 		return offTracer{}
 	}
-	return tracing.Tracer(tp)
+	return tp.Tracer(ScopeName)
 }
 
 // isUnsetGlobal reports whether tp is OpenTelemetry's global provider
@@ -36,9 +35,11 @@ func isUnsetGlobal(tp trace.TracerProvider) bool {
 }
 
 // offTracer makes no spans: Start returns the caller's context as it is,
-// so that the envelope still carries the caller's trace context, and a
-// span that does nothing. The global provider's tracer would allocate a
-// non-recording span and a context for each of a job's two spans.
+// so that a job still carries the trace context it came with (the
+// gateway stores the submitter's, the drainer hands the stored one to the
+// worker), and a span that does nothing. The global provider's tracer
+// would allocate a non-recording span and a context for each of a job's
+// spans: two as it is admitted, one or more as it is delivered.
 type offTracer struct{ noop.Tracer }
 
 // offSpan is boxed once: converting noop.Span to an interface allocates.
