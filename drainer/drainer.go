@@ -155,6 +155,7 @@ type Drainer struct {
 	sideMax   int           // most spillover/backlog jobs held
 	roomFreed chan struct{} // closed and replaced when held jobs leave and a poller waits
 	roomWait  bool          // a poller waits on roomFreed
+	overCap   bool          // the slots last offered (SetCapacity) were over Config.Concurrency
 
 	leaseMu    sync.Mutex
 	delivering map[*job]struct{} // jobs in delivery, whose leases keepLeases extends
@@ -427,8 +428,14 @@ func (d *Drainer) statsLocked(now time.Time, top int) []scheduler.GroupStats {
 // A lane left with no slot is closed: its queues are not read, and the
 // jobs read ahead for it are handed back (visibility 0) so that a drainer
 // whose workers serve it takes them.
+//
+// Slots offered over the ceiling are logged as a warning when they first
+// are, and again each time they come back over it after falling within.
 func (d *Drainer) SetCapacity(slots int, lanes map[string]int) {
 	d.mu.Lock()
+	over := slots > d.cfg.Concurrency
+	warn := over && !d.overCap
+	d.overCap = over
 	d.sched.SetSlots(min(slots, d.cfg.Concurrency))
 	d.sizeReadAhead(min(slots, d.cfg.Concurrency))
 	closing := false
@@ -444,6 +451,11 @@ func (d *Drainer) SetCapacity(slots int, lanes map[string]int) {
 	}
 	d.freeRoomLocked() // pollers of a lane that reopened
 	d.mu.Unlock()
+	if warn {
+		d.cfg.Logger.Warn("pull workers grant more credits than the delivery ceiling: the credits over it go unused, "+
+			"and the jobs of a worker that stops answering hold slots of the others until their leases time out; raise the ceiling (--concurrency, Config.Concurrency) above the credits granted in all",
+			slog.Int("credits", slots), slog.Int("concurrency", d.cfg.Concurrency))
+	}
 	if closing {
 		select {
 		case d.releaseNow <- struct{}{}:
