@@ -116,8 +116,9 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// TracerProvider makes the drainer's spans (sluice.deliver,
 	// sluice.move, sluice.defer, sluice.drop), which continue the trace
-	// stored in each envelope. Defaults to the global provider, which
-	// records nothing unless tracing is set up (internal/tracing).
+	// stored in each envelope. Defaults to the global provider as New
+	// finds it: set tracing up (internal/tracing) before New, or no span
+	// is made; the worker gets the stored trace context either way.
 	TracerProvider trace.TracerProvider
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger

@@ -66,9 +66,9 @@ type Config struct {
 	// nothing.
 	Metrics *metrics.Metrics
 	// TracerProvider makes the sluice.admit and sluice.enqueue spans of
-	// each job. Defaults to the global provider, which records nothing
-	// unless tracing is set up (internal/tracing); either way the
-	// caller's trace context is stored in the envelope.
+	// each job. Defaults to the global provider as New finds it: set
+	// tracing up (internal/tracing) before New, or no span is made;
+	// either way the caller's trace context is stored in the envelope.
 	TracerProvider trace.TracerProvider
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
