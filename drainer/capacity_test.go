@@ -1,30 +1,10 @@
 package drainer
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// lockedBuffer is a log destination safe for the drainer's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestCreditsOverTheCeilingAreLogged: pull workers granting more credits
 // than the drainer's Concurrency get a warning that names both figures,
@@ -32,7 +12,7 @@ func (b *lockedBuffer) String() string {
 func TestCreditsOverTheCeilingAreLogged(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, oneLane)
-	var logs lockedBuffer
+	var logs strings.Builder // the drainer is not started: only this goroutine logs
 	d, err := New(Config{
 		Backend: tb.backend, Topology: tb.topo, Handler: newRecorder(), Concurrency: 4,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
