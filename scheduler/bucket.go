@@ -43,9 +43,12 @@ func (b *bucket) tokens(n int64) int64 {
 
 // wait is the time until the bucket holds a token.
 func (b *bucket) wait(now time.Time) time.Duration {
-	d := b.tat - (b.burst-1)*b.interval - now.UnixNano()
-	return time.Duration(max(d, 0))
+	return time.Duration(max(b.readyAt()-now.UnixNano(), 0))
 }
+
+// readyAt is when the bucket next holds a token, in Unix nanoseconds: at
+// or before now if it holds one.
+func (b *bucket) readyAt() int64 { return b.tat - (b.burst-1)*b.interval }
 
 // take takes a token if there is one, and reports whether it did.
 func (b *bucket) take(now time.Time) bool {

@@ -130,7 +130,8 @@ type Config struct {
 type Scheduler[T any] struct {
 	cfg     Config
 	tenants map[string]*tenant[T]
-	active  []*tenant[T]          // tenants holding jobs, in activation order
+	active  []*tenant[T]          // tenants holding jobs, in no order
+	idx     index[T]              // the tenants holding jobs, where Next finds them
 	recent  map[string]*tenant[T] // tenants granted a job lately: the ones Stats and Refresh look at
 
 	running   int
@@ -167,12 +168,14 @@ type tenant[T any] struct {
 	cost      float64 // mean seconds per job, smoothed
 	costKnown bool
 	fair, max *bucket
-	activeAt  int // index in Scheduler.active, -1 when not there
-	// candLevel and candClass are Next's working state: the level and
-	// class the tenant qualifies for in the call under way.
-	candLevel Level
-	candClass Class
-	lastUsed  time.Time
+	activeAt  int    // index in Scheduler.active, -1 when not there
+	seq       uint64 // the activation's number: earlier ones win ties
+	// heaps and pos are where the index keeps the tenant, one per slot
+	// (index.go); wakeAt is its timer's time in Unix nanoseconds.
+	heaps    [numSlots]*tenantHeap[T]
+	pos      [numSlots]int
+	wakeAt   int64
+	lastUsed time.Time
 
 	// running are the tenant's granted jobs not yet Done: a job running
 	// longer than its estimate is charged for the excess as it runs.
@@ -223,12 +226,24 @@ func New[T any](cfg Config) (*Scheduler[T], error) {
 	cfg.IdleTTL = cmp.Or(cfg.IdleTTL, IdleTTLDefault)
 	s := &Scheduler[T]{cfg: cfg, tenants: map[string]*tenant[T]{}, recent: map[string]*tenant[T]{}, groups: map[string]*groupStats{}}
 	s.sideCredit = s.sideCreditCap() // sideline work that comes first goes at once
+	s.idx.init()
 	return s, nil
 }
 
 // SetSlots changes the number of slots; running jobs keep theirs. Zero
 // slots (no worker connected, say) grants nothing.
-func (s *Scheduler[T]) SetSlots(n int) { s.cfg.Slots = max(n, 0) }
+func (s *Scheduler[T]) SetSlots(n int) {
+	n = max(n, 0)
+	if n == s.cfg.Slots {
+		return
+	}
+	s.cfg.Slots = n
+	for _, t := range s.active {
+		if t.limits.MinShare > 0 { // its guaranteed slots changed
+			s.place(t, s.last)
+		}
+	}
+}
 
 // SetGroupSlots limits the jobs of group (a lane) running at once to n,
 // within the slots in all: the workers that serve the group may be fewer
@@ -299,12 +314,15 @@ func (s *Scheduler[T]) Push(now time.Time, tenantID, group string, c Class, item
 		t.activeAt = len(s.active)
 		s.active = append(s.active, t)
 		t.heldSince = now
+		s.idx.seq++
+		t.seq = s.idx.seq
 	}
 	t.queues[c].push(entry[T]{item: item, group: group})
 	t.held++
 	s.held++
 	s.heldClass[c]++
 	s.group(group).held++
+	s.place(t, now)
 	return true
 }
 
@@ -344,57 +362,24 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 	if s.running >= s.cfg.Slots || s.held == 0 {
 		return nil, 0
 	}
+	s.wake(now)
 	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideCredit >= 1
-	var best *tenant[T]
-	var bestVT, levelWeight float64
-	bestLevel, levelRunning := levelNone, 0
-	for _, t := range s.active {
-		t.candLevel = levelNone
-		if t.limits.MaxInFlight > 0 && t.inFlight >= t.limits.MaxInFlight {
-			continue
-		}
-		if t.max != nil {
-			if w := tokenWait(t.max, now); w > 0 {
-				if wait == 0 || w < wait {
-					wait = w
-				}
-				continue
-			}
-		}
-		level, class := s.levelOf(t, now, sideOpen)
-		if s.limitedGroups > 0 {
-			// The job granted would be the head of class: its group
-			// must have a slot.
-			if g := s.groups[t.queues[class].peek().group]; g.limited && g.running >= g.slots {
-				continue
-			}
-		}
-		t.candLevel, t.candClass = level, class
-		if level > bestLevel {
-			continue
-		}
-		if level < bestLevel {
-			best, bestLevel, levelWeight, levelRunning = nil, level, 0, 0
-		}
-		levelWeight += t.weight
-		levelRunning += t.inFlight
-		vt := t.runningVT(now)
-		if best == nil || better(level, class, vt, best.candClass, bestVT) {
-			best, bestVT = t, vt
-		}
-	}
+	best, level, class := s.choose(now, sideOpen)
 	if best == nil {
-		return nil, wait
+		return nil, s.maxWait(now)
 	}
-	if bestLevel >= LevelSpare && !best.costKnown {
+	if level >= LevelSpare && !best.costKnown {
+		h := best.heaps[baseSlot]
+		levelWeight, levelRunning := s.levelShare(h, level, sideOpen)
 		perWeight := float64(s.cfg.Slots-(s.running-levelRunning)) / levelWeight
 		if probeCapped(best, perWeight) {
-			if other := s.bestUncapped(now, bestLevel, perWeight); other != nil {
+			if other := s.bestUncapped(h, level, sideOpen, perWeight, now); other != nil {
 				best = other
+				class, _ = s.offer(other, level, sideOpen)
 			}
 		}
 	}
-	return s.grant(best, bestLevel, best.candClass, now), 0
+	return s.grant(best, level, class, now), 0
 }
 
 // probeCapped reports whether t, at one of the levels nothing else bounds
@@ -411,58 +396,6 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 // a capped tenant goes when no one else at its level can.
 func probeCapped[T any](t *tenant[T], perWeight float64) bool {
 	return !t.costKnown && float64(t.inFlight) >= perWeight*t.weight
-}
-
-// bestUncapped returns the tenant at level with the least virtual time
-// among those not probeCapped, nil if there is none.
-func (s *Scheduler[T]) bestUncapped(now time.Time, level Level, perWeight float64) *tenant[T] {
-	var best *tenant[T]
-	var bestVT float64
-	for _, t := range s.active {
-		if t.candLevel != level || probeCapped(t, perWeight) {
-			continue
-		}
-		if vt := t.runningVT(now); best == nil || better(level, t.candClass, vt, best.candClass, bestVT) {
-			best, bestVT = t, vt
-		}
-	}
-	return best
-}
-
-// better reports whether a candidate at level with class and virtual
-// time vt goes before the best so far at the same level: by virtual time,
-// except that within the sideline share spillover goes before backlog.
-func better(level Level, class Class, vt float64, bestClass Class, bestVT float64) bool {
-	if level == LevelSideline && class != bestClass {
-		return class < bestClass
-	}
-	return vt < bestVT
-}
-
-// levelOf returns the best level t qualifies for and the class it would
-// be served from.
-func (s *Scheduler[T]) levelOf(t *tenant[T], now time.Time, sideOpen bool) (Level, Class) {
-	first := t.firstClass()
-	if t.limits.MinShare > 0 && t.inFlight < share(t.limits.MinShare, s.cfg.Slots) {
-		return LevelMinimum, first
-	}
-	side := t.queues[Spillover].len() > 0 || t.queues[Backlog].len() > 0
-	if sideOpen && side {
-		if t.queues[Spillover].len() > 0 {
-			return LevelSideline, Spillover
-		}
-		return LevelSideline, Backlog
-	}
-	if t.queues[Fresh].len() > 0 {
-		if t.fair == nil || tokenWait(t.fair, now) == 0 {
-			return LevelInShare, Fresh
-		}
-		return LevelSpare, Fresh
-	}
-	if t.queues[Spillover].len() > 0 {
-		return LevelSpare, Spillover
-	}
-	return LevelBacklog, Backlog
 }
 
 func (t *tenant[T]) firstClass() Class {
@@ -519,6 +452,7 @@ func (s *Scheduler[T]) grant(t *tenant[T], level Level, c Class, now time.Time) 
 	}
 	tk := &Ticket[T]{Item: e.item, Tenant: t.id, Group: e.group, Class: c, Level: level, charge: charge, t: t, start: now}
 	t.running = append(t.running, tk)
+	s.place(t, now)
 	return tk
 }
 
@@ -526,14 +460,13 @@ func (s *Scheduler[T]) deactivate(t *tenant[T], now time.Time) {
 	if now.After(t.heldSince) {
 		t.waiting.add(now, now.Sub(t.heldSince).Seconds())
 	}
-	i := t.activeAt
-	copy(s.active[i:], s.active[i+1:])
-	s.active[len(s.active)-1] = nil
-	s.active = s.active[:len(s.active)-1]
-	for _, u := range s.active[i:] {
-		u.activeAt--
-	}
+	i, last := t.activeAt, len(s.active)-1
+	s.active[i] = s.active[last]
+	s.active[i].activeAt = i
+	s.active[last] = nil
+	s.active = s.active[:last]
 	t.activeAt = -1
+	s.place(t, now) // out of every heap
 }
 
 // Done ends tk's job, which used worker time used, and frees its slot. It
@@ -585,6 +518,7 @@ func (s *Scheduler[T]) release(t *tenant[T], tk *Ticket[T], now time.Time) {
 	t.lastUsed = now
 	s.running--
 	s.group(tk.Group).running--
+	s.place(t, now)
 }
 
 // Each calls fn for every held job.
@@ -617,6 +551,10 @@ func (s *Scheduler[T]) RemoveIf(drop func(tenant string, c Class, item T) bool) 
 		}
 		if t.held == 0 {
 			s.deactivate(t, time.Time{}) // no time: the stretch is not counted
+		} else {
+			// The latest time seen stands for now: a level that time
+			// has changed since is put right by the timers at Next.
+			s.place(t, s.last)
 		}
 	}
 	return out
@@ -628,9 +566,12 @@ func (s *Scheduler[T]) RemoveIf(drop func(tenant string, c Class, item T) bool) 
 func (s *Scheduler[T]) Refresh(now time.Time) {
 	for _, t := range s.active {
 		s.configure(t, now)
+		s.place(t, now)
 	}
 	for _, t := range s.recent {
-		s.configure(t, now)
+		if t.activeAt < 0 {
+			s.configure(t, now)
+		}
 	}
 }
 
