@@ -135,22 +135,60 @@ func put[T any](t *tenant[T], slot int, h *tenantHeap[T]) {
 	}
 }
 
+// Heaps of a group, one per level (two for the sideline level: its
+// spillover work goes before its backlog work), in the order Next looks.
+const (
+	heapMinimum = iota
+	heapSideSpill
+	heapSideBacklog
+	heapInShare
+	heapSpare
+	heapBacklog
+	numHeaps
+)
+
+// heapLevel is the level each heap serves.
+var heapLevel = [numHeaps]Level{LevelMinimum, LevelSideline, LevelSideline, LevelInShare, LevelSpare, LevelBacklog}
+
+// groupIndex is one group's heaps: the tenants whose job at that level
+// would be the group's (the head of the class it would come from). A
+// group with no free slot is passed over whole.
+type groupIndex[T any] struct {
+	stats *groupStats
+	heaps [numHeaps]tenantHeap[T]
+}
+
+func (g *groupIndex[T]) full() bool { return g.stats.limited && g.stats.running >= g.stats.slots }
+
 // index is the Scheduler's heaps.
 type index[T any] struct {
-	minimum, inShare, spare, backlog tenantHeap[T] // base
-	sideSpill, sideBacklog           tenantHeap[T] // side
-	maxWait, fairWait                tenantHeap[T] // wake
-	frontier                         []int         // search's working space
-	seq                              uint64        // activations so far
+	groups            map[string]*groupIndex[T]
+	list              []*groupIndex[T] // the same, in a slice to look through
+	maxWait, fairWait tenantHeap[T]    // wake
+	frontier          []int            // search's working space
+	seq               uint64           // activations so far
 }
 
 func (x *index[T]) init() {
-	for _, h := range []*tenantHeap[T]{&x.minimum, &x.inShare, &x.spare, &x.backlog} {
-		h.slot = baseSlot
-	}
-	x.sideSpill.slot, x.sideBacklog.slot = sideSlot, sideSlot
+	x.groups = map[string]*groupIndex[T]{}
 	x.maxWait = tenantHeap[T]{slot: wakeSlot, byWake: true}
 	x.fairWait = tenantHeap[T]{slot: wakeSlot, byWake: true}
+}
+
+// heap returns the heap k of the group of t's first job of class c.
+func (s *Scheduler[T]) heap(t *tenant[T], c Class, k int) *tenantHeap[T] {
+	name := t.queues[c].peek().group
+	g := s.idx.groups[name]
+	if g == nil {
+		g = &groupIndex[T]{stats: s.group(name)}
+		for i := range g.heaps {
+			g.heaps[i].slot = baseSlot
+		}
+		g.heaps[heapSideSpill].slot, g.heaps[heapSideBacklog].slot = sideSlot, sideSlot
+		s.idx.groups[name] = g
+		s.idx.list = append(s.idx.list, g)
+	}
+	return &g.heaps[k]
 }
 
 // place puts t in the heaps its state at now calls for: none when it
@@ -165,23 +203,23 @@ func (s *Scheduler[T]) place(t *tenant[T], now time.Time) {
 	case t.max != nil && t.max.readyAt() > n:
 		wake, t.wakeAt = &s.idx.maxWait, t.max.readyAt()
 	case t.limits.MinShare > 0 && t.inFlight < share(t.limits.MinShare, s.cfg.Slots):
-		base = &s.idx.minimum
+		base = s.heap(t, t.firstClass(), heapMinimum)
 	default:
 		switch {
 		case t.queues[Spillover].len() > 0:
-			side = &s.idx.sideSpill
+			side = s.heap(t, Spillover, heapSideSpill)
 		case t.queues[Backlog].len() > 0:
-			side = &s.idx.sideBacklog
+			side = s.heap(t, Backlog, heapSideBacklog)
 		}
 		switch {
 		case t.queues[Fresh].len() == 0 && t.queues[Spillover].len() > 0:
-			base = &s.idx.spare
+			base = s.heap(t, Spillover, heapSpare)
 		case t.queues[Fresh].len() == 0:
-			base = &s.idx.backlog
+			base = s.heap(t, Backlog, heapBacklog)
 		case t.fair == nil || t.fair.readyAt() <= n:
-			base = &s.idx.inShare
+			base = s.heap(t, Fresh, heapInShare)
 		default:
-			base = &s.idx.spare
+			base = s.heap(t, Fresh, heapSpare)
 			wake, t.wakeAt = &s.idx.fairWait, t.fair.readyAt()
 		}
 	}
@@ -209,76 +247,63 @@ func (s *Scheduler[T]) maxWait(now time.Time) time.Duration {
 	return 0
 }
 
-// choose returns the tenant Next grants to, the level it is at and the
-// class its job is taken from; nil when no held job is deliverable.
-func (s *Scheduler[T]) choose(now time.Time, sideOpen bool) (*tenant[T], Level, Class) {
-	x := &s.idx
-	levels := [...]struct {
-		level Level
-		heap  *tenantHeap[T]
-	}{
-		{LevelMinimum, &x.minimum},
-		{LevelSideline, &x.sideSpill},
-		{LevelSideline, &x.sideBacklog},
-		{LevelInShare, &x.inShare},
-		{LevelSpare, &x.spare},
-		{LevelBacklog, &x.backlog},
-	}
-	for _, l := range levels {
-		if l.level == LevelSideline && !sideOpen {
+// choose returns the tenant Next grants to, the heap it was found in
+// (its level: heapLevel) and the class its job is taken from; nil when
+// no held job is deliverable.
+func (s *Scheduler[T]) choose(now time.Time, sideOpen bool) (best *tenant[T], k int, c Class) {
+	for k := range numHeaps {
+		level := heapLevel[k]
+		if level == LevelSideline && !sideOpen {
 			continue // served only while open
 		}
-		if l.level == LevelBacklog && sideOpen {
-			continue // every tenant of that heap is at the sideline level
+		if level == LevelBacklog && sideOpen {
+			continue // every tenant of those heaps is at the sideline level
 		}
-		if t := s.search(l.heap, l.level, sideOpen, now); t != nil {
-			c, _ := s.offer(t, l.level, sideOpen)
-			return t, l.level, c
+		var bestVT float64
+		for _, g := range s.idx.list {
+			if !g.full() {
+				best, bestVT = s.search(&g.heaps[k], level, sideOpen, now, best, bestVT)
+			}
+		}
+		if best != nil {
+			c, _ := s.offer(best, level, sideOpen)
+			return best, k, c
 		}
 	}
-	return nil, levelNone, Fresh
+	return nil, 0, Fresh
 }
 
-// offer returns the class a tenant in level's heap would be served from,
-// and false when the level does not offer it now: its job would go to a
-// lane with no free slot, or it is at the sideline level instead.
+// offer returns the class a tenant in one of level's heaps would be
+// served from, and false when the level does not offer it now: with the
+// sideline share open, a tenant with spillover or backlog work is at the
+// sideline level.
 func (s *Scheduler[T]) offer(t *tenant[T], level Level, sideOpen bool) (Class, bool) {
-	var c Class
 	switch {
 	case level == LevelMinimum:
-		c = t.firstClass()
+		return t.firstClass(), true
 	case level == LevelSideline && t.queues[Spillover].len() > 0:
-		c = Spillover
+		return Spillover, true
 	case level == LevelSideline:
-		c = Backlog
+		return Backlog, true
 	case sideOpen && (t.queues[Spillover].len() > 0 || t.queues[Backlog].len() > 0):
 		return 0, false
 	case level == LevelBacklog:
-		c = Backlog
+		return Backlog, true
 	case t.queues[Fresh].len() > 0:
-		c = Fresh
-	default:
-		c = Spillover
+		return Fresh, true
 	}
-	if s.limitedGroups > 0 {
-		if g := s.groups[t.queues[c].peek().group]; g.limited && g.running >= g.slots {
-			return 0, false
-		}
-	}
-	return c, true
+	return Spillover, true
 }
 
-// search returns the tenant of h that level offers with the least
-// virtual time counting its running jobs (runningVT), ties going to the
-// one active longest; nil if level offers none. It visits the heap in
-// order of virtual time, which is at most runningVT, and stops when the
-// rest cannot beat what it has found.
-func (s *Scheduler[T]) search(h *tenantHeap[T], level Level, sideOpen bool, now time.Time) *tenant[T] {
+// search returns, of best (with virtual time bestVT) and the tenants of
+// h that level offers, the one with the least virtual time counting its
+// running jobs (runningVT), ties going to the one active longest; nil if
+// there is none. It visits the heap in order of virtual time, which is at
+// most runningVT, and stops when the rest cannot beat the best found.
+func (s *Scheduler[T]) search(h *tenantHeap[T], level Level, sideOpen bool, now time.Time, best *tenant[T], bestVT float64) (*tenant[T], float64) {
 	if len(h.ts) == 0 {
-		return nil
+		return best, bestVT
 	}
-	var best *tenant[T]
-	var bestVT float64
 	// frontier is a min-heap of positions in h: the nodes not yet visited
 	// whose parents were.
 	f := s.idx.frontier[:0]
@@ -303,7 +328,7 @@ func (s *Scheduler[T]) search(h *tenantHeap[T], level Level, sideOpen bool, now 
 		}
 	}
 	s.idx.frontier = f[:0]
-	return best
+	return best, bestVT
 }
 
 func pushFrontier[T any](h *tenantHeap[T], f []int, i int) []int {
@@ -338,29 +363,40 @@ func popFrontier[T any](h *tenantHeap[T], f []int) []int {
 	}
 }
 
-// levelShare is the weight and running jobs of the tenants that level
-// (spare or backlog) offers now, for the probe cap.
-func (s *Scheduler[T]) levelShare(h *tenantHeap[T], level Level, sideOpen bool) (weight float64, running int) {
-	for _, t := range h.ts {
-		if _, ok := s.offer(t, level, sideOpen); ok {
-			weight += t.weight
-			running += t.inFlight
+// levelShare is the weight and running jobs of the tenants in heap k
+// (spare or backlog) of the groups with a free slot, for the probe cap.
+func (s *Scheduler[T]) levelShare(k int, sideOpen bool) (weight float64, running int) {
+	for _, g := range s.idx.list {
+		if g.full() {
+			continue
+		}
+		for _, t := range g.heaps[k].ts {
+			if _, ok := s.offer(t, heapLevel[k], sideOpen); ok {
+				weight += t.weight
+				running += t.inFlight
+			}
 		}
 	}
 	return weight, running
 }
 
-// bestUncapped returns the tenant of h, at level, with the least virtual
-// time among those level offers and not probeCapped; nil if none.
-func (s *Scheduler[T]) bestUncapped(h *tenantHeap[T], level Level, sideOpen bool, perWeight float64, now time.Time) *tenant[T] {
+// bestUncapped returns the tenant with the least virtual time among
+// those of heap k in the groups with a free slot that the level offers
+// and that are not probeCapped; nil if none.
+func (s *Scheduler[T]) bestUncapped(k int, sideOpen bool, perWeight float64, now time.Time) *tenant[T] {
 	var best *tenant[T]
 	var bestVT float64
-	for _, t := range h.ts {
-		if _, ok := s.offer(t, level, sideOpen); !ok || probeCapped(t, perWeight) {
+	for _, g := range s.idx.list {
+		if g.full() {
 			continue
 		}
-		if vt := t.runningVT(now); best == nil || before(vt, t.seq, bestVT, best.seq) {
-			best, bestVT = t, vt
+		for _, t := range g.heaps[k].ts {
+			if _, ok := s.offer(t, heapLevel[k], sideOpen); !ok || probeCapped(t, perWeight) {
+				continue
+			}
+			if vt := t.runningVT(now); best == nil || before(vt, t.seq, bestVT, best.seq) {
+				best, bestVT = t, vt
+			}
 		}
 	}
 	return best

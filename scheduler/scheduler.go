@@ -364,16 +364,16 @@ func (s *Scheduler[T]) Next(now time.Time) (tk *Ticket[T], wait time.Duration) {
 	}
 	s.wake(now)
 	sideOpen := s.heldClass[Spillover]+s.heldClass[Backlog] > 0 && s.sideCredit >= 1
-	best, level, class := s.choose(now, sideOpen)
+	best, k, class := s.choose(now, sideOpen)
 	if best == nil {
 		return nil, s.maxWait(now)
 	}
+	level := heapLevel[k]
 	if level >= LevelSpare && !best.costKnown {
-		h := best.heaps[baseSlot]
-		levelWeight, levelRunning := s.levelShare(h, level, sideOpen)
+		levelWeight, levelRunning := s.levelShare(k, sideOpen)
 		perWeight := float64(s.cfg.Slots-(s.running-levelRunning)) / levelWeight
 		if probeCapped(best, perWeight) {
-			if other := s.bestUncapped(h, level, sideOpen, perWeight, now); other != nil {
+			if other := s.bestUncapped(k, sideOpen, perWeight, now); other != nil {
 				best = other
 				class, _ = s.offer(other, level, sideOpen)
 			}
