@@ -53,9 +53,10 @@
 //
 // # Cost
 //
-// The tenants holding work sit in one heap per level, by virtual time,
-// with timers for the rate buckets that move them between levels, so a
-// grant costs about the logarithm of the tenants with work, not a look
-// at each of them (index.go). A test checks over long random runs that
+// The tenants holding work sit in one heap per group (lane) and level,
+// by virtual time, with timers for the rate buckets that move them
+// between levels, so a grant costs about the logarithm of the tenants
+// with work, not a look at each of them, and a lane with no free slot is
+// passed over whole (index.go). A test checks over long random runs that
 // the heaps choose exactly what such a look would.
 package scheduler

@@ -5,14 +5,18 @@ import "time"
 // The index keeps the tenants holding work sorted where Next looks for
 // them, so that a grant costs about the logarithm of the tenants with work
 // rather than a look at each one: with a thousand tenants holding jobs, a
-// scan of all of them took 21 µs a grant under the drainer's lock.
+// scan of all of them took 20 µs a grant under the drainer's lock, and
+// 1.6-1.8 µs with the heaps (BenchmarkGrant, docs/operations.md).
 //
-// A tenant is in at most one heap per slot:
+// Each group (lane) has a heap per level, ordered by virtual time; a
+// tenant is in the heaps of the group its job at that level belongs to
+// (the first of the class it would be taken from), and in at most one
+// heap per slot:
 //
 //   - base: the heap of the level it qualifies for while the sideline
-//     share is closed (minimum, in share, spare or backlog), ordered by
-//     virtual time. A tenant that no level offers (at its MaxInFlight, or
-//     held back by its MaxRate) is in none.
+//     share is closed (minimum, in share, spare or backlog). A tenant
+//     that no level offers (at its MaxInFlight, or held back by its
+//     MaxRate) is in none.
 //   - side: with spillover or backlog work, the heap of the sideline level
 //     (spillover before backlog), used while the sideline share is open.
 //   - wake: a timer, when a rate bucket will change the tenant's level
