@@ -32,6 +32,8 @@ func TestLookout(t *testing.T) {
 		{"every tenant full: a backlog", []saw{{0, "a", 0, 10}, {0, "b", 0, 10}, {10, "a", 10, 10}, {20, "b", 12, 10}}, 200, false},
 		{"one of them crowded out", []saw{{0, "a", 10, 10}, {0, "b", 10, 10}, {500, "b", 1, 10}, {600, "a", 20, 10}}, 700, true},
 		{"crowded out, then full again", []saw{{0, "b", 10, 10}, {500, "b", 1, 10}, {600, "b", 10, 10}}, 700, false},
+		{"low for a moment, then not short", []saw{{0, "b", 100, 100}, {500, "b", 10, 100}, {600, "b", 30, 100}}, 700, false},
+		{"a quiet tenant stays quiet", []saw{{0, "q", 0, 100}, {300, "q", 1, 100}, {600, "q", 0, 100}}, 700, true},
 		{"a new flood beside a quiet tenant", []saw{{0, "q", 0, 100}, {10, "n", 0, 100}, {20, "n", 100, 100}}, 200, true},
 		{"a new quiet tenant after a look", []saw{{0, "a", 10, 10}, {150, "q", 0, 10}}, 160, true},
 	}
