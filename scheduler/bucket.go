@@ -6,8 +6,8 @@ import (
 )
 
 // bucket is a token bucket kept as one theoretical arrival time (GCRA):
-// no lock and a few integer operations per check, since the scheduler
-// looks at every active tenant's buckets on each grant.
+// no lock and a few integer operations per check, and readyAt tells the
+// index's timers when the next token comes.
 type bucket struct {
 	interval int64 // nanoseconds per token
 	burst    int64
