@@ -50,10 +50,8 @@ func scanChoice[T any](s *Scheduler[T], now time.Time) (id string, level Level, 
 		}
 		c := candidate{t: t, vt: t.runningVT(now)}
 		c.level, c.class = scanLevel(s, t, now, sideOpen)
-		if s.limitedGroups > 0 {
-			if g := s.groups[t.queues[c.class].peek().group]; g.limited && g.running >= g.slots {
-				continue
-			}
+		if g := s.groups[t.queues[c.class].peek().group]; g.limited && g.running >= g.slots {
+			continue
 		}
 		cands = append(cands, c)
 		switch {

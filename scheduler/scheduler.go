@@ -147,10 +147,9 @@ type Scheduler[T any] struct {
 	// for about 100 ms, while in-share fresh work waited (issue 13).
 	sideCredit float64
 
-	groups        map[string]*groupStats
-	limitedGroups int       // groups with a slot limit of their own
-	last          time.Time // when stats were last advanced
-	first         time.Time // the first time seen: rates count from it
+	groups map[string]*groupStats
+	last   time.Time // when stats were last advanced
+	first  time.Time // the first time seen: rates count from it
 }
 
 type tenant[T any] struct {
@@ -250,13 +249,6 @@ func (s *Scheduler[T]) SetSlots(n int) {
 // than all the workers. A negative n removes the limit.
 func (s *Scheduler[T]) SetGroupSlots(group string, n int) {
 	g := s.group(group)
-	if g.limited != (n >= 0) {
-		if n >= 0 {
-			s.limitedGroups++
-		} else {
-			s.limitedGroups--
-		}
-	}
 	g.limited, g.slots = n >= 0, max(n, 0)
 }
 
