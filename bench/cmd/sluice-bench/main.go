@@ -88,7 +88,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.memory.Tenants, "memory-tenants", 0, "memory: active tenants submitting to the gateway (default 100000)")
 	fs.IntVar(&c.drain.Concurrency, "drain-concurrency", 0, "drain: the push drainers' slots and the pull worker's credits (default 128; pull is also run with 32)")
 	fs.IntVar(&c.drain.Consumers, "drain-consumers", 0, "drain: goroutines of the raw receive+delete measurement, which also runs with 4× as many and keeps the better (default 8)")
-	fs.IntVar(&c.drain.Jobs, "drain-jobs", 0, "drain: jobs preloaded and drained (default 20000 embedded, 5000 SQS; -long 5×)")
+	fs.IntVar(&c.drain.Jobs, "drain-jobs", 0, "drain: jobs preloaded and drained (default 100000 embedded, 20000 SQS; -long 5×)")
 	fs.StringVar(&c.gobench.Benchtime, "gobench-benchtime", "", "go benchmarks: -benchtime (default 1s, -long 5s)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
