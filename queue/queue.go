@@ -244,6 +244,9 @@ type Backend interface {
 	// the visibility timeout and counting the receive. A message past its
 	// queue's MaxReceiveCount is moved to the dead-letter queue instead of
 	// being returned. It returns an empty slice if the wait passes first.
+	// Messages it got may come back even after ctx ends (the call was
+	// already being answered): they are received, and a caller that will
+	// not use them hands them back (SetVisibility 0).
 	Receive(ctx context.Context, params *ReceiveParams) ([]Message, error)
 	// Delete removes received messages. The result has one entry per
 	// handle, in order: nil, or an error wrapping ErrReceiptInvalid.

@@ -1,6 +1,7 @@
 package sqsqueue
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -109,6 +110,11 @@ var systemAttributes = []types.MessageSystemAttributeName{
 	types.MessageSystemAttributeNameSentTimestamp,
 }
 
+// receiveGrace is how long a Receive's call goes on after its caller's
+// ctx ends (see Receive): ample for an answer under way, which takes a
+// few milliseconds, and a short hold on a stopping drainer's long polls.
+const receiveGrace = 500 * time.Millisecond
+
 // Receive is one ReceiveMessage call: long polling for params.Wait
 // (rounded up to whole seconds), at most params.Max messages, hiding them
 // for params.VisibilityTimeout (rounded up to whole seconds) or the queue's
@@ -119,6 +125,12 @@ var systemAttributes = []types.MessageSystemAttributeName{
 //
 // SQS omits a wait of 0 from the request, so the queue's
 // ReceiveMessageWaitTimeSeconds applies then; EnsureQueues sets it to 0.
+//
+// A call whose ctx ends while it is under way goes on for receiveGrace,
+// and the messages it brings back then are returned with no error (none
+// is ctx's error): messages SQS answered with and the caller never read
+// would stay hidden for their visibility timeout. A ctx that has already
+// ended starts no call.
 func (b *Backend) Receive(ctx context.Context, params *queue.ReceiveParams) ([]queue.Message, error) {
 	if err := b.errIfClosed("receive"); err != nil {
 		return nil, err
@@ -148,15 +160,42 @@ func (b *Backend) Receive(ctx context.Context, params *queue.ReceiveParams) ([]q
 	if params.VisibilityTimeout > 0 {
 		in.VisibilityTimeout = ceilSeconds(params.VisibilityTimeout)
 	}
-	// The queue's own wait may apply (see above): allow the longest.
-	cctx, cancel := b.callCtx(ctx, queue.MaxWait)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqs receive %s: %w", params.Queue, err)
+	}
+	// The queue's own wait may apply (see above): allow the longest. The
+	// call outlives ctx by receiveGrace: SQS counts the messages of an
+	// answer that the client never read as received, so a call cut off
+	// while it was being answered (a drainer stopping under load, its
+	// pollers' long polls cancelled) would leave them hidden for their
+	// whole visibility timeout. What the call brings back within the
+	// grace is returned, for the caller to use or hand back; a call still
+	// waiting then (a long poll of an empty queue) is cancelled.
+	cctx, cancel := b.callCtx(context.WithoutCancel(ctx), queue.MaxWait)
 	defer cancel()
+	grace := cmp.Or(b.receiveGrace, receiveGrace)
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-cctx.Done(): // the call ended
+		}
+	})
+	defer stopGrace()
+	if b.receiveStarted != nil {
+		b.receiveStarted()
+	}
 	sent := time.Now() // SQS starts the visibility timeout after this
 	out, err := b.client.ReceiveMessage(cctx, in, b.count(opReceiveMessage))
 	if err != nil {
 		err = b.translate(ctx, "receive", params.Queue, err)
 		b.notFound(params.Queue, url, err)
 		return nil, err
+	}
+	if len(out.Messages) == 0 && ctx.Err() != nil {
+		return nil, fmt.Errorf("sqs receive %s: %w", params.Queue, ctx.Err())
 	}
 	msgs := make([]queue.Message, 0, len(out.Messages))
 	for _, m := range out.Messages {

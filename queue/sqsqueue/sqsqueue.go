@@ -203,6 +203,11 @@ type Backend struct {
 	leases leases // receipt handles whose lease is known to hold
 
 	calls [numOps]atomic.Int64
+
+	// Test hooks (export_test.go): receiveGrace replaces the constant
+	// when set; receiveStarted is called just before each ReceiveMessage.
+	receiveGrace   time.Duration
+	receiveStarted func()
 }
 
 var _ queue.Backend = (*Backend)(nil)

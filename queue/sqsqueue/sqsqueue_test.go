@@ -814,6 +814,55 @@ func TestCallerContextCanceled(t *testing.T) {
 	}
 }
 
+// A caller that gives up on a receive under way gets what the call
+// brings back within the grace, instead of leaving it hidden on the
+// server for its visibility timeout (a drainer stopping while its long
+// polls are answered): here the caller gives up as the long poll starts,
+// and a message sent just after is answered and returned, for the caller
+// to hand back.
+func TestReceiveOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t)
+	q := uniqueName("outlive")
+	ensure(t, b, queue.QueueSpec{Name: q, VisibilityTimeout: time.Minute})
+	started := make(chan struct{}, 1)
+	sqsqueue.SetReceiveHooks(b, 10*time.Second, func() {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	type result struct {
+		msgs []queue.Message
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		msgs, err := b.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: queue.MaxBatch, Wait: 20 * time.Second})
+		done <- result{msgs, err}
+	}()
+	<-started
+	cancel()
+	send(t, b, q, []byte("answered after its caller gave up"))
+	r := <-done
+	if r.err != nil || len(r.msgs) != 1 {
+		t.Fatalf("Receive whose caller gave up: %d messages, error %v; want the message sent meanwhile", len(r.msgs), r.err)
+	}
+	if err := queue.SetVisibility(t.Context(), b, q, []string{r.msgs[0].ReceiptHandle}, 0); err != nil {
+		t.Fatalf("hand the message back: %v", err)
+	}
+	again, err := b.Receive(t.Context(), &queue.ReceiveParams{Queue: q, Max: 1, Wait: 5 * time.Second})
+	if err != nil || len(again) != 1 || again[0].MessageID != r.msgs[0].MessageID {
+		t.Fatalf("receive after handing back: %d messages, error %v; want the same message", len(again), err)
+	}
+
+	// A caller that gave up before the call gets its error and starts no call.
+	if _, err := b.Receive(ctx, &queue.ReceiveParams{Queue: q, Max: 1}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Receive with a context ended before the call: %v, want context.Canceled", err)
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []sqsqueue.Config{
