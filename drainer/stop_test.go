@@ -3,11 +3,13 @@ package drainer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/sluice-dev/sluice/envelope"
 	"github.com/sluice-dev/sluice/queue"
 	"github.com/sluice-dev/sluice/sideliner"
 	"github.com/sluice-dev/sluice/worker"
@@ -245,4 +247,47 @@ func TestStopIsBoundedWithCallsHanging(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestStopWhileReadingStrandsNothing stops a drainer while its pollers
+// read a backlog as fast as they can. Every job is then delivered or
+// visible again at once: none is left hidden until its visibility timeout.
+// On SQS, Stop used to cut off the pollers' receives, and a receive being
+// answered then left its messages received on the server, unseen.
+func TestStopWhileReadingStrandsNothing(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, oneLane, func(t *testing.T, tb *testBundle) {
+		const jobs = 2000
+		now := time.Now()
+		for s := range 4 {
+			envs := make([]*envelope.Envelope, 0, jobs/4)
+			for i := range jobs / 4 {
+				envs = append(envs, testEnvelope(fmt.Sprint("t", i%10), fmt.Sprint("job-", s, "-", i), now))
+			}
+			tb.enqueue(t, tb.topo.ShardQueue("std", s), envs...)
+		}
+		rec := newRecorder()
+		d, err := New(Config{Backend: tb.backend, Topology: tb.topo, Handler: rec, Concurrency: 1, Logger: quietLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		rec.waitCount(t, 1) // the pollers are reading
+		if err := d.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var visible, hidden int64
+		for _, q := range []string{tb.topo.ShardQueue("std", 0), tb.topo.ShardQueue("std", 1), tb.topo.ShardQueue("std", 2),
+			tb.topo.ShardQueue("std", 3), tb.topo.SpilloverQueue("std"), tb.topo.BacklogQueue("std"), tb.topo.DLQ("std")} {
+			s := stats(t, tb, q)
+			visible += s.Visible + s.Delayed
+			hidden += s.InFlight
+		}
+		delivered := d.Counts().Delivered
+		if hidden != 0 || visible+delivered < jobs {
+			t.Fatalf("after Stop: %d jobs visible, %d hidden, %d delivered; want all %d visible or delivered, none hidden", visible, hidden, delivered, jobs)
+		}
+	})
 }
