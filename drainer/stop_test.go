@@ -279,8 +279,10 @@ func TestStopWhileReadingStrandsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		var visible, hidden int64
-		for _, q := range []string{tb.topo.ShardQueue("std", 0), tb.topo.ShardQueue("std", 1), tb.topo.ShardQueue("std", 2),
-			tb.topo.ShardQueue("std", 3), tb.topo.SpilloverQueue("std"), tb.topo.BacklogQueue("std"), tb.topo.DLQ("std")} {
+		for _, q := range []string{
+			tb.topo.ShardQueue("std", 0), tb.topo.ShardQueue("std", 1), tb.topo.ShardQueue("std", 2),
+			tb.topo.ShardQueue("std", 3), tb.topo.SpilloverQueue("std"), tb.topo.BacklogQueue("std"), tb.topo.DLQ("std"),
+		} {
 			s := stats(t, tb, q)
 			visible += s.Visible + s.Delayed
 			hidden += s.InFlight
