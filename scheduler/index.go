@@ -1,6 +1,9 @@
 package scheduler
 
-import "time"
+import (
+	"iter"
+	"time"
+)
 
 // The index keeps the tenants holding work sorted where Next looks for
 // them, so that a grant costs about the logarithm of the tenants with work
@@ -164,6 +167,18 @@ type groupIndex[T any] struct {
 
 func (g *groupIndex[T]) full() bool { return g.stats.limited && g.stats.running >= g.stats.slots }
 
+// open yields heap k of each group with a free slot: the heaps where a
+// grant at that heap's level may be found.
+func (x *index[T]) open(k int) iter.Seq[*tenantHeap[T]] {
+	return func(yield func(*tenantHeap[T]) bool) {
+		for _, g := range x.list {
+			if !g.full() && !yield(&g.heaps[k]) {
+				return
+			}
+		}
+	}
+}
+
 // index is the Scheduler's heaps.
 type index[T any] struct {
 	groups            map[string]*groupIndex[T]
@@ -264,10 +279,8 @@ func (s *Scheduler[T]) choose(now time.Time, sideOpen bool) (best *tenant[T], k 
 			continue // every tenant of those heaps is at the sideline level
 		}
 		var bestVT float64
-		for _, g := range s.idx.list {
-			if !g.full() {
-				best, bestVT = s.search(&g.heaps[k], level, sideOpen, now, best, bestVT)
-			}
+		for h := range s.idx.open(k) {
+			best, bestVT = s.search(h, level, sideOpen, now, best, bestVT)
 		}
 		if best != nil {
 			c, _ := s.offer(best, level, sideOpen)
@@ -370,11 +383,8 @@ func popFrontier[T any](h *tenantHeap[T], f []int) []int {
 // levelShare is the weight and running jobs of the tenants in heap k
 // (spare or backlog) of the groups with a free slot, for the probe cap.
 func (s *Scheduler[T]) levelShare(k int, sideOpen bool) (weight float64, running int) {
-	for _, g := range s.idx.list {
-		if g.full() {
-			continue
-		}
-		for _, t := range g.heaps[k].ts {
+	for h := range s.idx.open(k) {
+		for _, t := range h.ts {
 			if _, ok := s.offer(t, heapLevel[k], sideOpen); ok {
 				weight += t.weight
 				running += t.inFlight
@@ -390,11 +400,8 @@ func (s *Scheduler[T]) levelShare(k int, sideOpen bool) (weight float64, running
 func (s *Scheduler[T]) bestUncapped(k int, sideOpen bool, perWeight float64, now time.Time) *tenant[T] {
 	var best *tenant[T]
 	var bestVT float64
-	for _, g := range s.idx.list {
-		if g.full() {
-			continue
-		}
-		for _, t := range g.heaps[k].ts {
+	for h := range s.idx.open(k) {
+		for _, t := range h.ts {
 			if _, ok := s.offer(t, heapLevel[k], sideOpen); !ok || probeCapped(t, perWeight) {
 				continue
 			}
