@@ -60,26 +60,20 @@ func (l *Lookout) Saw(now time.Time, tenant string, held, budget int) (full bool
 	full = held >= budget
 	low := held < budget/4 || held == 0
 	l.sweep(now)
-	if !full && !low {
-		// Not short of jobs: no longer quiet if it was. Only the
-		// sightings kept are looked at, so that the many of a middling
-		// read-ahead add none.
-		if s, ok := l.tenants[tenant]; ok && s.quiet() {
-			s.more = now
-			l.tenants[tenant] = s
-			l.quiet--
-		}
+	s := l.tenants[tenant]
+	if !full && !low && !s.quiet() {
+		// Neither short of jobs nor quiet before: nothing changes, and
+		// the many sightings of a middling read-ahead add no entries.
 		return false
 	}
 	if l.tenants == nil {
 		l.tenants = make(map[string]sighting)
 	}
-	s := l.tenants[tenant]
 	was := s.quiet()
-	if full {
-		s.more = now
-	} else {
+	if low && !full {
 		s.low = now
+	} else {
+		s.more = now // full, or no longer short of jobs
 	}
 	switch q := s.quiet(); {
 	case q && !was:
