@@ -239,7 +239,7 @@ const reasonMaxReceives = "max_receives_exceeded"
 // after ": ".
 var deadLetterReasons = []string{
 	string(sideliner.ReasonAttemptsExhausted), string(sideliner.ReasonPermanentFailure),
-	string(sideliner.ReasonMalformed), reasonMaxReceives,
+	string(sideliner.ReasonMalformed), string(sideliner.ReasonPanic), reasonMaxReceives,
 }
 
 // knownReasonPrefix reports whether some dead letter's reason can start

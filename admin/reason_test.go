@@ -16,11 +16,18 @@ import (
 // reason can start with matched nothing, so a typo (attempt_exhausted,
 // permanent-failure, upper case) listed "no dead-lettered jobs match" and
 // replayed nothing with success. It must be refused naming the reasons; a
-// prefix of a reason, or a reason followed by its detail, is accepted.
+// prefix of a reason, or a reason followed by its detail, is accepted;
+// "panic" is a reason too.
 func TestReasonPrefixMustNameAReason(t *testing.T) {
 	t.Parallel()
 	tb := topotest.Setup(t, topotest.OneLane)
 	deadLetters(t, tb, time.Now().Add(-time.Hour), 4, "a")
+	// A job whose in-process handler panicked on its last attempt
+	// (drainer.PanicError): its reason was refused as a filter, so those
+	// jobs could be replayed only with no reason filter at all.
+	panicked := topotest.Envelope("a", "boom", time.Now().Add(-time.Hour))
+	panicked.Attempts, panicked.DeadLetterReason = 5, "panic: handler bug: nil map"
+	tb.Enqueue(t, tb.Topo.DLQ("std"), panicked)
 	a := NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
 	defer stopAdmin(t, a)
 	for _, tc := range []struct {
@@ -28,12 +35,16 @@ func TestReasonPrefixMustNameAReason(t *testing.T) {
 		ok     bool
 		want   int // jobs listed when ok
 	}{
-		{"", true, 4},
+		{"", true, 5},
 		{"attempts", true, 2},
 		{"attempts_exhausted", true, 2},
 		{"permanent_failure: bad", true, 2},
 		{"max_receives_exceeded", true, 0},
 		{"malformed_envelope: no tenant", true, 0},
+		{"panic", true, 1},
+		{"panic: handler bug", true, 1},
+		{"panic: other", true, 0},
+		{"panicked", false, 0},
 		{"attempt_exhausted", false, 0},
 		{"permanent-failure", false, 0},
 		{"PERMANENT_FAILURE", false, 0},

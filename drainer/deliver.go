@@ -241,7 +241,7 @@ func (d *Drainer) deliver(j *job, done func()) {
 // PanicError is the failure of an attempt whose handler panicked.
 type PanicError struct{ Value any }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+func (e *PanicError) Error() string { return fmt.Sprintf("%s: %v", sideliner.ReasonPanic, e.Value) }
 
 // release hands j back to its queue at once, with no attempt counted:
 // its worker went away before answering (handBack).

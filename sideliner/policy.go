@@ -127,6 +127,9 @@ const (
 	ReasonPermanentFailure   Reason = "permanent_failure"    // DeadLetter
 	ReasonRetryableFailure   Reason = "retryable_failure"    // Retry
 	ReasonExpiresBeforeRetry Reason = "expires_before_retry" // Drop
+	// ReasonPanic: an in-process handler panicked on the job's last
+	// attempt; the dead-letter reason is "panic: " and the panic's value.
+	ReasonPanic Reason = "panic" // DeadLetter
 	// ReasonReleased: a job handed back unstarted on its last receive is
 	// requeued, so that the backend does not dead-letter it unattempted.
 	ReasonReleased Reason = "released" // Requeue
