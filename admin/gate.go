@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -28,13 +29,20 @@ type scanHolder struct {
 	long     bool   // a replay that moves jobs
 }
 
-// replayHoldsError refuses a list or dry run while a replay scans a DLQ
-// it reads.
-type replayHoldsError struct{ replayID, queue string }
+// replayHoldsError refuses a list or dry run while a replay scans DLQs
+// it reads: queues are every one of them the replay scans, not only the
+// first found. (Naming the first, a replay of every lane whose jobs were
+// all in the standard lane's DLQ was reported as moving jobs out of the
+// premium lane's.)
+type replayHoldsError struct {
+	replayID string
+	queues   []string
+}
 
 func (e *replayHoldsError) Error() string {
-	return fmt.Sprintf("replay %s is moving jobs out of %s and holds the ones it has read, so this scan would miss them; "+
-		"wait for it to end (sluicectl dlq status %s) or cancel it (sluicectl dlq cancel %s)", e.replayID, e.queue, e.replayID, e.replayID)
+	return fmt.Sprintf("replay %s is scanning %s (moving the jobs it matches) and holds the messages it has read, so this scan would miss them; "+
+		"wait for it to end (sluicectl dlq status %s) or cancel it (sluicectl dlq cancel %s)",
+		e.replayID, strings.Join(e.queues, ", "), e.replayID, e.replayID)
 }
 
 func newScanGate() *scanGate {
@@ -49,16 +57,24 @@ func (g *scanGate) enter(ctx context.Context, queues []string, h scanHolder) (le
 	for {
 		g.mu.Lock()
 		busy := false
+		var held *replayHoldsError
 		for _, q := range queues {
 			other, ok := g.holders[q]
 			if !ok {
 				continue
 			}
-			if other.long && !h.long {
-				g.mu.Unlock()
-				return nil, &replayHoldsError{replayID: other.replayID, queue: q}
-			}
 			busy = true
+			switch {
+			case !other.long || h.long:
+			case held == nil:
+				held = &replayHoldsError{replayID: other.replayID, queues: []string{q}}
+			case held.replayID == other.replayID:
+				held.queues = append(held.queues, q)
+			}
+		}
+		if held != nil {
+			g.mu.Unlock()
+			return nil, held
 		}
 		if !busy {
 			for _, q := range queues {
