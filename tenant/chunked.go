@@ -14,6 +14,8 @@ import (
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/internal/yamlerr"
 )
 
 // chunkTenants is how many tenant entries parseChunks decodes at once.
@@ -53,7 +55,7 @@ func parseFrom(r io.ReadSeeker, unchanged string) (*Config, string, error) {
 		return nil, sum, nil
 	}
 	cfg, err := parseWhole(data)
-	return cfg, sum, withoutValues(err)
+	return cfg, sum, withoutValues(yamlerr.Locate(data, err))
 }
 
 // quotedValue is a value as yaml.v3 quotes it in a type error:

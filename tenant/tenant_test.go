@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -84,6 +85,36 @@ func TestUnknownTierIsOneError(t *testing.T) {
 		{"no tier", "tenants:\n  - id: a\n    api_keys: [abcdefgh]\n", `line 2: tenant "a": no tier: write tier: one of [free premium standard]`},
 		{"unknown tier", "tenants:\n  - id: a\n    tier: gold\n    api_keys: [abcdefgh]\n", `line 2: tenant "a": unknown tier "gold" (known: [free premium standard])`},
 		{"unknown tier, no key", "tenants:\n  - id: a\n    tier: gold\n", "line 2: tenant \"a\": unknown tier \"gold\" (known: [free premium standard])\nline 2: tenant \"a\": no api_keys or api_key_sha256"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("err = %v, want exactly %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestSyntaxErrorNamesItsLine: yaml.v3 reports a key indented between an
+// entry's keys and its "- " at the line where the list starts: line 1 of
+// a 1,800-line file for a mistake on line 1,354. The error must name the
+// line of the mistake, whether it is near the top or deep in a file read
+// in chunks.
+func TestSyntaxErrorNamesItsLine(t *testing.T) {
+	t.Parallel()
+	var long strings.Builder
+	long.WriteString("tenants:\n")
+	for i := range 600 {
+		fmt.Fprintf(&long, "  - id: t%d\n    tier: free\n    api_keys: [key-%08d]\n", i, i)
+	}
+	long.WriteString("  - id: late\n    tier: free\n   api_keys: [key-late-1]\n")
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"near the top", "tenants:\n  - id: a\n    tier: free\n   api_keys: [abcdefgh]\n", "yaml: line 4: did not find expected '-' indicator"},
+		{"deep in a long file", long.String(), "yaml: line 1804: did not find expected '-' indicator"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluice-dev/sluice/internal/yamlerr"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -312,7 +314,7 @@ func Parse(data []byte) (Topology, error) {
 		// A bare "EOF" said nothing (found in review).
 		return Topology{}, errors.New("the file is empty: give at least lanes: (see the Terraform module's queue config output)")
 	} else if err != nil {
-		return Topology{}, err
+		return Topology{}, knownFields(yamlerr.Locate(data, err))
 	}
 	// Only the first document was read: the lanes after a "---" were
 	// dropped without a word (found in review).
@@ -335,6 +337,47 @@ func Parse(data []byte) (Topology, error) {
 		return Topology{}, err
 	}
 	return t, nil
+}
+
+// unknownField matches yaml.v3's error for a key that no field takes.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type topology\.(Topology|Lane)$`)
+
+// sectionKeys lists, for each type a queue file decodes into, what it is
+// called and the keys it takes (deprecated ones left out).
+var sectionKeys = map[string]struct{ what, keys string }{
+	"Topology": {"top-level", "the top-level keys are " + yamlKeys(reflect.TypeFor[Topology]())},
+	"Lane":     {"lane", "a lane's keys are " + yamlKeys(reflect.TypeFor[Lane]())},
+}
+
+func yamlKeys(t reflect.Type) string {
+	var keys []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name != "" && name != "-" && !strings.HasPrefix(f.Name, "Deprecated") {
+			keys = append(keys, name)
+		}
+	}
+	return strings.Join(keys, ", ")
+}
+
+// knownFields rewrites yaml.v3's unknown-field errors, which named a Go
+// type ("line 3: field shard not found in type topology.Lane"), to name
+// the key and the keys its section takes.
+func knownFields(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		msgs[i] = e
+		if m := unknownField.FindStringSubmatchIndex(e); m != nil {
+			key, typ := e[m[2]:m[3]], e[m[4]:m[5]]
+			sk := sectionKeys[typ]
+			msgs[i] = fmt.Sprintf("%sunknown %s key %q (%s)", e[:m[0]], sk.what, key, sk.keys)
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // givenTopology and givenLane hold the keys a file sets, nil when left

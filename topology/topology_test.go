@@ -94,7 +94,11 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
-		{name: "unknown field", yaml: "lanes:\n  - name: a\n    shardz: 3\n", wantErr: "line 3"},
+		// yaml.v3 named the Go type: "field shardz not found in type topology.Lane".
+		{name: "unknown field", yaml: "lanes:\n  - name: a\n    shardz: 3\n", wantErr: `line 3: unknown lane key "shardz" (a lane's keys are name, shards, shard_choices,`},
+		{name: "unknown top-level key", yaml: "prefx: x\nlanes:\n  - name: a\n", wantErr: `line 1: unknown top-level key "prefx" (the top-level keys are prefix, max_receive_count, lanes, queue_urls)`},
+		// yaml.v3 said line 1.
+		{name: "key indented too little", yaml: "lanes:\n  - name: a\n    shards: 2\n   weight: 3\n", wantErr: "yaml: line 4: did not find expected '-' indicator"},
 		{name: "bad duration", yaml: "lanes:\n  - name: a\n    sla: soon\n", wantErr: "line 3"},
 		{name: "no lanes", yaml: "prefix: x\n", wantErr: "at least one lane"},
 		{name: "bad lane name", yaml: "lanes:\n  - name: Premium\n", wantErr: "lowercase"},
