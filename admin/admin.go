@@ -354,6 +354,23 @@ func badRequest(v []*errdetails.BadRequest_FieldViolation) error {
 	return st.Err()
 }
 
+// redriveError is the answer to a redrive the backend did not start:
+// UNAVAILABLE (try again) only when the backend was unreachable or
+// throttled. Anything else it refused, a retry would not fix: a local
+// SQS server without StartMessageMoveTask answered "Unknown action", and
+// was told to try again.
+func redriveError(dlq string, err error) error {
+	switch {
+	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return status.Errorf(codes.Unavailable, "start redrive of %s: %v", dlq, err)
+	case errors.Is(err, queue.ErrQueueNotFound):
+		return status.Errorf(codes.FailedPrecondition, "start redrive of %s: %v (the DLQ does not exist: apply the Terraform module, or start sluice with --create-queues)", dlq, err)
+	}
+	return status.Errorf(codes.FailedPrecondition, "start redrive of %s: the backend refused it: %v "+
+		"(a retry will not help: check that this process may call sqs:StartMessageMoveTask and sqs:GetQueueAttributes on the DLQ; "+
+		"a local SQS server may not offer message move tasks: use sluicectl dlq replay instead)", dlq, err)
+}
+
 // RedriveDLQ starts the backend's native move of a lane's whole DLQ back to
 // its source queues.
 func (a *Server) RedriveDLQ(ctx context.Context, req *adminv1.RedriveDLQRequest) (*adminv1.RedriveDLQResponse, error) {
@@ -370,7 +387,7 @@ func (a *Server) RedriveDLQ(ctx context.Context, req *adminv1.RedriveDLQRequest)
 	dlq := a.topology.DLQ(req.GetLane())
 	task, err := redriver.StartRedrive(ctx, dlq, int(req.GetMaxPerSecond()))
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "start redrive of %s: %v", dlq, err)
+		return nil, redriveError(dlq, err)
 	}
 	a.log.InfoContext(ctx, "DLQ redrive started", slog.String("dlq", dlq), slog.String("task", task))
 	return &adminv1.RedriveDLQResponse{Task: task, Dlq: dlq}, nil
