@@ -146,6 +146,15 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		if err := o.pub.Start(ctx); err != nil {
 			return fail(fmt.Errorf("cloudwatch publisher: %w", err))
 		}
+		if f.CloudWatchInterval > time.Minute {
+			log.WarnContext(ctx, "--cloudwatch-interval is over a minute: the Terraform module's alarms read one-minute periods, "+
+				"see no data in most of them (treated as not breaching) and cannot fire; use 1m or less",
+				slog.Duration("cloudwatch_interval", f.CloudWatchInterval))
+		}
+	} else if _, sqs := backend.(interface{ Region() string }); sqs {
+		// The alarms treat missing data as not breaching: with nothing
+		// published they stay green whatever happens.
+		log.InfoContext(ctx, "CloudWatch publishing is off (no --cloudwatch-namespace): the Terraform module's first-attempt-age alarms read sluice's own metrics and stay green without them")
 	}
 	if counter, ok := backend.(interface{ APICalls() map[string]int64 }); ok {
 		o.polling.Go(func() { o.pollAPICalls(ctx, counter.APICalls) })

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -152,15 +154,35 @@ func TestObserverPublishesToTheQueuesRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	o, err := StartObserver(t.Context(), ObserveFlags{CloudWatchNamespace: "Test", CloudWatchInterval: time.Hour}, b, topology.Default(), topotest.QuietLog)
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	o, err := StartObserver(t.Context(), ObserveFlags{CloudWatchNamespace: "Test", CloudWatchInterval: time.Hour}, b, topology.Default(), log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// An hour between publishes leaves the alarms' one-minute periods
+	// without data: said at start, as the flag's help says it.
+	if !strings.Contains(logs.String(), "--cloudwatch-interval is over a minute") {
+		t.Errorf("start-up log %q does not warn that the alarms cannot fire", logs.String())
 	}
 	o.Metrics.AgeOfFirstAttempt("premium", time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := o.Stop(ctx); err != nil { // the last publish
 		t.Fatalf("Stop: %v", err)
+	}
+	// On SQS with no namespace nothing is published, and the alarms,
+	// which treat missing data as not breaching, stay green: said at start.
+	var quiet syncBuffer
+	o, err = StartObserver(t.Context(), ObserveFlags{}, b, topology.Default(), slog.New(slog.NewTextHandler(&quiet, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(quiet.String(), "CloudWatch publishing is off") {
+		t.Errorf("start-up log %q does not say that nothing is published for the alarms", quiet.String())
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -207,4 +229,23 @@ func TestObserverRefusesCloudWatchWithoutARegion(t *testing.T) {
 		t.Fatalf("the metrics listener %s was left open: %v", addr, err)
 	}
 	again.Close()
+}
+
+// syncBuffer is a bytes.Buffer that a logger may write from several
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
