@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/drainer"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/pull"
@@ -242,8 +243,49 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		if err := b.EnsureQueues(ctx, topo.Specs()); err != nil {
 			return nil, errors.Join(fmt.Errorf("create queues: %w", err), b.Close())
 		}
+	} else if err := waitForQueues(ctx, b, topo.Names(), queueWait, log); err != nil {
+		return nil, errors.Join(err, b.Close())
 	}
 	return b, nil
+}
+
+// queueWait is how long a process that does not create its SQS queues
+// waits for them to exist.
+var queueWait = time.Minute
+
+// waitForQueues waits, for at most wait, until every named queue exists,
+// saying which it waits for. A drainer started beside the gateway that
+// creates the queues (--create-queues), or while the Terraform module is
+// still being applied, found them missing and stopped at once.
+func waitForQueues(ctx context.Context, b queue.Backend, names []string, wait time.Duration, log *slog.Logger) error {
+	deadline := time.Now().Add(wait)
+	var told time.Time
+	for {
+		var missing []string
+		for _, name := range names {
+			_, err := b.Stats(ctx, &queue.StatsParams{Queues: []string{name}})
+			switch {
+			case errors.Is(err, queue.ErrQueueNotFound):
+				missing = append(missing, name)
+			case err != nil:
+				return fmt.Errorf("check that the queues exist: %w", err)
+			}
+		}
+		switch {
+		case len(missing) == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("queues %s do not exist after %s: apply the Terraform module (and give --queues its queue config output, with the same prefix), "+
+				"or run one process with --create-queues", strings.Join(missing, ", "), wait)
+		case time.Since(told) >= 10*time.Second:
+			told = time.Now()
+			log.WarnContext(ctx, "waiting for the queues to exist (created by the Terraform module, or a process run with --create-queues)",
+				slog.Any("missing", missing), slog.Duration("gives_up_in", time.Until(deadline).Round(time.Second)))
+		}
+		if !periodic.Sleep(ctx, time.Second) {
+			return ctx.Err()
+		}
+	}
 }
 
 // WithRetiredShards returns topo with the shard queues that its lanes no

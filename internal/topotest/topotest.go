@@ -87,20 +87,34 @@ func SetupOn(t testing.TB, kind, yaml string) *Bundle {
 	if kind == "embedded" {
 		return Setup(t, yaml)
 	}
-	fauxOnce.Do(func() { faux, fauxErr = fauxqs.Start(context.Background(), nil) })
-	if fauxErr != nil {
-		t.Fatalf("start the local SQS-compatible server: %v", fauxErr)
-	}
-	topo, err := topology.Parse(fmt.Appendf(nil, "prefix: t%d-%d\n%s", os.Getpid(), prefixes.Add(1), yaml))
+	endpoint := SQSEndpoint(t)
+	topo, err := topology.Parse(fmt.Appendf(nil, "prefix: %s\n%s", FreshPrefix(), yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: faux.Endpoint, Region: fauxqs.Region, Logger: QuietLog})
+	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: endpoint, Region: fauxqs.Region, Logger: QuietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return ensure(t, b, topo)
+}
+
+// SQSEndpoint returns the base URL of the local SQS-compatible server,
+// started on first use and stopped by Main; its region is fauxqs.Region.
+func SQSEndpoint(t testing.TB) string {
+	t.Helper()
+	fauxOnce.Do(func() { faux, fauxErr = fauxqs.Start(context.Background(), nil) })
+	if fauxErr != nil {
+		t.Fatalf("start the local SQS-compatible server: %v", fauxErr)
+	}
+	return faux.Endpoint
+}
+
+// FreshPrefix returns a queue name prefix no other test of any binary
+// uses on the shared SQS server.
+func FreshPrefix() string {
+	return fmt.Sprintf("t%d-%d", os.Getpid(), prefixes.Add(1))
 }
 
 // Setup opens an embedded backend in a temporary directory holding the
