@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 	defer func() { err = node.Stopped(ctx, err) }()
 	fs := flag.NewFlagSet("drainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = flagconf.Usage(fs)
 	var bf node.BackendFlags
 	bf.Register(fs)
 	queues := fs.String("queues", "", "queue topology file (YAML); empty uses lanes premium, standard, free")
@@ -93,7 +94,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 	adminListen := fs.String("admin-listen", "127.0.0.1:7071", "address of the admin gRPC API")
 	adminKey := fs.String("admin-key", "", "admin API key; empty uses (and creates) <data-dir>/admin-key")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long SIGTERM waits for deliveries in flight")
+	grace := flagconf.Duration(fs, "shutdown-grace", 30*time.Second, "how long SIGTERM waits for deliveries in flight")
 	var observe node.ObserveFlags
 	observe.Register(fs, "127.0.0.1:9091")
 	var tlsFlags node.TLSFlags

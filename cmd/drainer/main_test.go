@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -18,5 +19,39 @@ func TestStopDuringStartIsClean(t *testing.T) {
 	err := run(ctx, []string{"--data-dir", t.TempDir(), "--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", ""}, nil, io.Discard)
 	if err != nil {
 		t.Fatalf("run: %v, want no error", err)
+	}
+}
+
+// TestDurationFlagsSayWhatToWrite: every duration flag (those --help
+// lists as "duration") refuses a number without a unit by saying what to
+// write. --shutdown-grace 3 said "parse error", where
+// SLUICE_SHUTDOWN_GRACE=3 said what was wanted (found in a walkthrough).
+func TestDurationFlagsSayWhatToWrite(t *testing.T) {
+	t.Parallel()
+	var help strings.Builder
+	if err := run(t.Context(), []string{"--help"}, nil, &help); err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	var flags []string
+	for line := range strings.Lines(help.String()) {
+		if name, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "  -"); ok {
+			if name, ok = strings.CutSuffix(name, " duration"); ok {
+				flags = append(flags, name)
+			}
+		}
+	}
+	if len(flags) < 7 {
+		t.Fatalf("--help lists %d duration flags (%q), want the drainer's seven or more:\n%s", len(flags), flags, help.String())
+	}
+	for _, f := range flags {
+		for _, tt := range []struct{ value, want string }{
+			{"3", `invalid value "3" for flag -` + f + `: want a duration such as 30s, 1m30s or 2h (a number needs a unit)`},
+			{"15d", "15d is 360h"},
+		} {
+			err := run(t.Context(), []string{"--data-dir", t.TempDir(), "--" + f, tt.value}, nil, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("--%s %s: %v, want an error saying %q", f, tt.value, err, tt.want)
+			}
+		}
 	}
 }

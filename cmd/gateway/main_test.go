@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -188,4 +190,44 @@ func TestWelcomeSpeaksTheListenersTLS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDurationFlagsSayWhatToWrite: every duration flag (those --help
+// lists as "duration") refuses a number without a unit by saying what to
+// write. --retry-base 2 said "parse error", where SLUICE_RETRY_BASE=2
+// said what was wanted (found in a walkthrough).
+func TestDurationFlagsSayWhatToWrite(t *testing.T) {
+	t.Parallel()
+	var help strings.Builder
+	if _, err := parse([]string{"--help"}, &help); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	flags := durationFlags(help.String())
+	if len(flags) < 9 {
+		t.Fatalf("--help lists %d duration flags (%q), want the gateway's nine or more:\n%s", len(flags), flags, help.String())
+	}
+	for _, f := range flags {
+		for _, tt := range []struct{ value, want string }{
+			{"2", `invalid value "2" for flag -` + f + `: want a duration such as 30s, 1m30s or 2h (a number needs a unit)`},
+			{"15d", "15d is 360h"},
+		} {
+			_, err := parse([]string{"--data-dir", t.TempDir(), "--" + f, tt.value}, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("--%s %s: %v, want an error saying %q", f, tt.value, err, tt.want)
+			}
+		}
+	}
+}
+
+// durationFlags lists the flags a --help output shows as durations.
+func durationFlags(help string) []string {
+	var out []string
+	for line := range strings.Lines(help) {
+		if name, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "  -"); ok {
+			if name, ok = strings.CutSuffix(name, " duration"); ok {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }

@@ -29,6 +29,7 @@ import (
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/cliconn"
+	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
@@ -47,7 +48,7 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.key, "admin-key", "", "admin API key (or SLUICE_ADMIN_KEY; default: the file <data-dir>/admin-key)")
 	fs.StringVar(&a.dataDir, "data-dir", "data", "where to find admin-key when --admin-key is not given")
 	fs.BoolVar(&a.json, "json", false, "print the API's answer as JSON instead of a table")
-	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "timeout of each call")
+	flagconf.DurationVar(fs, &a.timeout, "timeout", 30*time.Second, "timeout of each call")
 	a.tls.Register(fs, "", "the admin API")
 }
 

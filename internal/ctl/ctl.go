@@ -127,7 +127,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "usage: sluicectl %s [flags] %s\n\n%s.\n\nflags:\n", cmd.name, cmd.args, upperFirst(cmd.summary))
-		fs.PrintDefaults()
+		flagconf.PrintDefaults(fs)
 	}
 	run := cmd.setup(fs)
 	pos, err := parseInterleaved(fs, rest)

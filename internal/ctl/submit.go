@@ -16,6 +16,7 @@ import (
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/cliconn"
+	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
@@ -36,9 +37,9 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 	addr := fs.String("addr", envOr("SLUICE_ADDR", "127.0.0.1:7070"), "gateway address (or SLUICE_ADDR)")
 	key := fs.String("key", "", "tenant API key (or SLUICE_API_KEY)")
 	idem := fs.String("idempotency-key", "", "idempotency key: a second submit with it within the window returns the first job's id")
-	ttl := fs.Duration("ttl", 0, "time to live (0: none)")
-	delay := fs.Duration("delay", 0, "delay before delivery")
-	timeout := fs.Duration("timeout", 10*time.Second, "call timeout")
+	ttl := flagconf.Duration(fs, "ttl", 0, "time to live (0: none)")
+	delay := flagconf.Duration(fs, "delay", 0, "delay before delivery")
+	timeout := flagconf.Duration(fs, "timeout", 10*time.Second, "call timeout")
 	jsonOut := fs.Bool("json", false, "print the gateway's answer as JSON")
 	var tlsc tlsflags.Client
 	tlsc.Register(fs, "", "the gateway")

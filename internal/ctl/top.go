@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/flagconf"
 )
 
 // setupTop is `sluicectl top`: the drainers' fairness view, refreshed
@@ -21,7 +22,7 @@ func setupTop(fs *flag.FlagSet) runFunc {
 	var once bool
 	return adminCommand(func(fs *flag.FlagSet) {
 		fs.IntVar(&tenants, "top", 10, "tenants shown per lane (1-1000)")
-		fs.DurationVar(&interval, "interval", 2*time.Second, "time between refreshes")
+		flagconf.DurationVar(fs, &interval, "interval", 2*time.Second, "time between refreshes")
 		fs.BoolVar(&once, "once", false, "print one view and exit")
 	}, func(c *admin, _ *env, args []string) error {
 		if err := wantArgs(args, 0, "top takes no arguments"); err != nil {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-dev/sluice/drainer"
+	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 	"github.com/sluice-dev/sluice/worker"
@@ -53,7 +54,7 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 	fail := fs.String("fail", "", "answer jobs whose payload matches this regular expression with a permanent error (they are dead-lettered at once)")
 	retry := fs.String("retry", "", "answer jobs whose payload matches this regular expression with a retryable error (retried until --max-attempts, then dead-lettered)")
 	jsonOut := fs.Bool("json", false, "print one JSON object per job instead of a line of text")
-	work := fs.Duration("work", 0, "time each job takes before it is answered (to watch jobs held, or a worker killed mid-job)")
+	work := flagconf.Duration(fs, "work", 0, "time each job takes before it is answered (to watch jobs held, or a worker killed mid-job)")
 	var tlsc tlsflags.Client
 	tlsc.Register(fs, "", "sluice (pull)")
 	var tlsServer tlsflags.Server

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/console"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/flagconf"
 )
 
 // ConsoleFlags are the web console's settings.
@@ -33,7 +34,7 @@ func (f *ConsoleFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Enabled, "console", true, "serve the web console (on --admin-listen, or --console-listen)")
 	fs.StringVar(&f.Listen, "console-listen", "", "address of the web console's own listener; empty serves it on --admin-listen (plaintext only)")
 	fs.StringVar(&f.ReadOnlyKeyFile, "console-readonly-key-file", "", "file holding a key that signs in to the web console read-only (look and dry-run; no replay or cancel)")
-	fs.DurationVar(&f.SampleInterval, "console-sample-interval", console.SampleIntervalDefault, "how often the web console samples queue stats for its charts of the last hour")
+	flagconf.DurationVar(fs, &f.SampleInterval, "console-sample-interval", console.SampleIntervalDefault, "how often the web console samples queue stats for its charts of the last hour")
 }
 
 // Validate checks the console flags; a sample interval that is not

@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/drainer"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/metrics"
@@ -367,7 +368,7 @@ func (t *Target) Register(fs *flag.FlagSet) {
 	fs.StringVar(&t.WebhookURL, "webhook-url", "", "push jobs to this HTTP URL instead of serving pull workers")
 	fs.StringVar(&t.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key for the X-Sluice-Signature header of webhook posts")
 	fs.BoolVar(&t.LogSink, "log-sink", false, "log each job and ack it instead of serving pull workers (a quick look, no worker needed)")
-	fs.DurationVar(&t.HandlerTimeout, "handler-timeout", drainer.HandlerTimeoutDefault, "most time one pushed delivery (a gRPC worker's call or a webhook request) may take before it counts as failed and is retried")
+	flagconf.DurationVar(fs, &t.HandlerTimeout, "handler-timeout", drainer.HandlerTimeoutDefault, "most time one pushed delivery (a gRPC worker's call or a webhook request) may take before it counts as failed and is retried")
 }
 
 // Validate checks the flags' values, naming the flag at fault. A
@@ -670,8 +671,8 @@ func SecretFile(path, prefix string) (string, error) {
 // PolicyFlags registers the drain policy flags shared by both binaries.
 func PolicyFlags(fs *flag.FlagSet, p *sideliner.Policy, share, readAhead *int) {
 	fs.IntVar(&p.MaxAttempts, "max-attempts", sideliner.MaxAttemptsDefault, "delivery attempts before a job is dead-lettered")
-	fs.DurationVar(&p.RetryBase, "retry-base", sideliner.RetryBaseDefault, "least delay before a retry; doubles per attempt, with jitter")
-	fs.DurationVar(&p.RetryCap, "retry-cap", sideliner.RetryCapDefault, "longest retry backoff (at most 15m)")
+	flagconf.DurationVar(fs, &p.RetryBase, "retry-base", sideliner.RetryBaseDefault, "least delay before a retry; doubles per attempt, with jitter")
+	flagconf.DurationVar(fs, &p.RetryCap, "retry-cap", sideliner.RetryCapDefault, "longest retry backoff (at most 15m)")
 	fs.IntVar(share, "sideline-share", 10, "percent of the delivery slots guaranteed to spillover and backlog work while it waits")
 	fs.IntVar(readAhead, "read-ahead", 0, "most fresh jobs of one tenant held in memory waiting for a slot; more are moved to the spillover queue (0: an equal share, among the tenants holding jobs, of the read-ahead less the quarter kept for spillover and backlog work)")
 	fs.Var(sidelineFlag{&p.NoSideline}, "sideline", "spill over-rate and backlog stale jobs (default true); false delivers each lane's jobs in the order read with no tenant drain limits (a plain FIFO per lane, the benchmarks' baseline)")

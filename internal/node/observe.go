@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/startstop"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
@@ -41,7 +42,7 @@ type ObserveFlags struct {
 func (f *ObserveFlags) Register(fs *flag.FlagSet, defaultListen string) {
 	fs.StringVar(&f.MetricsListen, "metrics-listen", defaultListen, "address of the Prometheus /metrics endpoint; empty turns it off")
 	fs.StringVar(&f.CloudWatchNamespace, "cloudwatch-namespace", "", "publish the same metrics to CloudWatch under this namespace; empty turns it off")
-	fs.DurationVar(&f.CloudWatchInterval, "cloudwatch-interval", time.Minute, "how often metrics are published to CloudWatch; at most 1m for the Terraform module's alarms, which read one-minute periods")
+	flagconf.DurationVar(fs, &f.CloudWatchInterval, "cloudwatch-interval", time.Minute, "how often metrics are published to CloudWatch; at most 1m for the Terraform module's alarms, which read one-minute periods")
 	fs.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/gRPC collector: host:port (plain text), http://host:port or https://host:port; empty turns tracing off. OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME and the like apply")
 	f.serviceName = "sluice-" + fs.Name()
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
+	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/pull"
 	"github.com/sluice-dev/sluice/tenant"
@@ -34,7 +35,7 @@ type PullFlags struct {
 // Register adds --worker-listen and --worker-lease-timeout to fs.
 func (f *PullFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Listen, "worker-listen", "127.0.0.1:7072", "address pull workers connect to (sluice.worker.v1.PullService), when no --worker-addr, --webhook-url or --log-sink is given")
-	fs.DurationVar(&f.LeaseTimeout, "worker-lease-timeout", pull.LeaseTimeoutDefault, "how long a pull worker may hold a job without answering or extending it before the attempt fails (a worker may ask for another in its Hello)")
+	flagconf.DurationVar(fs, &f.LeaseTimeout, "worker-lease-timeout", pull.LeaseTimeoutDefault, "how long a pull worker may hold a job without answering or extending it before the attempt fails (a worker may ask for another in its Hello)")
 }
 
 // Validate checks the pull flags, naming the flag to fix.
