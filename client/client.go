@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -26,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/ingestcheck"
 )
 
 // Defaults for Config fields left zero.
@@ -210,24 +209,10 @@ var (
 // encoding of the whole call, every other job of a batch with it. The
 // error is an *InvalidArgumentError naming the fields, as the gateway's.
 func checkEncodable(req *ingestv1.SubmitRequest) error {
-	var vs []*errdetails.BadRequest_FieldViolation
-	for k, v := range req.GetAttributes() {
-		switch {
-		case !utf8.ValidString(k):
-			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "attributes", Description: fmt.Sprintf("key %q is not valid UTF-8", k)})
-		case !utf8.ValidString(v):
-			vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: fmt.Sprintf("attributes[%q]", k), Description: "value is not valid UTF-8"})
-		}
-	}
-	if k := req.GetIdempotencyKey(); !utf8.ValidString(k) {
-		vs = append(vs, &errdetails.BadRequest_FieldViolation{Field: "idempotency_key", Description: fmt.Sprintf("%q is not valid UTF-8", k)})
-	}
+	vs := ingestcheck.UTF8(req)
 	if len(vs) == 0 {
 		return nil
 	}
-	slices.SortFunc(vs, func(a, b *errdetails.BadRequest_FieldViolation) int {
-		return strings.Compare(a.GetField(), b.GetField())
-	})
 	st := status.New(codes.InvalidArgument, "invalid job: "+vs[0].GetField()+" "+vs[0].GetDescription())
 	if ds, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: vs}); err == nil {
 		st = ds

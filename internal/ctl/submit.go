@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -17,6 +18,7 @@ import (
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/cliconn"
 	"github.com/sluice-dev/sluice/internal/flagconf"
+	"github.com/sluice-dev/sluice/internal/ingestcheck"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 )
 
@@ -67,11 +69,6 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 		if *key == "" {
 			return errors.New("no API key: pass --key or set SLUICE_API_KEY (the gateway prints its development key at start, and keeps it in <data-dir>/dev-api-key)")
 		}
-		conn, err := cliconn.Dial(*addr, "--addr", *key, tlsc)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
 		req := &ingestv1.SubmitRequest{Payload: payload, Attributes: a, IdempotencyKey: *idem}
 		if *ttl > 0 {
 			req.Ttl = durationpb.New(*ttl)
@@ -79,6 +76,14 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 		if *delay > 0 {
 			req.Delay = durationpb.New(*delay)
 		}
+		if vs := ingestcheck.UTF8(req); len(vs) > 0 {
+			return notEncodable(vs)
+		}
+		conn, err := cliconn.Dial(*addr, "--addr", *key, tlsc)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		resp, err := ingestv1.NewIngestServiceClient(conn).Submit(ctx, req)
@@ -107,4 +112,16 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 		fmt.Fprintln(e.stdout, resp.GetJobId())
 		return nil
 	}
+}
+
+// notEncodable refuses a job whose strings are not all UTF-8, naming
+// them: protobuf cannot encode it, and sent, it failed with a bare
+// "Internal: grpc: error while marshaling: string field contains invalid
+// UTF-8" (found in a walkthrough).
+func notEncodable(vs []*errdetails.BadRequest_FieldViolation) error {
+	fields := make([]string, len(vs))
+	for i, v := range vs {
+		fields[i] = fmt.Sprintf("field %s: %s", v.GetField(), v.GetDescription())
+	}
+	return fmt.Errorf("job not sent: %s (--attr and --idempotency-key take UTF-8 text; the payload may be any bytes)", strings.Join(fields, "; "))
 }

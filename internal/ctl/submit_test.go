@@ -92,3 +92,38 @@ func TestSubmitTellsRefusalFromUnreachable(t *testing.T) {
 		t.Errorf("submit to a closed port: %v, want that the gateway cannot be reached", err)
 	}
 }
+
+// TestSubmitRefusesInvalidUTF8: a job whose attribute or idempotency key
+// is not UTF-8 cannot be encoded; sluicectl submit refuses it before
+// sending, naming the field. Sent, it failed with "Internal: grpc: error
+// while marshaling: string field contains invalid UTF-8", naming nothing
+// (found in a walkthrough).
+func TestSubmitRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	addr, _ := serveGateway(t)
+	tests := []struct {
+		name string
+		args []string
+		want string // "" when the job is accepted
+	}{
+		{"attribute value", []string{"--attr", "k=\xff"}, `job not sent: field attributes["k"]: value is not valid UTF-8 (--attr and --idempotency-key take UTF-8 text`},
+		{"attribute key", []string{"--attr", "k\xfe=v"}, `field attributes: key "k\xfe" is not valid UTF-8`},
+		{"idempotency key", []string{"--idempotency-key", "order-\xc3"}, `field idempotency_key: "order-\xc3" is not valid UTF-8`},
+		{"both", []string{"--attr", "k=\xff", "--idempotency-key", "\xc3"}, `field attributes["k"]: value is not valid UTF-8; field idempotency_key`},
+		{"UTF-8 text", []string{"--attr", "k=é", "--idempotency-key", "ключ"}, ""},
+		{"binary payload", []string{"--attr", "k=v"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"submit", "--addr", addr, "--key", "sk_test_key_1"}, tt.args...)
+			out, err := run(t, append(args, "payload \xff")...)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("submit %q: %v, want it accepted", tt.args, err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "Internal")):
+				t.Errorf("submit %q: %v (output %q), want an error saying %q", tt.args, err, out, tt.want)
+			}
+		})
+	}
+}
