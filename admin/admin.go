@@ -375,7 +375,7 @@ func redriveError(dlq string, err error) error {
 // its source queues.
 func (a *Server) RedriveDLQ(ctx context.Context, req *adminv1.RedriveDLQRequest) (*adminv1.RedriveDLQResponse, error) {
 	if _, ok := a.topology.Lane(req.GetLane()); !ok {
-		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("lane", "unknown lane %q", req.GetLane())})
+		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("lane", "%s", unknownLane(a.topology, req.GetLane()))})
 	}
 	if r := req.GetMaxPerSecond(); r < 0 || r > 500 {
 		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("max_per_second", "must be 0 (backend default) to 500")})

@@ -177,7 +177,7 @@ func dlqQueues(topo topology.Topology, f *adminv1.DLQFilter) (map[string]string,
 	want := f.GetLanes()
 	for _, l := range want {
 		if _, ok := topo.Lane(l); !ok {
-			return nil, nil, fmt.Errorf("unknown lane %q", l)
+			return nil, nil, errors.New(unknownLane(topo, l))
 		}
 	}
 	out := map[string]string{}
@@ -190,6 +190,17 @@ func dlqQueues(topo topology.Topology, f *adminv1.DLQFilter) (map[string]string,
 		}
 	}
 	return out, order, nil
+}
+
+// unknownLane says that the topology has no lane name, and which lanes it
+// has: "unknown lane" alone left the operator to find them (found in a
+// walkthrough).
+func unknownLane(topo topology.Topology, name string) string {
+	lanes := make([]string, len(topo.Lanes))
+	for i, l := range topo.Lanes {
+		lanes[i] = l.Name
+	}
+	return fmt.Sprintf("unknown lane %q (the lanes are %s)", name, strings.Join(lanes, ", "))
 }
 
 // matches reports whether a DLQ message passes the filter. A body that is
