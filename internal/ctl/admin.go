@@ -229,15 +229,33 @@ func setupStats(fs *flag.FlagSet) runFunc {
 			return c.explain(err)
 		}
 		if c.json {
+			for _, q := range resp.GetQueues() {
+				if q.GetOldestAge().AsDuration() <= 0 {
+					q.OldestAge = nil // left out, as protojson leaves out the counts that are 0
+				}
+			}
 			return printJSON(c.out, resp)
 		}
 		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "QUEUE\tLANE\tKIND\tVISIBLE\tIN FLIGHT\tDELAYED\tOLDEST\t")
 		for _, q := range resp.GetQueues() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", q.GetQueue(), q.GetLane(), q.GetKind(), q.GetVisible(), q.GetInFlight(), q.GetDelayed(), q.GetOldestAge().AsDuration().Round(time.Second))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", q.GetQueue(), q.GetLane(), q.GetKind(), q.GetVisible(), q.GetInFlight(), q.GetDelayed(), oldestAge(q))
 		}
 		return tw.Flush()
 	})(fs)
+}
+
+// oldestAge shows a queue's oldest-message age, or "—" when there is none
+// to show, as the web console does: the age is 0 when the queue is empty
+// or the backend cannot tell. SQS never can (it has no such attribute),
+// and its queues all showed 0s, jobs waiting or not (found in a
+// walkthrough).
+func oldestAge(q *adminv1.QueueStats) string {
+	d := q.GetOldestAge().AsDuration()
+	if d <= 0 {
+		return "—"
+	}
+	return d.Round(time.Second).String()
 }
 
 func setupLimits(fs *flag.FlagSet) runFunc {
