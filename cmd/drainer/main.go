@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -138,14 +137,9 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 	}
 	defer node.CloseBackend(backend, log)
 	topo = node.WithRetiredShards(ctx, backend, topo, log)
-	key := *adminKey
-	if key == "" {
-		if err := os.MkdirAll(bf.DataDir, 0o750); err != nil {
-			return fmt.Errorf("create data directory (--data-dir): %w", err)
-		}
-		if key, err = node.SecretFile(filepath.Join(bf.DataDir, "admin-key"), "sk_admin_"); err != nil {
-			return err
-		}
+	key, err := node.AdminKey(*adminKey, bf.DataDir)
+	if err != nil {
+		return err
 	}
 	noTenants, err := tenant.Parse([]byte("{}"))
 	if err != nil {

@@ -212,11 +212,8 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 	var handler drainer.Handler
 	var consoleHook node.ConsoleHook
 	if c.drain {
-		adminKey = c.adminKey
-		if adminKey == "" {
-			if adminKey, err = node.SecretFile(filepath.Join(c.backend.DataDir, "admin-key"), "sk_admin_"); err != nil {
-				return err
-			}
+		if adminKey, err = node.AdminKey(c.adminKey, c.backend.DataDir); err != nil {
+			return err
 		}
 		c.target.WorkerDial = tlsCfg.Worker
 		var closeHandler func() error

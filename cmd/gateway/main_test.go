@@ -231,3 +231,36 @@ func durationFlags(help string) []string {
 	}
 	return out
 }
+
+// TestShortAdminKeyRefusedAtStart: an admin key shorter than 8
+// characters, given or in <data-dir>/admin-key, fails the start before
+// the ingest API listens, saying where it came from. It was taken, where
+// tenant and worker keys that short are refused (found in a walkthrough).
+func TestShortAdminKeyRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, flag, file, want string
+	}{
+		{"flag", "short", "", "--admin-key (on the command line, or admin-key: in the --config file) is 5 characters"},
+		{"file", "", "short\n", "admin-key holds a key of 5 characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if tt.file != "" {
+				if err := os.WriteFile(filepath.Join(dir, "admin-key"), []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs strings.Builder
+			err := run(t.Context(), []string{"--data-dir", dir, "--admin-key", tt.flag, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", ""}, nil, io.Discard, &logs)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run: %v, want an error saying %q", err, tt.want)
+			}
+			if strings.Contains(logs.String(), "listening") {
+				t.Errorf("something listened before the start failed:\n%s", logs.String())
+			}
+		})
+	}
+}

@@ -35,3 +35,52 @@ func TestSecretFileRefusesEmptyFile(t *testing.T) {
 		t.Fatalf("second read %q, %v; want %q", again, err, key)
 	}
 }
+
+// TestShortKeysRefused: an admin key shorter than MinKeyLen, from
+// --admin-key, SLUICE_ADMIN_KEY or the key file, is refused saying where
+// it came from and what to do; so is a short key in any key file (the
+// worker key's too). A 5-character admin key was taken, where tenant and
+// worker keys that short are refused (found in a walkthrough). (Not
+// parallel: it sets the environment.)
+func TestShortKeysRefused(t *testing.T) {
+	tests := []struct {
+		name, flag, env, file string
+		want                  string // in the error; "" when the key is taken
+	}{
+		{"flag", "short", "", "", "--admin-key (on the command line, or admin-key: in the --config file) is 5 characters, and an admin key needs at least 8: give a longer one, or leave it out to use (and create) "},
+		{"environment", "short", "short", "", "SLUICE_ADMIN_KEY is 5 characters, and an admin key needs at least 8: set a longer one, or unset it to use (and create) "},
+		{"file", "", "", "short\n", "admin-key holds a key of 5 characters, and a key needs at least 8: write a longer one in it, or delete it to have one made"},
+		{"seven characters", "1234567", "", "", "is 7 characters"},
+		{"eight characters", "12345678", "", "", ""},
+		{"file of eight", "", "", " 12345678\n", ""},
+		{"flag over a short file", "a-long-admin-key", "", "short\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.file != "" {
+				if err := os.WriteFile(filepath.Join(dir, "admin-key"), []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("SLUICE_ADMIN_KEY", tt.env)
+			key, err := AdminKey(tt.flag, dir)
+			if tt.want == "" {
+				if err != nil || len(key) < MinKeyLen {
+					t.Fatalf("key %q, %v; want it taken", key, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("key %q, %v; want an error saying %q", key, err, tt.want)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "worker-key")
+	if err := os.WriteFile(path, []byte("wk\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if key, err := SecretFile(path, "sk_worker_"); err == nil || !strings.Contains(err.Error(), path+" holds a key of 2 characters") {
+		t.Errorf("short worker key file: %q, %v; want it refused", key, err)
+	}
+}
