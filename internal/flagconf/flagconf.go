@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/internal/yamlerr"
 )
 
 // Parse parses args into fs, then sets each flag not given on the command
@@ -88,7 +90,7 @@ func applyYAML(fs *flag.FlagSet, path string, data []byte, configFlag string, gi
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 		return nil // no document: only comments, or nothing
 	} else if err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return fmt.Errorf("config file %s: %w", path, yamlerr.Locate(data, err))
 	}
 	// The settings after a "---" were dropped without a word (found in
 	// review).
