@@ -46,8 +46,8 @@ func TestErrors(t *testing.T) {
 		{"bad value", "workers: many\n", "", "line 1: workers"},
 		{"not a mapping", "- a\n- b\n", "", "want a mapping"},
 		{"nested value", "workers: {a: 1}\n", "", "want a single value"},
-		// yaml.v3 names line 1, where the mapping starts.
-		{"indented too far", "listen-addr: x\nworkers: 3\n grace: 2s\n", "", "yaml: line 3: "},
+		// yaml.v3 named line 1, where the mapping starts.
+		{"an unclosed list", "listen-addr: x\nworkers: [3\ngrace: 2s\n", "", "yaml: line 2: did not find expected ',' or ']'"},
 		{"bad env", "", "x", "environment TEST_WORKERS"},
 	}
 	for _, tt := range tests {
