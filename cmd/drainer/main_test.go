@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/flagconf/flagconftest"
 )
 
 // TestStopDuringStartIsClean: a stop signal during start-up (ctx ends
@@ -34,28 +36,13 @@ func TestDurationFlagsSayWhatToWrite(t *testing.T) {
 	if err := run(t.Context(), []string{"--help"}, nil, &help); err != nil {
 		t.Fatalf("--help: %v", err)
 	}
-	var flags []string
-	for line := range strings.Lines(help.String()) {
-		if name, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "  -"); ok {
-			if name, ok = strings.CutSuffix(name, " duration"); ok {
-				flags = append(flags, name)
-			}
-		}
-	}
+	flags := flagconftest.DurationFlags(help.String())
 	if len(flags) < 7 {
 		t.Fatalf("--help lists %d duration flags (%q), want the drainer's seven or more:\n%s", len(flags), flags, help.String())
 	}
-	for _, f := range flags {
-		for _, tt := range []struct{ value, want string }{
-			{"3", `invalid value "3" for flag -` + f + `: want a duration such as 30s, 1m30s or 2h (a number needs a unit)`},
-			{"15d", "15d is 360h"},
-		} {
-			err := run(t.Context(), []string{"--data-dir", t.TempDir(), "--" + f, tt.value}, nil, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("--%s %s: %v, want an error saying %q", f, tt.value, err, tt.want)
-			}
-		}
-	}
+	flagconftest.CheckBadDurations(t, flags, func(f, value string) error {
+		return run(t.Context(), []string{"--data-dir", t.TempDir(), "--" + f, value}, nil, io.Discard)
+	})
 }
 
 // TestShortAdminKeyRefusedAtStart: an admin key shorter than 8

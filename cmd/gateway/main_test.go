@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/flagconf/flagconftest"
 )
 
 // TestParseRefusesBadValues: flag values that crashed the gateway or
@@ -202,34 +204,14 @@ func TestDurationFlagsSayWhatToWrite(t *testing.T) {
 	if _, err := parse([]string{"--help"}, &help); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	flags := durationFlags(help.String())
+	flags := flagconftest.DurationFlags(help.String())
 	if len(flags) < 9 {
 		t.Fatalf("--help lists %d duration flags (%q), want the gateway's nine or more:\n%s", len(flags), flags, help.String())
 	}
-	for _, f := range flags {
-		for _, tt := range []struct{ value, want string }{
-			{"2", `invalid value "2" for flag -` + f + `: want a duration such as 30s, 1m30s or 2h (a number needs a unit)`},
-			{"15d", "15d is 360h"},
-		} {
-			_, err := parse([]string{"--data-dir", t.TempDir(), "--" + f, tt.value}, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("--%s %s: %v, want an error saying %q", f, tt.value, err, tt.want)
-			}
-		}
-	}
-}
-
-// durationFlags lists the flags a --help output shows as durations.
-func durationFlags(help string) []string {
-	var out []string
-	for line := range strings.Lines(help) {
-		if name, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "  -"); ok {
-			if name, ok = strings.CutSuffix(name, " duration"); ok {
-				out = append(out, name)
-			}
-		}
-	}
-	return out
+	flagconftest.CheckBadDurations(t, flags, func(f, value string) error {
+		_, err := parse([]string{"--data-dir", t.TempDir(), "--" + f, value}, io.Discard)
+		return err
+	})
 }
 
 // TestShortAdminKeyRefusedAtStart: an admin key shorter than 8

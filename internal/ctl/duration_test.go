@@ -3,6 +3,8 @@ package ctl_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/flagconf/flagconftest"
 )
 
 // TestDurationFlagsSayWhatToWrite: every duration flag of every command
@@ -29,36 +31,16 @@ func TestDurationFlagsSayWhatToWrite(t *testing.T) {
 			if err != nil {
 				t.Fatalf("--help: %v", err)
 			}
-			listed := durationFlags(help)
+			listed := flagconftest.DurationFlags(help)
 			for _, f := range tt.flags {
 				if !strings.Contains(help, "\n  -"+f+" duration\n") {
 					t.Errorf("--help does not list -%s as a duration:\n%s", f, help)
 				}
 			}
-			for _, f := range listed {
-				for value, want := range map[string]string{
-					"5":   `invalid value "5" for flag -` + f + `: want a duration such as 30s, 1m30s or 2h (a number needs a unit)`,
-					"15d": "15d is 360h",
-				} {
-					_, err := run(t, append(cmd, "--"+f, value)...)
-					if err == nil || !strings.Contains(err.Error(), want) {
-						t.Errorf("--%s %s: %v, want an error saying %q", f, value, err, want)
-					}
-				}
-			}
+			flagconftest.CheckBadDurations(t, listed, func(f, value string) error {
+				_, err := run(t, append(cmd, "--"+f, value)...)
+				return err
+			})
 		})
 	}
-}
-
-// durationFlags lists the flags a --help output shows as durations.
-func durationFlags(help string) []string {
-	var out []string
-	for line := range strings.Lines(help) {
-		if name, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "  -"); ok {
-			if name, ok = strings.CutSuffix(name, " duration"); ok {
-				out = append(out, name)
-			}
-		}
-	}
-	return out
 }
