@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -454,5 +455,30 @@ workers:
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker whose key was removed still runs after 30s")
+	}
+}
+
+// TestPullWorkerAtTheIngestAddress: `sluicectl worker --addr` given the
+// gateway's ingest address stops at once saying that address does not
+// serve the worker API and where to connect, as it does at the admin
+// address. It said "refused by sluice: unknown API key" (the ingest
+// listener checked the worker key as an API key first), which sent the
+// user after the wrong fix.
+func TestPullWorkerAtTheIngestAddress(t *testing.T) {
+	t.Parallel()
+	g := startPullGateway(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(env.Bin, "sluicectl"), "worker", "--addr", g.ingestAddr, "--key", g.workerKey).CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("sluicectl worker at the ingest address: exit %v (ctx %v), want it to stop with an error:\n%s", err, ctx.Err(), out)
+	}
+	for _, want := range []string{g.ingestAddr + " does not serve the worker API", "ingest listener", "--worker-listen"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "API key") {
+		t.Errorf("output blames the key:\n%s", out)
 	}
 }

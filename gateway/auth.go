@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,6 +40,17 @@ var (
 	errManyKeys   = status.Error(codes.Unauthenticated, "more than one authorization header: send exactly one \"authorization: Bearer <key>\"")
 )
 
+// ingestMethods is the prefix of every method the ingest listener serves
+// (but health and reflection).
+var ingestMethods = "/" + ingestv1.IngestService_ServiceDesc.ServiceName + "/"
+
+// unserved refuses a call to a service the ingest listener does not serve.
+func unserved(method string) error {
+	service, _, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	return status.Errorf(codes.Unimplemented, "unknown service %s: this is sluice's ingest listener; "+
+		"pull workers connect to its --worker-listen address, admin clients to its --admin-listen one", service)
+}
+
 func authenticate(ctx context.Context, md metadata.MD, auth func() Authenticator) (context.Context, error) {
 	if _, ok := TenantFrom(ctx); ok { // TapAuth has done it
 		return ctx, nil
@@ -65,10 +77,20 @@ func authenticate(ctx context.Context, md metadata.MD, auth func() Authenticator
 // SubmitBatch it refuses is counted in m (nil counts nothing) as one
 // job with outcome unauthenticated: its body, and so its jobs, are never
 // read.
+//
+// A call to a service other than IngestService (and health and
+// reflection) is refused with UNIMPLEMENTED, naming the listeners to use,
+// before any key is checked: a pull worker or admin client pointed at the
+// ingest listener by mistake was told "unknown API key" about its worker
+// or admin key, which sent it after the wrong fix. gRPC's own
+// UNIMPLEMENTED for such a call comes only after this handle.
 func TapAuth(auth func() Authenticator, m *metrics.Metrics) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
 		if serve.IsPublicMethod(info.FullMethodName) {
 			return ctx, nil
+		}
+		if !strings.HasPrefix(info.FullMethodName, ingestMethods) {
+			return ctx, unserved(info.FullMethodName)
 		}
 		ctx, err := authenticate(ctx, info.Header, auth)
 		if err != nil {
