@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -480,5 +481,23 @@ func TestPullWorkerAtTheIngestAddress(t *testing.T) {
 	}
 	if strings.Contains(string(out), "API key") {
 		t.Errorf("output blames the key:\n%s", out)
+	}
+}
+
+// TestPullWorkerOutlivesItsLease: `sluicectl worker --work` longer than
+// the gateway's --worker-lease-timeout times out every attempt. The
+// gateway logged each failed delivery and the worker printed nothing,
+// while the job burned its attempts; now the worker prints the job with
+// outcome lease-timeout and logs what to do about it.
+func TestPullWorkerOutlivesItsLease(t *testing.T) {
+	t.Parallel()
+	g := startPullGateway(t, "--worker-lease-timeout", "1s")
+	w, printed := startPullWorker(t, g, "--concurrency", "1", "--work", "3s")
+	id := g.submit(t, "slow", 1)[0]
+	eventually(t, 30*time.Second, 20*time.Millisecond, func() bool { return slices.Contains(printed.outcome(id), "lease-timeout") },
+		"the worker printed no lease-timeout for a job whose --work outlasts the lease")
+	l := w.waitLog("a job's lease timed out before its handler finished: sluice fails this attempt and redelivers the job")
+	if hint, _ := l["hint"].(string); l["job_id"] != id || !strings.Contains(hint, "--worker-lease-timeout") {
+		t.Errorf("the worker logged %v, want job_id %s and a hint naming --worker-lease-timeout", l, id)
 	}
 }

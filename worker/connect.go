@@ -45,8 +45,9 @@ type ConnectOptions struct {
 	Lanes []string
 	// LeaseTimeout is how long a job may run without an answer or Extend
 	// before sluice fails the attempt; zero takes the drainer's default
-	// (15m). The handler's ctx ends then (its cause says so): the job is
-	// redelivered.
+	// (15m). The handler's ctx ends then, with cause ErrLeaseTimedOut, and
+	// Connect logs it: the job is redelivered. Connect does not extend
+	// leases by itself: a handler that may run longer calls Extend.
 	LeaseTimeout time.Duration
 	// Name shows in sluice's logs; defaults to host/pid.
 	Name string
@@ -321,6 +322,7 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- c.sendLoop(streamCtx, stream, results, control, flush) }()
 
+	overdue := &overdueJobs{ids: map[string]string{}}
 	running := handlers{all: &c.handlers, next: make(chan func()), quit: make(chan struct{})}
 	// Once the session ends no handler starts: Connect's wait for them
 	// comes after.
@@ -339,12 +341,10 @@ func (c *puller) session(ctx context.Context) (welcomed bool, err error) {
 					// A job that arrives once a drain has closed the
 					// handlers is not run: it goes back when the stream
 					// ends.
-					running.start(func() { c.run(handlerCtx, log, j, leaseTimeout, results) })
+					running.start(func() { c.run(handlerCtx, log, j, leaseTimeout, results, overdue) })
 				}
 			case *workerv1.ConnectResponse_Refused:
-				r := msg.Refused
-				log.WarnContext(ctx, "sluice refused a message", slog.String("lease", r.GetLease()),
-					slog.String("code", codes.Code(r.GetCode()).String()), slog.String("message", r.GetMessage()))
+				logRefused(ctx, log, overdue, msg.Refused)
 			}
 		}
 	}()
@@ -566,9 +566,65 @@ more:
 	return nil
 }
 
-// errLeaseTimedOut is the cause of a handler's context ending when its
-// job's lease timed out.
-var errLeaseTimedOut = errors.New("worker: the job's lease timed out with no answer or Extend: sluice failed the attempt and redelivers the job")
+// ErrLeaseTimedOut is the cause (context.Cause) of a pull handler's ctx
+// ending because its job's lease timed out with no answer or Extend:
+// sluice has failed the attempt and redelivers the job.
+var ErrLeaseTimedOut = errors.New("worker: the job's lease timed out with no answer or Extend: sluice failed the attempt and redelivers the job")
+
+// leaseHint says how to keep a job's lease while its handler runs.
+const leaseHint = "call worker.Extend(ctx, d) from the handler while it works, or give jobs a longer lease " +
+	"(sluice's --worker-lease-timeout, or the worker's ConnectOptions.LeaseTimeout)"
+
+// logRefused logs sluice's refusal of a message. NOT_FOUND refuses an
+// answer or Extend of a lease sluice no longer holds: it timed out (here
+// or at sluice first) or sluice gave up on the job; either way the
+// attempt failed and the job is redelivered, so the refusal names the job
+// when the lease timed out here, and says how to keep a lease.
+func logRefused(ctx context.Context, log *slog.Logger, overdue *overdueJobs, r *workerv1.Refused) {
+	code := codes.Code(r.GetCode())
+	attrs := []any{slog.String("lease", r.GetLease()), slog.String("code", code.String()), slog.String("message", r.GetMessage())}
+	if code != codes.NotFound {
+		log.WarnContext(ctx, "sluice refused a message", attrs...)
+		return
+	}
+	if id, ok := overdue.take(r.GetLease()); ok {
+		attrs = append(attrs, slog.String("job_id", id))
+	}
+	attrs = append(attrs, slog.String("hint", leaseHint))
+	log.WarnContext(ctx, "sluice refused an answer: it no longer holds the job's lease, so the attempt failed and the job is redelivered", attrs...)
+}
+
+// overdueMax bounds a session's overdueJobs.
+const overdueMax = 1024
+
+// overdueJobs names, by lease, the jobs of a session whose leases timed
+// out here, for the refusals of their late answers. An entry goes with
+// its refusal; one whose answer sluice took gets none, so at most
+// overdueMax are kept, the oldest not necessarily first.
+type overdueJobs struct {
+	mu  sync.Mutex
+	ids map[string]string // lease → job id
+}
+
+func (o *overdueJobs) add(lease, jobID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.ids) >= overdueMax {
+		for l := range o.ids {
+			delete(o.ids, l)
+			break
+		}
+	}
+	o.ids[lease] = jobID
+}
+
+func (o *overdueJobs) take(lease string) (jobID string, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	jobID, ok = o.ids[lease]
+	delete(o.ids, lease)
+	return jobID, ok
+}
 
 // run waits for a slot, runs the handler on one job and queues its
 // result. The handler's ctx ends when the stream breaks, when a drain runs
@@ -576,8 +632,8 @@ var errLeaseTimedOut = errors.New("worker: the job's lease timed out with no ans
 // receipt, moved by each Extend): then sluice has failed the attempt and
 // redelivers the job, and the handler should stop (its ctx ran on until
 // the stream ended; found in review).
-func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.Job, leaseTimeout time.Duration, results chan<- *workerv1.Result) {
-	r := &jobRun{lease: j.GetLease(), sessionCtx: sessionCtx, leaseTimeout: leaseTimeout, results: results}
+func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.Job, leaseTimeout time.Duration, results chan<- *workerv1.Result, overdue *overdueJobs) {
+	r := &jobRun{lease: j.GetLease(), job: j, log: log, overdue: overdue, sessionCtx: sessionCtx, leaseTimeout: leaseTimeout, results: results}
 	ctx, expire := context.WithCancelCause(sessionCtx)
 	r.expire = expire
 	defer expire(nil)
@@ -609,7 +665,7 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 		// cancellation; found in review.)
 		return
 	}
-	if err != nil && errors.Is(context.Cause(ctx), errLeaseTimedOut) {
+	if err != nil && errors.Is(context.Cause(ctx), ErrLeaseTimedOut) {
 		return // the lease's end was answered
 	}
 	// A job done after its lease's end is answered all the same: the
@@ -623,6 +679,9 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 // variables they captured were four.
 type jobRun struct {
 	lease        string
+	job          *workerv1.Job
+	log          *slog.Logger // the session's
+	overdue      *overdueJobs // the session's
 	sessionCtx   context.Context
 	ctx          context.Context // the handler's
 	expire       context.CancelCauseFunc
@@ -638,13 +697,20 @@ func (r *jobRun) leaseEnded() {
 	if r.returned.Load() {
 		return // answered, or given up with the stream
 	}
-	r.expire(errLeaseTimedOut)
+	r.expire(ErrLeaseTimedOut)
+	// The handler may not say so (its ctx ended, it returns), and sluice
+	// only logs it: the worker showed nothing while its jobs burned their
+	// attempts one lease timeout after another.
+	r.log.Warn("a job's lease timed out before its handler finished: sluice fails this attempt and redelivers the job",
+		slog.String("job_id", r.job.GetJobId()), slog.Int("attempt", int(r.job.GetAttempt())), slog.String("lease", r.lease),
+		slog.Duration("lease_timeout", r.leaseTimeout), slog.String("hint", leaseHint))
+	r.overdue.add(r.lease, r.job.GetJobId())
 	// Answered now, not when the handler returns: after a lease timed out
 	// sluice sends the worker no job until it answers again, and a
 	// handler that ignores its ctx left all the worker's other slots idle
 	// for good (found in review). The answer is refused if sluice failed
 	// the attempt already, and takes its place if not.
-	answer(r.sessionCtx, r.results, &workerv1.Result{Lease: r.lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: errLeaseTimedOut.Error()})
+	answer(r.sessionCtx, r.results, &workerv1.Result{Lease: r.lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: ErrLeaseTimedOut.Error()})
 }
 
 // extend asks sluice to move the job's lease deadline to d from now (zero

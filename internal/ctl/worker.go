@@ -39,7 +39,7 @@ type jobLine struct {
 	Attributes    map[string]string `json:"attributes,omitempty"`
 	Payload       *string           `json:"payload,omitempty"`
 	PayloadBase64 []byte            `json:"payload_base64,omitempty"`
-	Outcome       string            `json:"outcome"` // ok, retry or fail
+	Outcome       string            `json:"outcome"` // ok, retry, fail or lease-timeout
 }
 
 func setupWorker(fs *flag.FlagSet) runFunc {
@@ -93,6 +93,9 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 				select {
 				case <-time.After(*work):
 				case <-ctx.Done():
+					if leaseTimedOut(ctx) {
+						p.print(j, "lease-timeout")
+					}
 					return ctx.Err()
 				}
 			}
@@ -104,11 +107,15 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 			case retryRE != nil && retryRE.Match(j.Payload):
 				outcome, err = "retry", fmt.Errorf("payload matches --retry %q (attempt %d)", *retry, j.Attempt)
 			case next != nil:
-				outcome, err = "ok", next.Handle(ctx, &j)
+				err = next.Handle(ctx, &j)
 				switch {
+				case err == nil:
+					outcome = "ok"
+				case leaseTimedOut(ctx):
+					outcome = "lease-timeout"
 				case worker.IsPermanent(err):
 					outcome = "fail"
-				case err != nil:
+				default:
 					outcome = "retry"
 				}
 			default:
@@ -151,6 +158,15 @@ func setupWorker(fs *flag.FlagSet) runFunc {
 		log.InfoContext(context.WithoutCancel(ctx), "worker stopped")
 		return err
 	}
+}
+
+// leaseTimedOut reports whether a pulled job's handler ctx ended because
+// the job's lease timed out. Such a job is printed with outcome
+// lease-timeout (the worker package logs what to do about it): a --work
+// longer than sluice's --worker-lease-timeout ended each attempt so, and
+// nothing was printed while the job burned its attempts.
+func leaseTimedOut(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), worker.ErrLeaseTimedOut)
 }
 
 // pullAddrEnv returns the pull-worker address set in the environment:
