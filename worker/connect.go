@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -73,13 +74,16 @@ type ConnectOptions struct {
 	OnSession func(session string)
 }
 
-// Backoff between reconnects.
+// Backoff between reconnects (see reconnectWait).
 const (
 	reconnectBase = 100 * time.Millisecond
-	reconnectMax  = 10 * time.Second
-	resultBatch   = 256
-	maxJobBatch   = 16 << 20       // sluice sends at most 1 MiB per batch
-	maxDelay      = 12 * time.Hour // sluice refuses a result's longer delay
+	reconnectMax  = 3 * time.Second
+)
+
+const (
+	resultBatch = 256
+	maxJobBatch = 16 << 20       // sluice sends at most 1 MiB per batch
+	maxDelay    = 12 * time.Hour // sluice refuses a result's longer delay
 )
 
 // Keepalive of the connection to sluice: a ping after keepaliveTime
@@ -102,8 +106,11 @@ var ErrRefused = errors.New("refused by sluice")
 
 // Connect pulls jobs from the sluice process at addr, authenticating with
 // a worker key, and runs handler on each, at most opts.Concurrency at once.
-// It reconnects with backoff when the stream breaks; jobs a broken stream
-// held are redelivered by sluice, and their handlers here are cancelled.
+// It reconnects when the stream breaks, after a jittered wait that doubles
+// from 100ms to at most 3s (back to 100ms after a session that held 3s),
+// so it finds sluice again within a few seconds of a restart. Jobs a
+// broken stream held are redelivered by sluice, and their handlers here
+// are cancelled.
 // Connect does not return while a handler it started runs, unless one
 // still runs 5s after its context was cancelled.
 //
@@ -167,7 +174,7 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		slots: make(chan struct{}, opts.Concurrency),
 	}
 	defer c.waitHandlers()
-	delay := reconnectBase
+	var wait reconnectWait
 	for {
 		start := time.Now()
 		welcomed, err := c.session(ctx)
@@ -191,22 +198,65 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 					ErrRefused, addr, st.Message())
 			}
 		}
-		// Back to a short wait only after a session that held: one that
-		// was welcomed and broke at once would otherwise reconnect about
-		// ten times a second for ever (found in review).
-		if welcomed && time.Since(start) >= reconnectMax {
-			delay = reconnectBase
-		}
-		wait := delay/2 + rand.N(delay/2+1)
-		c.log.WarnContext(ctx, "pull stream ended; reconnecting", slog.Any("error", err), slog.Duration("after", wait))
+		after := wait.next(welcomed, time.Since(start), jitter)
+		c.log.WarnContext(ctx, "pull stream ended; reconnecting", slog.Any("error", err), slog.Duration("after", after))
 		select {
-		case <-time.After(wait):
+		case <-time.After(after):
 		case <-ctx.Done():
 			return nil
 		}
-		delay = min(2*delay, reconnectMax)
+		redial(ctx, conn)
 	}
 }
+
+// redialWait bounds redial's wait for the connection.
+const redialWait = time.Second
+
+// redial has gRPC dial sluice now if the connection is down, and waits up
+// to redialWait for that dial's outcome. gRPC keeps a wait of its own between
+// dials, growing to 2 minutes, and until a dial succeeds it fails calls at
+// once with the last one's error: a worker whose sluice restarted stayed
+// away for 10s and more after it was back.
+func redial(ctx context.Context, conn *grpc.ClientConn) {
+	if conn.GetState() != connectivity.TransientFailure {
+		return // up, or idle: the next call dials
+	}
+	conn.ResetConnectBackoff()
+	ctx, cancel := context.WithTimeout(ctx, redialWait)
+	defer cancel()
+	for s := conn.GetState(); s == connectivity.TransientFailure || s == connectivity.Connecting; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
+}
+
+// reconnectWait is Connect's wait between sessions: it doubles from
+// reconnectBase up to reconnectMax, so that sluice back from a restart
+// is found within a few seconds, and starts again from reconnectBase
+// after a session that held. Only after one that held: a session welcomed
+// and broken at once would otherwise reconnect about ten times a second
+// for ever (found in review). A refusal of the key or the Hello ends
+// Connect instead of waiting. Each wait is jittered down by up to half,
+// so that a fleet of workers does not reconnect in step.
+type reconnectWait struct {
+	ceiling time.Duration // of the next wait; zero before the first
+}
+
+// next returns the wait after a session that ended after lasting lasted
+// (welcomed: sluice accepted it). jitter(d) returns a random duration from
+// 0 to d.
+func (w *reconnectWait) next(welcomed bool, lasted time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	if w.ceiling == 0 || welcomed && lasted >= reconnectMax {
+		w.ceiling = reconnectBase
+	}
+	d := w.ceiling
+	w.ceiling = min(2*w.ceiling, reconnectMax)
+	return d - jitter(d/2)
+}
+
+// jitter returns a random duration from 0 to d.
+func jitter(d time.Duration) time.Duration { return rand.N(d + 1) }
 
 func refusedCode(c codes.Code) bool {
 	return c == codes.Unauthenticated || c == codes.PermissionDenied || c == codes.InvalidArgument

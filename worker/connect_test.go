@@ -793,3 +793,73 @@ func TestConnectToAListenerWithoutTheWorkerAPI(t *testing.T) {
 		t.Fatalf("Connect to a listener without the worker API: %v (ctx %v), want ErrRefused naming --worker-listen", err, ctx.Err())
 	}
 }
+
+// TestReconnectsPromptlyAfterARestart: a worker whose sluice restarts on
+// the same address reconnects within a few seconds of it being back. It
+// took up to 10s and more: Connect's wait grew to 10s while sluice was
+// down, and gRPC's own wait between dials (up to 2 minutes) failed the
+// attempts in between fast.
+func TestReconnectsPromptlyAfterARestart(t *testing.T) {
+	t.Parallel()
+	sessions := make(chan struct{}, 10)
+	serve := func(addr string) (*grpc.Server, string) {
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		workerv1.RegisterPullServiceServer(srv, &fakePull{fn: func(s workerv1.PullService_ConnectServer) error {
+			if err := welcome(s); err != nil {
+				return err
+			}
+			sessions <- struct{}{}
+			for {
+				if _, err := s.Recv(); err != nil {
+					return nil
+				}
+			}
+		}})
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		return srv, lis.Addr().String()
+	}
+	srv, addr := serve("127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Connect(ctx, addr, "k", func(context.Context, worker.Job) error { return nil }, worker.ConnectOptions{Logger: quiet})
+	}()
+	defer func() { cancel(); <-done }()
+	<-sessions
+	srv.Stop()
+	time.Sleep(8 * time.Second) // down long enough for every wait to reach its longest
+	serve(addr)
+	back := time.Now()
+	select {
+	case <-sessions:
+		t.Logf("reconnected %v after the server was back", time.Since(back).Round(time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatal("no new session within 30s of the server being back")
+	}
+	if took := time.Since(back); took > 5*time.Second {
+		t.Errorf("reconnected %v after the server was back, want within 5s", took.Round(time.Millisecond))
+	}
+}
+
+// TestRefusedKeyIsNotRetried: a key sluice refuses ends Connect after one
+// attempt, with ErrRefused: however prompt reconnecting is, a worker with
+// a bad key does not keep knocking.
+func TestRefusedKeyIsNotRetried(t *testing.T) {
+	t.Parallel()
+	var attempts atomic.Int32
+	addr := startFake(t, func(workerv1.PullService_ConnectServer) error {
+		attempts.Add(1)
+		return status.Error(codes.Unauthenticated, "unknown worker key")
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := worker.Connect(ctx, addr, "bad", func(context.Context, worker.Job) error { return nil }, worker.ConnectOptions{Logger: quiet})
+	if !errors.Is(err, worker.ErrRefused) || attempts.Load() != 1 {
+		t.Fatalf("Connect with a refused key: %v after %d attempts, want ErrRefused after 1", err, attempts.Load())
+	}
+}
