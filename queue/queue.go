@@ -56,6 +56,9 @@ var (
 	// ErrUnavailable means the backend could not take the request now
 	// (throttled, disk full, network failure); the caller may retry.
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrTaskNotFound means a Redriver has no running move task with the
+	// given handle: it never existed, or it has finished or been cancelled.
+	ErrTaskNotFound = errors.New("no running move task with this handle")
 )
 
 // QueueSpec describes one queue. Backends that own their storage (embedded)
@@ -318,4 +321,42 @@ type Redriver interface {
 	// queue, at most maxPerSecond a second (0: the backend's default), and
 	// returns the backend's task handle.
 	StartRedrive(ctx context.Context, dlq string, maxPerSecond int) (task string, err error)
+	// ListRedrives returns dlq's recent move tasks, newest first, as the
+	// backend keeps them (SQS: at most 10, of the last 14 days).
+	ListRedrives(ctx context.Context, dlq string) ([]RedriveTask, error)
+	// CancelRedrive stops the running move task with handle task and
+	// returns how many messages it had moved; those stay moved. An error
+	// wrapping ErrTaskNotFound when no running task has that handle (the
+	// backend may instead answer ErrInvalidArgument for a task that is no
+	// longer running, or for a malformed handle).
+	CancelRedrive(ctx context.Context, task string) (moved int64, err error)
+}
+
+// RedriveStatus is the state of a move task, as SQS names it.
+type RedriveStatus string
+
+// The states of a move task. A cancelled task is CANCELLING until the
+// backend stops it.
+const (
+	RedriveRunning    RedriveStatus = "RUNNING"
+	RedriveCompleted  RedriveStatus = "COMPLETED"
+	RedriveCancelling RedriveStatus = "CANCELLING"
+	RedriveCancelled  RedriveStatus = "CANCELLED"
+	RedriveFailed     RedriveStatus = "FAILED"
+)
+
+// RedriveTask is one move task of a dead-letter queue.
+type RedriveTask struct {
+	// Task is the handle CancelRedrive takes; the backend gives it only
+	// while the task runs (SQS), so it is empty for a finished one.
+	Task   string
+	Status RedriveStatus
+	// Moved and ToMove are the backend's approximate counts: messages
+	// moved so far, and messages the task set out to move.
+	Moved, ToMove int64
+	// MaxPerSecond is the task's rate limit; 0 when the backend chose.
+	MaxPerSecond int
+	Started      time.Time
+	// FailureReason says why a FAILED task stopped.
+	FailureReason string
 }

@@ -365,6 +365,8 @@ const (
 	OpSetQueueAttributes           = "SetQueueAttributes"
 	OpStartMessageMoveTask         = "StartMessageMoveTask"
 	OpListQueues                   = "ListQueues"
+	OpListMessageMoveTasks         = "ListMessageMoveTasks"
+	OpCancelMessageMoveTask        = "CancelMessageMoveTask"
 )
 
 type op int
@@ -380,13 +382,15 @@ const (
 	opSetQueueAttributes
 	opStartMessageMoveTask
 	opListQueues
+	opListMessageMoveTasks
+	opCancelMessageMoveTask
 	numOps
 )
 
 var opNames = [numOps]string{
 	OpSendMessageBatch, OpReceiveMessage, OpDeleteMessageBatch, OpChangeMessageVisibilityBatch,
 	OpGetQueueAttributes, OpGetQueueURL, OpCreateQueue, OpSetQueueAttributes, OpStartMessageMoveTask,
-	OpListQueues,
+	OpListQueues, OpListMessageMoveTasks, OpCancelMessageMoveTask,
 }
 
 // APICalls returns the number of SQS API requests this backend has sent,
