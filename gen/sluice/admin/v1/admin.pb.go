@@ -23,6 +23,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Status is the task's state; a cancelled task is CANCELLING until the
+// backend stops it.
+type RedriveTask_Status int32
+
+const (
+	RedriveTask_STATUS_UNSPECIFIED RedriveTask_Status = 0
+	RedriveTask_STATUS_RUNNING     RedriveTask_Status = 1
+	RedriveTask_STATUS_COMPLETED   RedriveTask_Status = 2
+	RedriveTask_STATUS_CANCELLING  RedriveTask_Status = 3
+	RedriveTask_STATUS_CANCELLED   RedriveTask_Status = 4
+	RedriveTask_STATUS_FAILED      RedriveTask_Status = 5
+)
+
+// Enum value maps for RedriveTask_Status.
+var (
+	RedriveTask_Status_name = map[int32]string{
+		0: "STATUS_UNSPECIFIED",
+		1: "STATUS_RUNNING",
+		2: "STATUS_COMPLETED",
+		3: "STATUS_CANCELLING",
+		4: "STATUS_CANCELLED",
+		5: "STATUS_FAILED",
+	}
+	RedriveTask_Status_value = map[string]int32{
+		"STATUS_UNSPECIFIED": 0,
+		"STATUS_RUNNING":     1,
+		"STATUS_COMPLETED":   2,
+		"STATUS_CANCELLING":  3,
+		"STATUS_CANCELLED":   4,
+		"STATUS_FAILED":      5,
+	}
+)
+
+func (x RedriveTask_Status) Enum() *RedriveTask_Status {
+	p := new(RedriveTask_Status)
+	*p = x
+	return p
+}
+
+func (x RedriveTask_Status) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RedriveTask_Status) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_admin_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (RedriveTask_Status) Type() protoreflect.EnumType {
+	return &file_sluice_admin_v1_admin_proto_enumTypes[0]
+}
+
+func (x RedriveTask_Status) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RedriveTask_Status.Descriptor instead.
+func (RedriveTask_Status) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8, 0}
+}
+
 // State of a replay.
 type Replay_State int32
 
@@ -63,11 +123,11 @@ func (x Replay_State) String() string {
 }
 
 func (Replay_State) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_admin_v1_admin_proto_enumTypes[0].Descriptor()
+	return file_sluice_admin_v1_admin_proto_enumTypes[1].Descriptor()
 }
 
 func (Replay_State) Type() protoreflect.EnumType {
-	return &file_sluice_admin_v1_admin_proto_enumTypes[0]
+	return &file_sluice_admin_v1_admin_proto_enumTypes[1]
 }
 
 func (x Replay_State) Number() protoreflect.EnumNumber {
@@ -76,7 +136,7 @@ func (x Replay_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Replay_State.Descriptor instead.
 func (Replay_State) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{21, 0}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{26, 0}
 }
 
 // GetFairnessRequest asks for up to top tenants per lane (0: 10).
@@ -487,6 +547,304 @@ func (x *RedriveDLQResponse) GetDlq() string {
 	return ""
 }
 
+// ListRedrivesRequest names the lane whose DLQ's move tasks to list.
+type ListRedrivesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lane          string                 `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRedrivesRequest) Reset() {
+	*x = ListRedrivesRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRedrivesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRedrivesRequest) ProtoMessage() {}
+
+func (x *ListRedrivesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRedrivesRequest.ProtoReflect.Descriptor instead.
+func (*ListRedrivesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListRedrivesRequest) GetLane() string {
+	if x != nil {
+		return x.Lane
+	}
+	return ""
+}
+
+// ListRedrivesResponse lists the DLQ's move tasks, newest first.
+type ListRedrivesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dlq           string                 `protobuf:"bytes,1,opt,name=dlq,proto3" json:"dlq,omitempty"`
+	Tasks         []*RedriveTask         `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRedrivesResponse) Reset() {
+	*x = ListRedrivesResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRedrivesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRedrivesResponse) ProtoMessage() {}
+
+func (x *ListRedrivesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRedrivesResponse.ProtoReflect.Descriptor instead.
+func (*ListRedrivesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListRedrivesResponse) GetDlq() string {
+	if x != nil {
+		return x.Dlq
+	}
+	return ""
+}
+
+func (x *ListRedrivesResponse) GetTasks() []*RedriveTask {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// RedriveTask is one move task of a DLQ (SQS: an entry of
+// ListMessageMoveTasks).
+type RedriveTask struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The handle CancelRedrive takes; the backend gives it only while the
+	// task runs, so it is empty for a finished task.
+	Task   string             `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Status RedriveTask_Status `protobuf:"varint,2,opt,name=status,proto3,enum=sluice.admin.v1.RedriveTask_Status" json:"status,omitempty"`
+	// The backend's approximate counts: messages moved so far, and messages
+	// the task set out to move.
+	Moved  int64 `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`
+	ToMove int64 `protobuf:"varint,4,opt,name=to_move,json=toMove,proto3" json:"to_move,omitempty"`
+	// The task's rate limit; 0 when the backend chose.
+	MaxPerSecond int32                  `protobuf:"varint,5,opt,name=max_per_second,json=maxPerSecond,proto3" json:"max_per_second,omitempty"`
+	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// Why a FAILED task stopped, in the backend's words.
+	FailureReason string `protobuf:"bytes,7,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveTask) Reset() {
+	*x = RedriveTask{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveTask) ProtoMessage() {}
+
+func (x *RedriveTask) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveTask.ProtoReflect.Descriptor instead.
+func (*RedriveTask) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RedriveTask) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *RedriveTask) GetStatus() RedriveTask_Status {
+	if x != nil {
+		return x.Status
+	}
+	return RedriveTask_STATUS_UNSPECIFIED
+}
+
+func (x *RedriveTask) GetMoved() int64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *RedriveTask) GetToMove() int64 {
+	if x != nil {
+		return x.ToMove
+	}
+	return 0
+}
+
+func (x *RedriveTask) GetMaxPerSecond() int32 {
+	if x != nil {
+		return x.MaxPerSecond
+	}
+	return 0
+}
+
+func (x *RedriveTask) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *RedriveTask) GetFailureReason() string {
+	if x != nil {
+		return x.FailureReason
+	}
+	return ""
+}
+
+// CancelRedriveRequest names the running move task to stop.
+type CancelRedriveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A handle from RedriveDLQ or ListRedrives.
+	Task          string `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRedriveRequest) Reset() {
+	*x = CancelRedriveRequest{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRedriveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRedriveRequest) ProtoMessage() {}
+
+func (x *CancelRedriveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRedriveRequest.ProtoReflect.Descriptor instead.
+func (*CancelRedriveRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CancelRedriveRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+// CancelRedriveResponse says how far the task got.
+type CancelRedriveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Task  string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// Messages the task had moved when it was cancelled.
+	Moved         int64 `protobuf:"varint,2,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRedriveResponse) Reset() {
+	*x = CancelRedriveResponse{}
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRedriveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRedriveResponse) ProtoMessage() {}
+
+func (x *CancelRedriveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRedriveResponse.ProtoReflect.Descriptor instead.
+func (*CancelRedriveResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CancelRedriveResponse) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *CancelRedriveResponse) GetMoved() int64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
 // GetQueueStatsRequest selects queues.
 type GetQueueStatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -498,7 +856,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +868,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +881,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetQueueStatsRequest) GetQueues() []string {
@@ -543,7 +901,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +913,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +926,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetQueueStatsResponse) GetQueues() []*QueueStats {
@@ -596,7 +954,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +966,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +979,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -696,7 +1054,7 @@ type DLQFilter struct {
 
 func (x *DLQFilter) Reset() {
 	*x = DLQFilter{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +1066,7 @@ func (x *DLQFilter) String() string {
 func (*DLQFilter) ProtoMessage() {}
 
 func (x *DLQFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +1079,7 @@ func (x *DLQFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQFilter.ProtoReflect.Descriptor instead.
 func (*DLQFilter) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DLQFilter) GetLanes() []string {
@@ -782,7 +1140,7 @@ type ListDLQRequest struct {
 
 func (x *ListDLQRequest) Reset() {
 	*x = ListDLQRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +1152,7 @@ func (x *ListDLQRequest) String() string {
 func (*ListDLQRequest) ProtoMessage() {}
 
 func (x *ListDLQRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +1165,7 @@ func (x *ListDLQRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDLQRequest.ProtoReflect.Descriptor instead.
 func (*ListDLQRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListDLQRequest) GetFilter() *DLQFilter {
@@ -850,7 +1208,7 @@ type ListDLQResponse struct {
 
 func (x *ListDLQResponse) Reset() {
 	*x = ListDLQResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1220,7 @@ func (x *ListDLQResponse) String() string {
 func (*ListDLQResponse) ProtoMessage() {}
 
 func (x *ListDLQResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1233,7 @@ func (x *ListDLQResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDLQResponse.ProtoReflect.Descriptor instead.
 func (*ListDLQResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListDLQResponse) GetJobs() []*DeadLetter {
@@ -914,7 +1272,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1284,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1297,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeadLetter) GetJobId() string {
@@ -1035,7 +1393,7 @@ type ReplayDLQRequest struct {
 
 func (x *ReplayDLQRequest) Reset() {
 	*x = ReplayDLQRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1405,7 @@ func (x *ReplayDLQRequest) String() string {
 func (*ReplayDLQRequest) ProtoMessage() {}
 
 func (x *ReplayDLQRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1418,7 @@ func (x *ReplayDLQRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDLQRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDLQRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplayDLQRequest) GetFilter() *DLQFilter {
@@ -1102,7 +1460,7 @@ type ReplayDLQResponse struct {
 
 func (x *ReplayDLQResponse) Reset() {
 	*x = ReplayDLQResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1472,7 @@ func (x *ReplayDLQResponse) String() string {
 func (*ReplayDLQResponse) ProtoMessage() {}
 
 func (x *ReplayDLQResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1485,7 @@ func (x *ReplayDLQResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDLQResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDLQResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplayDLQResponse) GetReplay() *Replay {
@@ -1147,7 +1505,7 @@ type GetReplayRequest struct {
 
 func (x *GetReplayRequest) Reset() {
 	*x = GetReplayRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1517,7 @@ func (x *GetReplayRequest) String() string {
 func (*GetReplayRequest) ProtoMessage() {}
 
 func (x *GetReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1530,7 @@ func (x *GetReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplayRequest.ProtoReflect.Descriptor instead.
 func (*GetReplayRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetReplayRequest) GetReplayId() string {
@@ -1192,7 +1550,7 @@ type GetReplayResponse struct {
 
 func (x *GetReplayResponse) Reset() {
 	*x = GetReplayResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1562,7 @@ func (x *GetReplayResponse) String() string {
 func (*GetReplayResponse) ProtoMessage() {}
 
 func (x *GetReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1575,7 @@ func (x *GetReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplayResponse.ProtoReflect.Descriptor instead.
 func (*GetReplayResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetReplayResponse) GetReplay() *Replay {
@@ -1236,7 +1594,7 @@ type ListReplaysRequest struct {
 
 func (x *ListReplaysRequest) Reset() {
 	*x = ListReplaysRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1606,7 @@ func (x *ListReplaysRequest) String() string {
 func (*ListReplaysRequest) ProtoMessage() {}
 
 func (x *ListReplaysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1619,7 @@ func (x *ListReplaysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplaysRequest.ProtoReflect.Descriptor instead.
 func (*ListReplaysRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 // ListReplaysResponse lists replays, newest first, up to about 3 MiB of
@@ -1279,7 +1637,7 @@ type ListReplaysResponse struct {
 
 func (x *ListReplaysResponse) Reset() {
 	*x = ListReplaysResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1649,7 @@ func (x *ListReplaysResponse) String() string {
 func (*ListReplaysResponse) ProtoMessage() {}
 
 func (x *ListReplaysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1662,7 @@ func (x *ListReplaysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReplaysResponse.ProtoReflect.Descriptor instead.
 func (*ListReplaysResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListReplaysResponse) GetReplays() []*Replay {
@@ -1331,7 +1689,7 @@ type CancelReplayRequest struct {
 
 func (x *CancelReplayRequest) Reset() {
 	*x = CancelReplayRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1701,7 @@ func (x *CancelReplayRequest) String() string {
 func (*CancelReplayRequest) ProtoMessage() {}
 
 func (x *CancelReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1714,7 @@ func (x *CancelReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelReplayRequest.ProtoReflect.Descriptor instead.
 func (*CancelReplayRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelReplayRequest) GetReplayId() string {
@@ -1376,7 +1734,7 @@ type CancelReplayResponse struct {
 
 func (x *CancelReplayResponse) Reset() {
 	*x = CancelReplayResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1746,7 @@ func (x *CancelReplayResponse) String() string {
 func (*CancelReplayResponse) ProtoMessage() {}
 
 func (x *CancelReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1759,7 @@ func (x *CancelReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelReplayResponse.ProtoReflect.Descriptor instead.
 func (*CancelReplayResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelReplayResponse) GetReplay() *Replay {
@@ -1443,7 +1801,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1813,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1826,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Replay) GetId() string {
@@ -1586,7 +1944,7 @@ type GetTenantLimitsRequest struct {
 
 func (x *GetTenantLimitsRequest) Reset() {
 	*x = GetTenantLimitsRequest{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1956,7 @@ func (x *GetTenantLimitsRequest) String() string {
 func (*GetTenantLimitsRequest) ProtoMessage() {}
 
 func (x *GetTenantLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1969,7 @@ func (x *GetTenantLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantLimitsRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetTenantLimitsRequest) GetTenant() string {
@@ -1634,7 +1992,7 @@ type GetTenantLimitsResponse struct {
 
 func (x *GetTenantLimitsResponse) Reset() {
 	*x = GetTenantLimitsResponse{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +2004,7 @@ func (x *GetTenantLimitsResponse) String() string {
 func (*GetTenantLimitsResponse) ProtoMessage() {}
 
 func (x *GetTenantLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +2017,7 @@ func (x *GetTenantLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantLimitsResponse.ProtoReflect.Descriptor instead.
 func (*GetTenantLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetTenantLimitsResponse) GetTenant() string {
@@ -1721,7 +2079,7 @@ type TenantLimits struct {
 
 func (x *TenantLimits) Reset() {
 	*x = TenantLimits{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +2091,7 @@ func (x *TenantLimits) String() string {
 func (*TenantLimits) ProtoMessage() {}
 
 func (x *TenantLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +2104,7 @@ func (x *TenantLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantLimits.ProtoReflect.Descriptor instead.
 func (*TenantLimits) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TenantLimits) GetLane() string {
@@ -1847,7 +2205,7 @@ type TenantConfigVersion struct {
 
 func (x *TenantConfigVersion) Reset() {
 	*x = TenantConfigVersion{}
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2217,7 @@ func (x *TenantConfigVersion) String() string {
 func (*TenantConfigVersion) ProtoMessage() {}
 
 func (x *TenantConfigVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_sluice_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2230,7 @@ func (x *TenantConfigVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TenantConfigVersion.ProtoReflect.Descriptor instead.
 func (*TenantConfigVersion) Descriptor() ([]byte, []int) {
-	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_sluice_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TenantConfigVersion) GetPath() string {
@@ -1930,7 +2288,33 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\x0emax_per_second\x18\x02 \x01(\x05R\fmaxPerSecond\":\n" +
 	"\x12RedriveDLQResponse\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x10\n" +
-	"\x03dlq\x18\x02 \x01(\tR\x03dlq\".\n" +
+	"\x03dlq\x18\x02 \x01(\tR\x03dlq\")\n" +
+	"\x13ListRedrivesRequest\x12\x12\n" +
+	"\x04lane\x18\x01 \x01(\tR\x04lane\"\\\n" +
+	"\x14ListRedrivesResponse\x12\x10\n" +
+	"\x03dlq\x18\x01 \x01(\tR\x03dlq\x122\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x1c.sluice.admin.v1.RedriveTaskR\x05tasks\"\xa2\x03\n" +
+	"\vRedriveTask\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12;\n" +
+	"\x06status\x18\x02 \x01(\x0e2#.sluice.admin.v1.RedriveTask.StatusR\x06status\x12\x14\n" +
+	"\x05moved\x18\x03 \x01(\x03R\x05moved\x12\x17\n" +
+	"\ato_move\x18\x04 \x01(\x03R\x06toMove\x12$\n" +
+	"\x0emax_per_second\x18\x05 \x01(\x05R\fmaxPerSecond\x129\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12%\n" +
+	"\x0efailure_reason\x18\a \x01(\tR\rfailureReason\"\x8a\x01\n" +
+	"\x06Status\x12\x16\n" +
+	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eSTATUS_RUNNING\x10\x01\x12\x14\n" +
+	"\x10STATUS_COMPLETED\x10\x02\x12\x15\n" +
+	"\x11STATUS_CANCELLING\x10\x03\x12\x14\n" +
+	"\x10STATUS_CANCELLED\x10\x04\x12\x11\n" +
+	"\rSTATUS_FAILED\x10\x05\"*\n" +
+	"\x14CancelRedriveRequest\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\"A\n" +
+	"\x15CancelRedriveResponse\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x14\n" +
+	"\x05moved\x18\x02 \x01(\x03R\x05moved\".\n" +
 	"\x14GetQueueStatsRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\"L\n" +
 	"\x15GetQueueStatsResponse\x123\n" +
@@ -2055,7 +2439,7 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\x13TenantConfigVersion\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x127\n" +
-	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt2\xb2\x06\n" +
+	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt2\xef\a\n" +
 	"\fAdminService\x12^\n" +
 	"\rGetQueueStats\x12%.sluice.admin.v1.GetQueueStatsRequest\x1a&.sluice.admin.v1.GetQueueStatsResponse\x12L\n" +
 	"\aListDLQ\x12\x1f.sluice.admin.v1.ListDLQRequest\x1a .sluice.admin.v1.ListDLQResponse\x12R\n" +
@@ -2064,7 +2448,9 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\vListReplays\x12#.sluice.admin.v1.ListReplaysRequest\x1a$.sluice.admin.v1.ListReplaysResponse\x12[\n" +
 	"\fCancelReplay\x12$.sluice.admin.v1.CancelReplayRequest\x1a%.sluice.admin.v1.CancelReplayResponse\x12U\n" +
 	"\n" +
-	"RedriveDLQ\x12\".sluice.admin.v1.RedriveDLQRequest\x1a#.sluice.admin.v1.RedriveDLQResponse\x12d\n" +
+	"RedriveDLQ\x12\".sluice.admin.v1.RedriveDLQRequest\x1a#.sluice.admin.v1.RedriveDLQResponse\x12[\n" +
+	"\fListRedrives\x12$.sluice.admin.v1.ListRedrivesRequest\x1a%.sluice.admin.v1.ListRedrivesResponse\x12^\n" +
+	"\rCancelRedrive\x12%.sluice.admin.v1.CancelRedriveRequest\x1a&.sluice.admin.v1.CancelRedriveResponse\x12d\n" +
 	"\x0fGetTenantLimits\x12'.sluice.admin.v1.GetTenantLimitsRequest\x1a(.sluice.admin.v1.GetTenantLimitsResponse\x12X\n" +
 	"\vGetFairness\x12#.sluice.admin.v1.GetFairnessRequest\x1a$.sluice.admin.v1.GetFairnessResponseB\xb9\x01\n" +
 	"\x13com.sluice.admin.v1B\n" +
@@ -2082,86 +2468,99 @@ func file_sluice_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sluice_admin_v1_admin_proto_rawDescData
 }
 
-var file_sluice_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_sluice_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_sluice_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_sluice_admin_v1_admin_proto_goTypes = []any{
-	(Replay_State)(0),               // 0: sluice.admin.v1.Replay.State
-	(*GetFairnessRequest)(nil),      // 1: sluice.admin.v1.GetFairnessRequest
-	(*GetFairnessResponse)(nil),     // 2: sluice.admin.v1.GetFairnessResponse
-	(*LaneFairness)(nil),            // 3: sluice.admin.v1.LaneFairness
-	(*TenantFairness)(nil),          // 4: sluice.admin.v1.TenantFairness
-	(*RedriveDLQRequest)(nil),       // 5: sluice.admin.v1.RedriveDLQRequest
-	(*RedriveDLQResponse)(nil),      // 6: sluice.admin.v1.RedriveDLQResponse
-	(*GetQueueStatsRequest)(nil),    // 7: sluice.admin.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil),   // 8: sluice.admin.v1.GetQueueStatsResponse
-	(*QueueStats)(nil),              // 9: sluice.admin.v1.QueueStats
-	(*DLQFilter)(nil),               // 10: sluice.admin.v1.DLQFilter
-	(*ListDLQRequest)(nil),          // 11: sluice.admin.v1.ListDLQRequest
-	(*ListDLQResponse)(nil),         // 12: sluice.admin.v1.ListDLQResponse
-	(*DeadLetter)(nil),              // 13: sluice.admin.v1.DeadLetter
-	(*ReplayDLQRequest)(nil),        // 14: sluice.admin.v1.ReplayDLQRequest
-	(*ReplayDLQResponse)(nil),       // 15: sluice.admin.v1.ReplayDLQResponse
-	(*GetReplayRequest)(nil),        // 16: sluice.admin.v1.GetReplayRequest
-	(*GetReplayResponse)(nil),       // 17: sluice.admin.v1.GetReplayResponse
-	(*ListReplaysRequest)(nil),      // 18: sluice.admin.v1.ListReplaysRequest
-	(*ListReplaysResponse)(nil),     // 19: sluice.admin.v1.ListReplaysResponse
-	(*CancelReplayRequest)(nil),     // 20: sluice.admin.v1.CancelReplayRequest
-	(*CancelReplayResponse)(nil),    // 21: sluice.admin.v1.CancelReplayResponse
-	(*Replay)(nil),                  // 22: sluice.admin.v1.Replay
-	(*GetTenantLimitsRequest)(nil),  // 23: sluice.admin.v1.GetTenantLimitsRequest
-	(*GetTenantLimitsResponse)(nil), // 24: sluice.admin.v1.GetTenantLimitsResponse
-	(*TenantLimits)(nil),            // 25: sluice.admin.v1.TenantLimits
-	(*TenantConfigVersion)(nil),     // 26: sluice.admin.v1.TenantConfigVersion
-	nil,                             // 27: sluice.admin.v1.DeadLetter.AttributesEntry
-	(*durationpb.Duration)(nil),     // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
+	(RedriveTask_Status)(0),         // 0: sluice.admin.v1.RedriveTask.Status
+	(Replay_State)(0),               // 1: sluice.admin.v1.Replay.State
+	(*GetFairnessRequest)(nil),      // 2: sluice.admin.v1.GetFairnessRequest
+	(*GetFairnessResponse)(nil),     // 3: sluice.admin.v1.GetFairnessResponse
+	(*LaneFairness)(nil),            // 4: sluice.admin.v1.LaneFairness
+	(*TenantFairness)(nil),          // 5: sluice.admin.v1.TenantFairness
+	(*RedriveDLQRequest)(nil),       // 6: sluice.admin.v1.RedriveDLQRequest
+	(*RedriveDLQResponse)(nil),      // 7: sluice.admin.v1.RedriveDLQResponse
+	(*ListRedrivesRequest)(nil),     // 8: sluice.admin.v1.ListRedrivesRequest
+	(*ListRedrivesResponse)(nil),    // 9: sluice.admin.v1.ListRedrivesResponse
+	(*RedriveTask)(nil),             // 10: sluice.admin.v1.RedriveTask
+	(*CancelRedriveRequest)(nil),    // 11: sluice.admin.v1.CancelRedriveRequest
+	(*CancelRedriveResponse)(nil),   // 12: sluice.admin.v1.CancelRedriveResponse
+	(*GetQueueStatsRequest)(nil),    // 13: sluice.admin.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),   // 14: sluice.admin.v1.GetQueueStatsResponse
+	(*QueueStats)(nil),              // 15: sluice.admin.v1.QueueStats
+	(*DLQFilter)(nil),               // 16: sluice.admin.v1.DLQFilter
+	(*ListDLQRequest)(nil),          // 17: sluice.admin.v1.ListDLQRequest
+	(*ListDLQResponse)(nil),         // 18: sluice.admin.v1.ListDLQResponse
+	(*DeadLetter)(nil),              // 19: sluice.admin.v1.DeadLetter
+	(*ReplayDLQRequest)(nil),        // 20: sluice.admin.v1.ReplayDLQRequest
+	(*ReplayDLQResponse)(nil),       // 21: sluice.admin.v1.ReplayDLQResponse
+	(*GetReplayRequest)(nil),        // 22: sluice.admin.v1.GetReplayRequest
+	(*GetReplayResponse)(nil),       // 23: sluice.admin.v1.GetReplayResponse
+	(*ListReplaysRequest)(nil),      // 24: sluice.admin.v1.ListReplaysRequest
+	(*ListReplaysResponse)(nil),     // 25: sluice.admin.v1.ListReplaysResponse
+	(*CancelReplayRequest)(nil),     // 26: sluice.admin.v1.CancelReplayRequest
+	(*CancelReplayResponse)(nil),    // 27: sluice.admin.v1.CancelReplayResponse
+	(*Replay)(nil),                  // 28: sluice.admin.v1.Replay
+	(*GetTenantLimitsRequest)(nil),  // 29: sluice.admin.v1.GetTenantLimitsRequest
+	(*GetTenantLimitsResponse)(nil), // 30: sluice.admin.v1.GetTenantLimitsResponse
+	(*TenantLimits)(nil),            // 31: sluice.admin.v1.TenantLimits
+	(*TenantConfigVersion)(nil),     // 32: sluice.admin.v1.TenantConfigVersion
+	nil,                             // 33: sluice.admin.v1.DeadLetter.AttributesEntry
+	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
 }
 var file_sluice_admin_v1_admin_proto_depIdxs = []int32{
-	3,  // 0: sluice.admin.v1.GetFairnessResponse.lanes:type_name -> sluice.admin.v1.LaneFairness
-	4,  // 1: sluice.admin.v1.LaneFairness.tenants:type_name -> sluice.admin.v1.TenantFairness
-	9,  // 2: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
-	28, // 3: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
-	29, // 4: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
-	29, // 5: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
-	10, // 6: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
-	13, // 7: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
-	29, // 8: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
-	27, // 9: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
-	10, // 10: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
-	22, // 11: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
-	22, // 12: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
-	22, // 13: sluice.admin.v1.ListReplaysResponse.replays:type_name -> sluice.admin.v1.Replay
-	22, // 14: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
-	0,  // 15: sluice.admin.v1.Replay.state:type_name -> sluice.admin.v1.Replay.State
-	10, // 16: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
-	29, // 17: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
-	29, // 18: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
-	25, // 19: sluice.admin.v1.GetTenantLimitsResponse.limits:type_name -> sluice.admin.v1.TenantLimits
-	26, // 20: sluice.admin.v1.GetTenantLimitsResponse.config:type_name -> sluice.admin.v1.TenantConfigVersion
-	29, // 21: sluice.admin.v1.TenantConfigVersion.loaded_at:type_name -> google.protobuf.Timestamp
-	7,  // 22: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
-	11, // 23: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
-	14, // 24: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
-	16, // 25: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
-	18, // 26: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
-	20, // 27: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
-	5,  // 28: sluice.admin.v1.AdminService.RedriveDLQ:input_type -> sluice.admin.v1.RedriveDLQRequest
-	23, // 29: sluice.admin.v1.AdminService.GetTenantLimits:input_type -> sluice.admin.v1.GetTenantLimitsRequest
-	1,  // 30: sluice.admin.v1.AdminService.GetFairness:input_type -> sluice.admin.v1.GetFairnessRequest
-	8,  // 31: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
-	12, // 32: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
-	15, // 33: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
-	17, // 34: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
-	19, // 35: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
-	21, // 36: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
-	6,  // 37: sluice.admin.v1.AdminService.RedriveDLQ:output_type -> sluice.admin.v1.RedriveDLQResponse
-	24, // 38: sluice.admin.v1.AdminService.GetTenantLimits:output_type -> sluice.admin.v1.GetTenantLimitsResponse
-	2,  // 39: sluice.admin.v1.AdminService.GetFairness:output_type -> sluice.admin.v1.GetFairnessResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	4,  // 0: sluice.admin.v1.GetFairnessResponse.lanes:type_name -> sluice.admin.v1.LaneFairness
+	5,  // 1: sluice.admin.v1.LaneFairness.tenants:type_name -> sluice.admin.v1.TenantFairness
+	10, // 2: sluice.admin.v1.ListRedrivesResponse.tasks:type_name -> sluice.admin.v1.RedriveTask
+	0,  // 3: sluice.admin.v1.RedriveTask.status:type_name -> sluice.admin.v1.RedriveTask.Status
+	34, // 4: sluice.admin.v1.RedriveTask.started_at:type_name -> google.protobuf.Timestamp
+	15, // 5: sluice.admin.v1.GetQueueStatsResponse.queues:type_name -> sluice.admin.v1.QueueStats
+	35, // 6: sluice.admin.v1.QueueStats.oldest_age:type_name -> google.protobuf.Duration
+	34, // 7: sluice.admin.v1.DLQFilter.enqueued_after:type_name -> google.protobuf.Timestamp
+	34, // 8: sluice.admin.v1.DLQFilter.enqueued_before:type_name -> google.protobuf.Timestamp
+	16, // 9: sluice.admin.v1.ListDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	19, // 10: sluice.admin.v1.ListDLQResponse.jobs:type_name -> sluice.admin.v1.DeadLetter
+	34, // 11: sluice.admin.v1.DeadLetter.enqueued_at:type_name -> google.protobuf.Timestamp
+	33, // 12: sluice.admin.v1.DeadLetter.attributes:type_name -> sluice.admin.v1.DeadLetter.AttributesEntry
+	16, // 13: sluice.admin.v1.ReplayDLQRequest.filter:type_name -> sluice.admin.v1.DLQFilter
+	28, // 14: sluice.admin.v1.ReplayDLQResponse.replay:type_name -> sluice.admin.v1.Replay
+	28, // 15: sluice.admin.v1.GetReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	28, // 16: sluice.admin.v1.ListReplaysResponse.replays:type_name -> sluice.admin.v1.Replay
+	28, // 17: sluice.admin.v1.CancelReplayResponse.replay:type_name -> sluice.admin.v1.Replay
+	1,  // 18: sluice.admin.v1.Replay.state:type_name -> sluice.admin.v1.Replay.State
+	16, // 19: sluice.admin.v1.Replay.filter:type_name -> sluice.admin.v1.DLQFilter
+	34, // 20: sluice.admin.v1.Replay.started_at:type_name -> google.protobuf.Timestamp
+	34, // 21: sluice.admin.v1.Replay.finished_at:type_name -> google.protobuf.Timestamp
+	31, // 22: sluice.admin.v1.GetTenantLimitsResponse.limits:type_name -> sluice.admin.v1.TenantLimits
+	32, // 23: sluice.admin.v1.GetTenantLimitsResponse.config:type_name -> sluice.admin.v1.TenantConfigVersion
+	34, // 24: sluice.admin.v1.TenantConfigVersion.loaded_at:type_name -> google.protobuf.Timestamp
+	13, // 25: sluice.admin.v1.AdminService.GetQueueStats:input_type -> sluice.admin.v1.GetQueueStatsRequest
+	17, // 26: sluice.admin.v1.AdminService.ListDLQ:input_type -> sluice.admin.v1.ListDLQRequest
+	20, // 27: sluice.admin.v1.AdminService.ReplayDLQ:input_type -> sluice.admin.v1.ReplayDLQRequest
+	22, // 28: sluice.admin.v1.AdminService.GetReplay:input_type -> sluice.admin.v1.GetReplayRequest
+	24, // 29: sluice.admin.v1.AdminService.ListReplays:input_type -> sluice.admin.v1.ListReplaysRequest
+	26, // 30: sluice.admin.v1.AdminService.CancelReplay:input_type -> sluice.admin.v1.CancelReplayRequest
+	6,  // 31: sluice.admin.v1.AdminService.RedriveDLQ:input_type -> sluice.admin.v1.RedriveDLQRequest
+	8,  // 32: sluice.admin.v1.AdminService.ListRedrives:input_type -> sluice.admin.v1.ListRedrivesRequest
+	11, // 33: sluice.admin.v1.AdminService.CancelRedrive:input_type -> sluice.admin.v1.CancelRedriveRequest
+	29, // 34: sluice.admin.v1.AdminService.GetTenantLimits:input_type -> sluice.admin.v1.GetTenantLimitsRequest
+	2,  // 35: sluice.admin.v1.AdminService.GetFairness:input_type -> sluice.admin.v1.GetFairnessRequest
+	14, // 36: sluice.admin.v1.AdminService.GetQueueStats:output_type -> sluice.admin.v1.GetQueueStatsResponse
+	18, // 37: sluice.admin.v1.AdminService.ListDLQ:output_type -> sluice.admin.v1.ListDLQResponse
+	21, // 38: sluice.admin.v1.AdminService.ReplayDLQ:output_type -> sluice.admin.v1.ReplayDLQResponse
+	23, // 39: sluice.admin.v1.AdminService.GetReplay:output_type -> sluice.admin.v1.GetReplayResponse
+	25, // 40: sluice.admin.v1.AdminService.ListReplays:output_type -> sluice.admin.v1.ListReplaysResponse
+	27, // 41: sluice.admin.v1.AdminService.CancelReplay:output_type -> sluice.admin.v1.CancelReplayResponse
+	7,  // 42: sluice.admin.v1.AdminService.RedriveDLQ:output_type -> sluice.admin.v1.RedriveDLQResponse
+	9,  // 43: sluice.admin.v1.AdminService.ListRedrives:output_type -> sluice.admin.v1.ListRedrivesResponse
+	12, // 44: sluice.admin.v1.AdminService.CancelRedrive:output_type -> sluice.admin.v1.CancelRedriveResponse
+	30, // 45: sluice.admin.v1.AdminService.GetTenantLimits:output_type -> sluice.admin.v1.GetTenantLimitsResponse
+	3,  // 46: sluice.admin.v1.AdminService.GetFairness:output_type -> sluice.admin.v1.GetFairnessResponse
+	36, // [36:47] is the sub-list for method output_type
+	25, // [25:36] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sluice_admin_v1_admin_proto_init() }
@@ -2174,8 +2573,8 @@ func file_sluice_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_admin_v1_admin_proto_rawDesc), len(file_sluice_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   27,
+			NumEnums:      2,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

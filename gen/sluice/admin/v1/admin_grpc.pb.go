@@ -26,6 +26,8 @@ const (
 	AdminService_ListReplays_FullMethodName     = "/sluice.admin.v1.AdminService/ListReplays"
 	AdminService_CancelReplay_FullMethodName    = "/sluice.admin.v1.AdminService/CancelReplay"
 	AdminService_RedriveDLQ_FullMethodName      = "/sluice.admin.v1.AdminService/RedriveDLQ"
+	AdminService_ListRedrives_FullMethodName    = "/sluice.admin.v1.AdminService/ListRedrives"
+	AdminService_CancelRedrive_FullMethodName   = "/sluice.admin.v1.AdminService/CancelRedrive"
 	AdminService_GetTenantLimits_FullMethodName = "/sluice.admin.v1.AdminService/GetTenantLimits"
 	AdminService_GetFairness_FullMethodName     = "/sluice.admin.v1.AdminService/GetFairness"
 )
@@ -60,6 +62,15 @@ type AdminServiceClient interface {
 	// failures: use ReplayDLQ for those. FAILED_PRECONDITION on a backend
 	// without a native move task.
 	RedriveDLQ(ctx context.Context, in *RedriveDLQRequest, opts ...grpc.CallOption) (*RedriveDLQResponse, error)
+	// ListRedrives lists the move tasks of a lane's DLQ, newest first, as the
+	// backend keeps them (SQS: up to 10, of the last 14 days), with their
+	// progress. FAILED_PRECONDITION on a backend without a native move task.
+	ListRedrives(ctx context.Context, in *ListRedrivesRequest, opts ...grpc.CallOption) (*ListRedrivesResponse, error)
+	// CancelRedrive stops a running move task; messages already moved stay
+	// moved, the rest stay in the DLQ. NOT_FOUND when no running task has
+	// the handle (it finished, or was cancelled), FAILED_PRECONDITION on a
+	// backend without a native move task.
+	CancelRedrive(ctx context.Context, in *CancelRedriveRequest, opts ...grpc.CallOption) (*CancelRedriveResponse, error)
 	// GetTenantLimits reports the limits in effect for a tenant (its tier's
 	// values with its own overrides) in the tenant config this process has
 	// loaded, and which version of the file that is. NOT_FOUND for a tenant
@@ -151,6 +162,26 @@ func (c *adminServiceClient) RedriveDLQ(ctx context.Context, in *RedriveDLQReque
 	return out, nil
 }
 
+func (c *adminServiceClient) ListRedrives(ctx context.Context, in *ListRedrivesRequest, opts ...grpc.CallOption) (*ListRedrivesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRedrivesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListRedrives_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CancelRedrive(ctx context.Context, in *CancelRedriveRequest, opts ...grpc.CallOption) (*CancelRedriveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelRedriveResponse)
+	err := c.cc.Invoke(ctx, AdminService_CancelRedrive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) GetTenantLimits(ctx context.Context, in *GetTenantLimitsRequest, opts ...grpc.CallOption) (*GetTenantLimitsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetTenantLimitsResponse)
@@ -201,6 +232,15 @@ type AdminServiceServer interface {
 	// failures: use ReplayDLQ for those. FAILED_PRECONDITION on a backend
 	// without a native move task.
 	RedriveDLQ(context.Context, *RedriveDLQRequest) (*RedriveDLQResponse, error)
+	// ListRedrives lists the move tasks of a lane's DLQ, newest first, as the
+	// backend keeps them (SQS: up to 10, of the last 14 days), with their
+	// progress. FAILED_PRECONDITION on a backend without a native move task.
+	ListRedrives(context.Context, *ListRedrivesRequest) (*ListRedrivesResponse, error)
+	// CancelRedrive stops a running move task; messages already moved stay
+	// moved, the rest stay in the DLQ. NOT_FOUND when no running task has
+	// the handle (it finished, or was cancelled), FAILED_PRECONDITION on a
+	// backend without a native move task.
+	CancelRedrive(context.Context, *CancelRedriveRequest) (*CancelRedriveResponse, error)
 	// GetTenantLimits reports the limits in effect for a tenant (its tier's
 	// values with its own overrides) in the tenant config this process has
 	// loaded, and which version of the file that is. NOT_FOUND for a tenant
@@ -242,6 +282,12 @@ func (UnimplementedAdminServiceServer) CancelReplay(context.Context, *CancelRepl
 }
 func (UnimplementedAdminServiceServer) RedriveDLQ(context.Context, *RedriveDLQRequest) (*RedriveDLQResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RedriveDLQ not implemented")
+}
+func (UnimplementedAdminServiceServer) ListRedrives(context.Context, *ListRedrivesRequest) (*ListRedrivesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRedrives not implemented")
+}
+func (UnimplementedAdminServiceServer) CancelRedrive(context.Context, *CancelRedriveRequest) (*CancelRedriveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelRedrive not implemented")
 }
 func (UnimplementedAdminServiceServer) GetTenantLimits(context.Context, *GetTenantLimitsRequest) (*GetTenantLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTenantLimits not implemented")
@@ -396,6 +442,42 @@ func _AdminService_RedriveDLQ_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListRedrives_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRedrivesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListRedrives(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListRedrives_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListRedrives(ctx, req.(*ListRedrivesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CancelRedrive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRedriveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CancelRedrive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CancelRedrive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CancelRedrive(ctx, req.(*CancelRedriveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_GetTenantLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetTenantLimitsRequest)
 	if err := dec(in); err != nil {
@@ -466,6 +548,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RedriveDLQ",
 			Handler:    _AdminService_RedriveDLQ_Handler,
+		},
+		{
+			MethodName: "ListRedrives",
+			Handler:    _AdminService_ListRedrives_Handler,
+		},
+		{
+			MethodName: "CancelRedrive",
+			Handler:    _AdminService_CancelRedrive_Handler,
 		},
 		{
 			MethodName: "GetTenantLimits",
