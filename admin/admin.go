@@ -360,15 +360,22 @@ func badRequest(v []*errdetails.BadRequest_FieldViolation) error {
 // SQS server without StartMessageMoveTask answered "Unknown action", and
 // was told to try again.
 func redriveError(dlq string, err error) error {
+	return moveTaskError("start redrive of "+dlq, "sqs:StartMessageMoveTask and sqs:GetQueueAttributes", err)
+}
+
+// moveTaskError is the answer to a call on the backend's move tasks (of
+// what) that failed, as redriveError says; actions are the IAM actions
+// the call needs on the DLQ.
+func moveTaskError(what, actions string, err error) error {
 	switch {
 	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return status.Errorf(codes.Unavailable, "start redrive of %s: %v", dlq, err)
+		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
 	case errors.Is(err, queue.ErrQueueNotFound):
-		return status.Errorf(codes.FailedPrecondition, "start redrive of %s: %v (the DLQ does not exist: apply the Terraform module, or start sluice with --create-queues)", dlq, err)
+		return status.Errorf(codes.FailedPrecondition, "%s: %v (the DLQ does not exist: apply the Terraform module, or start sluice with --create-queues)", what, err)
 	}
-	return status.Errorf(codes.FailedPrecondition, "start redrive of %s: the backend refused it: %v "+
-		"(a retry will not help: check that this process may call sqs:StartMessageMoveTask and sqs:GetQueueAttributes on the DLQ; "+
-		"a local SQS server may not offer message move tasks: use sluicectl dlq replay instead)", dlq, err)
+	return status.Errorf(codes.FailedPrecondition, "%s: the backend refused it: %v "+
+		"(a retry will not help: check that this process may call %s on the DLQ; "+
+		"a local SQS server may not offer message move tasks: use sluicectl dlq replay instead)", what, err, actions)
 }
 
 // RedriveDLQ starts the backend's native move of a lane's whole DLQ back to
