@@ -670,7 +670,7 @@ func setupDLQStatus(fs *flag.FlagSet) runFunc {
 			return printJSON(c.out, resp)
 		}
 		if len(resp.GetReplays()) == 0 {
-			fmt.Fprintln(c.out, "(no replays on this drainer)")
+			fmt.Fprintln(c.out, "(no replays on this drainer; a whole-DLQ redrive is followed with: sluicectl dlq redrive --lane L --status)")
 			return nil
 		}
 		if err := printReplays(c.out, resp.GetReplays()); err != nil {
@@ -702,17 +702,31 @@ func setupDLQCancel(fs *flag.FlagSet) runFunc {
 }
 
 func setupDLQRedrive(fs *flag.FlagSet) runFunc {
-	var lane string
+	var lane, cancelTask string
 	var rate int
+	var showStatus bool
 	return adminCommand(func(fs *flag.FlagSet) {
-		fs.StringVar(&lane, "lane", "", "lane whose whole DLQ to redrive (required)")
+		fs.StringVar(&lane, "lane", "", "lane whose whole DLQ to redrive, or whose redrives --status lists (required but with --cancel)")
 		fs.IntVar(&rate, "rate", 0, "messages per second, 1-500 (default: as fast as SQS allows)")
+		fs.BoolVar(&showStatus, "status", false, "list the lane's redrive tasks, newest first, with their progress, instead of starting one")
+		fs.StringVar(&cancelTask, "cancel", "", "stop the running redrive `task` (the handle printed at its start, or by --status); messages moved stay moved")
 	}, func(c *admin, _ *env, args []string) error {
-		if err := wantArgs(args, 0, "dlq redrive takes flags only: --lane L [--rate N]"); err != nil {
+		if err := wantArgs(args, 0, "dlq redrive takes flags only: --lane L [--rate N], --lane L --status, or --cancel TASK"); err != nil {
 			return err
 		}
-		if lane == "" {
+		switch {
+		case showStatus && cancelTask != "":
+			return errors.New("give --status or --cancel, not both")
+		case (showStatus || cancelTask != "") && rate != 0:
+			return errors.New("--rate is for starting a redrive; it goes with neither --status nor --cancel")
+		case cancelTask != "":
+			return cancelRedrive(c, lane, cancelTask)
+		case lane == "" && showStatus:
+			return errors.New("give --lane: the lane whose redrives to list")
+		case lane == "":
 			return errors.New("give --lane: the lane whose whole DLQ to redrive")
+		case showStatus:
+			return redriveStatus(c, lane)
 		}
 		if rate < 0 || rate > 500 {
 			return fmt.Errorf("--rate %d: give 1 to 500 messages per second, or 0 for as fast as SQS allows", rate)
@@ -727,8 +741,67 @@ func setupDLQRedrive(fs *flag.FlagSet) runFunc {
 			return printJSON(c.out, resp)
 		}
 		fmt.Fprintf(c.out, "redrive of %s started: task %s\n", resp.GetDlq(), resp.GetTask())
+		fmt.Fprintf(c.out, "follow it with: sluicectl dlq redrive --lane %s --status\n", lane)
+		fmt.Fprintf(c.out, "stop it with:   sluicectl dlq redrive --cancel %s\n", resp.GetTask())
 		return nil
 	})(fs)
+}
+
+func redriveStatus(c *admin, lane string) error {
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.ListRedrives(ctx, &adminv1.ListRedrivesRequest{Lane: lane})
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.json {
+		return printJSON(c.out, resp)
+	}
+	if len(resp.GetTasks()) == 0 {
+		fmt.Fprintf(c.out, "(no redrives of %s on record; SQS keeps those of the last 14 days)\n", resp.GetDlq())
+		return nil
+	}
+	return printRedrives(c.out, resp.GetTasks())
+}
+
+func cancelRedrive(c *admin, lane, task string) error {
+	ctx, cancel := c.call()
+	defer cancel()
+	resp, err := c.client.CancelRedrive(ctx, &adminv1.CancelRedriveRequest{Task: task})
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.json {
+		return printJSON(c.out, resp)
+	}
+	fmt.Fprintf(c.out, "redrive task %s cancelled after moving %d messages; those stay moved, the rest stay in the DLQ\n", resp.GetTask(), resp.GetMoved())
+	fmt.Fprintf(c.out, "SQS stops it shortly (CANCELLING, then CANCELLED): sluicectl dlq redrive --lane %s --status\n", cmp.Or(lane, "L"))
+	return nil
+}
+
+// RedriveStatus is a redrive task's status in lower case: running,
+// completed, cancelling, cancelled or failed.
+func RedriveStatus(r *adminv1.RedriveTask) string {
+	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "STATUS_"))
+}
+
+// printRedrives prints redrive tasks, the handle last: it is a few hundred
+// characters, and only a running task has one.
+func printRedrives(w io.Writer, ts []*adminv1.RedriveTask) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATUS\tMOVED\tTO MOVE\tRATE\tSTARTED\tFAILURE\tTASK")
+	for _, r := range ts {
+		rate, started := "max", "-"
+		if n := r.GetMaxPerSecond(); n > 0 {
+			rate = fmt.Sprintf("%d/s", n)
+		}
+		if r.GetStartedAt() != nil {
+			started = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", RedriveStatus(r), r.GetMoved(), r.GetToMove(), rate, started,
+			cmp.Or(r.GetFailureReason(), "-"), cmp.Or(r.GetTask(), "-"))
+	}
+	return tw.Flush()
 }
 
 // ReplayState is a replay's state in lower case: running, done, cancelled

@@ -55,7 +55,7 @@ func init() {
 		{"dlq replay", "", "replay dead-lettered jobs (--dry-run to preview)", setupDLQReplay},
 		{"dlq status", "[replay-id]", "a replay's progress, or every replay", setupDLQStatus},
 		{"dlq cancel", "replay-id", "stop a running replay", setupDLQCancel},
-		{"dlq redrive", "", "move a lane's whole DLQ back with SQS's native move task", setupDLQRedrive},
+		{"dlq redrive", "", "move a lane's whole DLQ back with SQS's native move task; --status follows it, --cancel stops it", setupDLQRedrive},
 		{"worker", "", "serve a worker that logs each job it is given (for trying sluice out)", setupWorker},
 		{"completion", "bash|zsh|fish", "print a shell completion script", setupCompletion},
 	}
