@@ -77,9 +77,9 @@ func (a *Server) CancelRedrive(ctx context.Context, req *adminv1.CancelRedriveRe
 	moved, err := redriver.CancelRedrive(ctx, task)
 	switch {
 	case errors.Is(err, queue.ErrTaskNotFound):
-		return nil, status.Errorf(codes.NotFound, "cancel redrive: %v (it has finished or was cancelled, or the handle is wrong: ListRedrives shows the lane's tasks)", err)
+		return nil, status.Errorf(codes.NotFound, "cancel redrive: %v (it has finished or was cancelled, or the handle is wrong: sluicectl dlq redrive --lane L --status lists the lane's tasks)", err)
 	case errors.Is(err, queue.ErrInvalidArgument):
-		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("task", "is not the handle of a running redrive task: %v (ListRedrives gives the handle of a running one)", err)})
+		return nil, badRequest([]*errdetails.BadRequest_FieldViolation{violation("task", "is not the handle of a running redrive task: %v (sluicectl dlq redrive --lane L --status shows the handle of a running one)", err)})
 	case err != nil:
 		return nil, moveTaskError("cancel redrive", "sqs:CancelMessageMoveTask", err)
 	}
