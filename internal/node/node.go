@@ -293,7 +293,8 @@ func waitForQueues(ctx context.Context, b queue.Backend, names []string, wait ti
 // longer count but that still hold jobs (a lane's shards were lowered):
 // the drainers read them until they are empty and the high-water mark
 // counts their jobs; no new job goes to them. It looks only if the backend
-// can list its queues, and logs each lane that has some. A failure to
+// can list its queues, and logs each lane that has some, and the queues
+// that hold jobs no lane of topo delivers (warnStranded). A failure to
 // look is logged, and topo returned as it is.
 func WithRetiredShards(ctx context.Context, b queue.Backend, topo topology.Topology, log *slog.Logger) topology.Topology {
 	lister, ok := b.(queue.Lister)
@@ -313,6 +314,7 @@ func WithRetiredShards(ctx context.Context, b queue.Backend, topo topology.Topol
 			}
 		}
 	}
+	warnStranded(ctx, b, lister, topo, names, past, log)
 	if len(past) == 0 {
 		return topo
 	}
@@ -343,6 +345,62 @@ func WithRetiredShards(ctx context.Context, b queue.Backend, topo topology.Topol
 		log.WarnContext(ctx, "the lane has fewer shards than before and its removed shard queues hold jobs: they are drained, and get no new job", slog.String("lane", l.Name), slog.Int("shards", l.Shards), slog.Any("retired_queues", queues), slog.Int64("jobs", n))
 	}
 	return out
+}
+
+// warnStranded logs the queues that hold jobs no process of this
+// topology delivers: those under its prefix that no lane names (a lane
+// removed from --queues while it held jobs) and, on the embedded store,
+// which holds sluice's queues only, those under another prefix (the
+// prefix changed). Such jobs sat there without a word (found in a
+// walkthrough). names are the queues under topo's prefix; past are the
+// shard queues past their lane's shards, which are drained.
+func warnStranded(ctx context.Context, b queue.Backend, lister queue.Lister, topo topology.Topology, names, past []string, log *slog.Logger) {
+	known := map[string]bool{}
+	for _, n := range topo.Names() {
+		known[n] = true
+	}
+	for _, n := range past {
+		known[n] = true
+	}
+	var other []string
+	for _, n := range names {
+		if !known[n] {
+			other = append(other, n)
+		}
+	}
+	if _, embedded := b.(*embeddedqueue.Backend); embedded {
+		all, err := lister.ListQueues(ctx, "")
+		if err != nil {
+			log.WarnContext(ctx, "could not list the queues to find those of another prefix", slog.Any("error", err))
+		}
+		for _, n := range all {
+			if !strings.HasPrefix(n, topo.Prefix+"-") {
+				other = append(other, n)
+			}
+		}
+	}
+	if len(other) == 0 {
+		return
+	}
+	stats, err := b.Stats(ctx, &queue.StatsParams{Queues: other})
+	if err != nil {
+		log.WarnContext(ctx, "could not count the jobs in queues that no lane of --queues names", slog.Any("queues", other), slog.Any("error", err))
+		return
+	}
+	var stranded []string
+	var jobs int64
+	for i, st := range stats {
+		if n := st.Visible + st.InFlight + st.Delayed; n > 0 {
+			stranded = append(stranded, fmt.Sprintf("%s (%d)", other[i], n))
+			jobs += n
+		}
+	}
+	if len(stranded) > 0 {
+		log.WarnContext(ctx, "queues that no lane of --queues names hold jobs, and nothing here delivers them: "+
+			"a lane removed, or the prefix changed, while they held jobs; put the lane (or the prefix) back until they are empty "+
+			"(unless another deployment with its own --queues uses them)",
+			slog.String("prefix", topo.Prefix), slog.Any("queues", stranded), slog.Int64("jobs", jobs))
+	}
 }
 
 // Target names where drainers deliver: at most one of a gRPC worker

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/queue"
@@ -46,5 +48,61 @@ func TestWithRetiredShards(t *testing.T) {
 		if l, _ := got.Lane(lane); l.RetiredShards != want || l.Shards != 2 {
 			t.Errorf("lane %s: shards %d, retired %d; want 2 and %d", lane, l.Shards, l.RetiredShards, want)
 		}
+	}
+}
+
+// TestStrandedQueuesAreNamed: jobs in the queues of a lane removed from
+// --queues, or under a prefix no longer used, were never delivered and
+// nothing was logged (found in a walkthrough). The start warns, naming
+// each queue that holds jobs and how many; empty ones are not named, and
+// a topology that names every queue warns of nothing.
+func TestStrandedQueuesAreNamed(t *testing.T) {
+	t.Parallel()
+	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	parse := func(yaml string) topology.Topology {
+		topo, err := topology.Parse([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return topo
+	}
+	both := parse("lanes:\n  - name: std\n    shards: 2\n  - name: bulk\n    shards: 2\n")
+	if err := b.EnsureQueues(t.Context(), both.Specs()); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{both.ShardQueue("bulk", 0), both.ShardQueue("bulk", 0), both.ShardQueue("bulk", 1), both.ShardQueue("std", 1)} {
+		if _, err := b.Send(t.Context(), &queue.SendParams{Queue: q, Entries: []queue.SendEntry{{ID: "0", Body: []byte("x")}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, yaml string
+		want       []string // in the warning; nil: no warning
+	}{
+		{"every lane named", "lanes:\n  - name: std\n    shards: 2\n  - name: bulk\n    shards: 2\n", nil},
+		{"a lane removed", "lanes:\n  - name: std\n    shards: 2\n", []string{"sluice-bulk-shard-00 (2)", "sluice-bulk-shard-01 (1)", `"jobs":3`}},
+		{"the prefix changed", "prefix: other\nlanes:\n  - name: std\n    shards: 2\n  - name: bulk\n    shards: 2\n", []string{"sluice-bulk-shard-00 (2)", "sluice-std-shard-01 (1)", `"jobs":4`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			WithRetiredShards(t.Context(), b, parse(tc.yaml), slog.New(slog.NewJSONHandler(&logs, nil)))
+			warned := strings.Contains(logs.String(), "nothing here delivers them")
+			if warned != (tc.want != nil) {
+				t.Fatalf("log %q: warned %t, want %t", logs.String(), warned, tc.want != nil)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("warning %q does not name %q", logs.String(), w)
+				}
+			}
+			if strings.Contains(logs.String(), "dlq") || strings.Contains(logs.String(), "spillover") {
+				t.Errorf("warning %q names empty queues", logs.String())
+			}
+		})
 	}
 }
