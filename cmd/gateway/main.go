@@ -193,6 +193,10 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 		// The in-process drainers count deliveries in the same metrics:
 		// backlog refusals' retry hints follow what they achieve.
 		gwCfg.DrainRate = metrics.NewDeliveryRate(obs.Metrics.Delivered, 0).Rate
+	} else if c.backend.Kind == "embedded" {
+		// It took jobs without a word, and a drainer cannot open the
+		// store while it runs (found in a walkthrough).
+		log.Warn(undrainedEmbedded)
 	}
 	gw, err := gateway.New(gwCfg)
 	if err != nil {
@@ -312,10 +316,18 @@ func openTenants(c config, topo topology.Topology) (*tenant.Live, string, error)
 	return live, key, err
 }
 
+// undrainedEmbedded is the warning of a gateway on the embedded backend
+// started with --drain=false.
+const undrainedEmbedded = "--drain=false on the embedded backend: nothing delivers the jobs this gateway accepts while it runs " +
+	"(no other process can open its data directory), and it serves no admin API, worker listener or console; " +
+	"restart it without --drain=false to deliver them"
+
 // describe says in a few words where jobs go.
 func describe(c config) string {
 	var delivery string
 	switch {
+	case !c.drain && c.backend.Kind == "embedded":
+		delivery = "no drainers: jobs wait until this gateway runs without --drain=false (no other process can open its data directory)"
 	case !c.drain:
 		delivery = "no drainers in this process (run cmd/drainer)"
 	case c.target.WorkerAddr != "":

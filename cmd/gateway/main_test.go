@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/flagconf/flagconftest"
 )
@@ -245,4 +247,52 @@ func TestShortAdminKeyRefusedAtStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUndrainedEmbeddedGatewaySaysSo: --drain=false on the embedded
+// backend took jobs without a word, though nothing can deliver them while
+// it runs (a drainer cannot open its data directory), and it serves no
+// admin API or console (found in a walkthrough). It warns at start, and
+// its banner does not send the user to cmd/drainer.
+func TestUndrainedEmbeddedGatewaySaysSo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	var logs, out lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--data-dir", t.TempDir(), "--drain=false", "--listen", "127.0.0.1:0", "--metrics-listen", ""}, nil, &out, &logs)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "sluice is running") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !strings.Contains(logs.String(), "--drain=false on the embedded backend: nothing delivers the jobs") {
+		t.Errorf("start-up log does not warn that nothing delivers the jobs:\n%s", logs.String())
+	}
+	if !strings.Contains(out.String(), "no drainers: jobs wait until this gateway runs without --drain=false") || strings.Contains(out.String(), "cmd/drainer") {
+		t.Errorf("banner:\n%s\nwant it to say the jobs wait for this gateway, not for cmd/drainer", out.String())
+	}
+}
+
+// lockedBuffer is a strings.Builder that a process's goroutines may write
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
