@@ -12,7 +12,9 @@
 //
 // Flags: --addr (SLUICE_PULL_ADDR, default 127.0.0.1:7072, the gateway's
 // --worker-listen), --key (SLUICE_WORKER_KEY; default: the development key
-// in --data-dir's worker-key), --concurrency. With --listen ADDR
+// in --data-dir's worker-key), --concurrency, and for a --worker-listen
+// that serves TLS --tls-ca (the CA of sluice's certificate) with, for
+// mutual TLS, --tls-cert and --tls-key. With --listen ADDR
 // (SLUICE_PUSH_LISTEN) it serves sluice.worker.v1.WorkerService for the
 // gateway's --worker-addr instead (push), with --tls-cert and --tls-key to
 // serve TLS, plus --tls-client-ca to require the drainers' client
@@ -38,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/worker"
 )
 
@@ -60,9 +63,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	concurrency := fs.Int("concurrency", 8, "most jobs run at once")
 	envListen, oldListen := envNewOrOld("SLUICE_PUSH_LISTEN", "SLUICE_WORKER_LISTEN")
 	listen := fs.String("listen", envListen, "serve the push worker API on this address instead of pulling (give the gateway --worker-addr it)")
-	tlsCert := fs.String("tls-cert", "", "PEM certificate to serve TLS with; empty serves plain text")
+	tlsCA := fs.String("tls-ca", "", "pulling: PEM CA bundle that signed sluice's --tls-cert; pulls over TLS (empty and no --tls-cert: plain text)")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate: with --listen, to serve TLS with; pulling, the client certificate for mutual TLS")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
-	tlsClientCA := fs.String("tls-client-ca", "", "PEM CA bundle: require drainers to present a certificate it signed")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --listen: PEM CA bundle; require drainers to present a certificate it signed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,14 +88,31 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			k = strings.TrimSpace(string(b))
 		}
-		logger.Printf("pulling jobs from %s, %d at a time", *addr, *concurrency)
-		err := worker.Connect(ctx, *addr, k, handler(logger), worker.ConnectOptions{
+		opts := worker.ConnectOptions{
 			Concurrency: *concurrency,
-			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-			OnSession:   func(id string) { logger.Printf("connected (session %s)", id) },
-		})
+			// Warnings show why no job comes: a refused key, a TLS
+			// mismatch, sluice not there (they were discarded, and a
+			// worker that could not connect said nothing).
+			Logger:    slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			OnSession: func(id string) { logger.Printf("connected (session %s)", id) },
+		}
+		switch {
+		case *tlsClientCA != "":
+			return errors.New("--tls-client-ca is for --listen (push); pulling, give --tls-ca, and --tls-cert and --tls-key for mutual TLS")
+		case *tlsCA != "" || *tlsCert != "" || *tlsKey != "":
+			tc, err := client.LoadTLS(*tlsCA, *tlsCert, *tlsKey)
+			if err != nil {
+				return err
+			}
+			opts.TLS = tc
+		}
+		logger.Printf("pulling jobs from %s, %d at a time (tls %t)", *addr, *concurrency, opts.TLS != nil)
+		err := worker.Connect(ctx, *addr, k, handler(logger), opts)
 		logger.Print("worker stopped")
 		return err
+	}
+	if *tlsCA != "" {
+		return errors.New("--tls-ca is for pulling; with --listen give --tls-cert and --tls-key to serve TLS, and --tls-client-ca to require drainers' certificates")
 	}
 	cfg := worker.Config{Handler: handler(logger)}
 	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {

@@ -2,8 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
+	"github.com/sluice-dev/sluice/worker"
 )
 
 // TestAddressesFromEnvironment: the worker pulls from SLUICE_PULL_ADDR and
@@ -65,4 +77,73 @@ func TestAddressesFromEnvironment(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPullsOverTLS: pulling had no TLS options, ignored --tls-cert and
+// --tls-key (the push server's), and discarded worker.Connect's log, so a
+// worker pointed at a --worker-listen that serves TLS printed "pulling
+// jobs" and then nothing (found in a walkthrough). With --tls-ca it dials
+// TLS: against a TLS server that has no worker API the handshake
+// succeeds and the worker stops, told so. Without it, the failed
+// handshakes are logged as it retries.
+func TestPullsOverTLS(t *testing.T) {
+	t.Parallel()
+	files := tlstest.New(t)
+	cert, err := tls.LoadX509KeyPair(files.ServerCert, files.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	addr := lis.Addr().String()
+
+	t.Run("with --tls-ca", func(t *testing.T) {
+		t.Parallel()
+		var out strings.Builder
+		err := run(t.Context(), []string{"--addr", addr, "--key", "k", "--tls-ca", files.CA}, &out)
+		if !errors.Is(err, worker.ErrRefused) || !strings.Contains(err.Error(), "does not serve the worker API") {
+			t.Fatalf("run: %v, want the TLS server's refusal (the handshake worked)\n%s", err, out.String())
+		}
+	})
+	t.Run("plain text", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		var out lockedBuilder
+		_ = run(ctx, []string{"--addr", addr, "--key", "k"}, &out)
+		if !strings.Contains(out.String(), "pull stream ended; reconnecting") {
+			t.Fatalf("output does not show why no job comes:\n%s", out.String())
+		}
+	})
+	t.Run("push flag", func(t *testing.T) {
+		t.Parallel()
+		err := run(t.Context(), []string{"--addr", addr, "--key", "k", "--tls-client-ca", files.CA}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--tls-client-ca is for --listen") {
+			t.Fatalf("run: %v, want --tls-client-ca refused when pulling", err)
+		}
+	})
+}
+
+// lockedBuilder is a strings.Builder that the worker's goroutines may
+// write while the test reads it.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
