@@ -125,11 +125,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		accepted++
 	}
 	fmt.Fprintf(out, "batch of %d jobs: %d accepted, %d of them after a retry (e.g. over the tenant's rate)\n", len(jobs), accepted, retried)
-	var be *client.BatchError
-	if err != nil && !errors.As(err, &be) {
-		return err
+	// Some jobs not accepted is a failure of the run too: it exited 0
+	// with a few hundred of 3,000 jobs refused across a gateway restart
+	// (found in a walkthrough).
+	if accepted < len(jobs) {
+		return fmt.Errorf("%d of %d batch jobs not accepted (the first are listed above)", len(jobs)-accepted, len(jobs))
 	}
-	return nil
+	return err
 }
 
 // explain says what a refusal means for the caller, using the client's
