@@ -136,6 +136,12 @@ func tlsHint(msg string, c tlsflags.Client) string {
 		return "; if it serves TLS, add --tls-ca (or --tls, for a certificate the system trusts)"
 	case on && strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return "; it serves plaintext: leave out the --tls flags"
+	case strings.Contains(msg, "remote error: tls: certificate required") && c.CertFile != "":
+		// The client sends its certificate only if the server names its
+		// CA among those it accepts: a certificate from another CA is
+		// not sent at all (found in a walkthrough, where the hint said to
+		// add the --tls-cert that was given).
+		return "; it did not take --tls-cert: use a certificate signed by a CA in its " + clientCAFlags
 	case strings.Contains(msg, "remote error: tls: certificate required"):
 		return "; it takes only clients with a certificate (mutual TLS): add --tls-cert and --tls-key"
 	case on && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(msg, "EOF")):
@@ -145,12 +151,16 @@ func tlsHint(msg string, c tlsflags.Client) string {
 		if c.CertFile == "" {
 			return "; if it takes only clients with a certificate (mutual TLS), add --tls-cert and --tls-key"
 		}
-		return "; if it takes only clients with a certificate (mutual TLS), check that a CA in its --tls-client-ca signed --tls-cert"
+		return "; if it takes only clients with a certificate (mutual TLS), check that a CA in its " + clientCAFlags + " signed --tls-cert"
 	case strings.Contains(msg, "remote error: tls: bad certificate"), strings.Contains(msg, "remote error: tls: unknown certificate authority"):
-		return "; it does not trust --tls-cert: use a certificate signed by a CA in its --tls-client-ca"
+		return "; it does not trust --tls-cert: use a certificate signed by a CA in its " + clientCAFlags
 	}
 	return ""
 }
+
+// clientCAFlags names the server's flags that say which CAs sign the
+// client certificates it takes.
+const clientCAFlags = "--tls-client-ca (the admin listener's: --admin-tls-client-ca, when set)"
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

@@ -28,7 +28,7 @@ func (m *moveTasks) ListRedrives(context.Context, string) ([]queue.RedriveTask, 
 
 func (m *moveTasks) CancelRedrive(_ context.Context, task string) (int64, error) {
 	if task != "handle-1" {
-		return 0, fmt.Errorf("sqs cancel message move task: %w: ResourceNotFoundException: Task does not exist.", queue.ErrTaskNotFound)
+		return 0, fmt.Errorf("sqs cancel message move task: %w: ResourceNotFoundException: Task does not exist", queue.ErrTaskNotFound)
 	}
 	return 7, nil
 }
