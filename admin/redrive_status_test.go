@@ -87,7 +87,7 @@ func TestRedriveTasksAnswers(t *testing.T) {
 		{"cancel, no task", cancel(with(&fakeRedriver{}), ""), codes.InvalidArgument, "task", "is required"},
 		{"cancel, huge task", cancel(with(&fakeRedriver{}), strings.Repeat("x", maxTaskHandle+1)), codes.InvalidArgument, "task", "longer than any task handle"},
 		{"cancel, no such task", cancel(with(&fakeRedriver{cancelErr: fmt.Errorf("sqs: %w", queue.ErrTaskNotFound)}), "t-1"), codes.NotFound, "", "finished or was cancelled"},
-		{"cancel, not running", cancel(with(&fakeRedriver{cancelErr: fmt.Errorf("%w: Only active tasks can be cancelled.", queue.ErrInvalidArgument)}), "t-1"), codes.InvalidArgument, "task", "Only active tasks"},
+		{"cancel, not running", cancel(with(&fakeRedriver{cancelErr: fmt.Errorf("%w: Only active tasks can be cancelled", queue.ErrInvalidArgument)}), "t-1"), codes.InvalidArgument, "task", "Only active tasks"},
 		{"cancel, throttled", cancel(with(&fakeRedriver{cancelErr: fmt.Errorf("%w: throttled", queue.ErrUnavailable)}), "t-1"), codes.Unavailable, "", "throttled"},
 		{"cancel, denied", cancel(with(&fakeRedriver{cancelErr: denied}), "t-1"), codes.FailedPrecondition, "", "sqs:CancelMessageMoveTask"},
 	}
