@@ -66,7 +66,7 @@ func FuzzPagesEscapeData(f *testing.F) {
 		tf := &adminv1.TenantFairness{Tenant: tenant, Share: 0.9, State: reason, Weight: 2}
 		views := map[string]*view{
 			"dlq": {Title: "Dead letters", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: map[string]any{
-				"F": filterForm{Tenant: tenant, Reason: reason}, "Lanes": []string{"standard", tenant}, "Jobs": []*adminv1.DeadLetter{dl}, "Next": "/dlq?page=" + tenant,
+				"F": filterForm{Tenant: tenant, Reason: reason}, "R": replayForm{Tenant: tenant, Max: attrKey, Rate: attrVal}, "Listed": true, "Lanes": []string{"standard", tenant}, "Jobs": []*adminv1.DeadLetter{dl}, "Next": "/dlq?page=" + tenant,
 			}},
 			"job": {Title: "Dead letter", Nav: "dlq", Role: "admin key", CSRF: "tok", Data: dl, Error: lastErr},
 			"tenants": {Title: "Tenants", Nav: "tenants", Role: "read-only key", ReadOnly: true, Data: map[string]any{

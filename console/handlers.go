@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -373,26 +374,42 @@ func (c *Console) lanes(ctx context.Context) []string {
 func (c *Console) dlq(ctx context.Context, _ *session, r *http.Request, v *view) string {
 	v.Title, v.Nav = "Dead letters", "dlq"
 	ff := filterFormOf(r)
-	data := map[string]any{"F": ff, "Lanes": c.lanes(ctx)}
+	data := map[string]any{"F": ff, "R": replayForm{Tenant: ff.Tenant, AllTenants: ff.AllTenants}, "Lanes": c.lanes(ctx)}
 	v.Data = data
+	if err := c.listDLQ(ctx, ff, r.FormValue("page"), data); err != nil {
+		v.Error = err.Error()
+	}
+	return "dlq"
+}
+
+// listDLQ puts the page of dead letters ff matches in data: Jobs, Next,
+// and Listed once the listing was read (the page says "no jobs match"
+// only then, not under an error that left it unread).
+func (c *Console) listDLQ(ctx context.Context, ff filterForm, page string, data map[string]any) error {
 	f, err := ff.build(time.Now())
 	if err != nil {
-		v.Error = err.Error()
-		return "dlq"
+		return err
 	}
-	page := r.FormValue("page")
 	resp, err := c.cfg.Admin.ListDLQ(ctx, &adminv1.ListDLQRequest{Filter: f, PageSize: 50, PageToken: page, PreviewBytes: previewBytes})
 	if err != nil {
-		v.Error = apiError(err)
-		return "dlq"
+		return errors.New(apiError(err))
 	}
-	data["Jobs"] = resp.GetJobs()
+	data["Listed"], data["Jobs"] = true, resp.GetJobs()
 	if t := resp.GetNextPageToken(); t != "" {
 		q := ff.query()
 		q.Set("page", t)
 		data["Next"] = "/dlq?" + q.Encode()
 	}
-	return "dlq"
+	return nil
+}
+
+// replayForm is the DLQ page's replay form as sent: whose jobs and the
+// limits. Its tenants are apart from the filter's: a refused replay shows
+// both forms again as the user left them.
+type replayForm struct {
+	Tenant     string
+	AllTenants bool
+	Max, Rate  string
 }
 
 func (c *Console) job(ctx context.Context, _ *session, r *http.Request, v *view) string {
@@ -431,25 +448,40 @@ func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter,
 	v := &view{Title: "Replay", Nav: "dlq", Role: s.role.String(), ReadOnly: s.role == roleReadOnly, CSRF: s.csrf}
 	data := map[string]any{"F": ff, "Lanes": c.lanes(ctx)}
 	v.Data = data
+	// A refused form shows the error over the DLQ page as the filter
+	// left it, with its listing, and the replay form as it was sent: it
+	// said "No dead-lettered jobs match" over a DLQ of jobs, emptied
+	// the limits and put the replay's tenants in the filter (found in a
+	// walkthrough).
+	refuse := func(code int, msg string) {
+		list := filterForm{Lane: ff.Lane, Tenant: ff.Tenant, Reason: ff.Reason, Since: ff.Since}
+		if _, ok := r.PostForm["filter_tenant"]; ok {
+			list.Tenant = strings.TrimSpace(r.PostFormValue("filter_tenant"))
+		}
+		data["F"] = list
+		data["R"] = replayForm{Tenant: ff.Tenant, AllTenants: ff.AllTenants, Max: r.PostFormValue("max"), Rate: r.PostFormValue("rate")}
+		v.Error = msg
+		if err := c.listDLQ(ctx, list, "", data); err != nil {
+			v.Error += ". The dead letters could not be listed: " + err.Error()
+		}
+		c.render(w, code, "dlq", v)
+	}
 	f, err := ff.build(time.Now())
 	if err != nil {
-		v.Error = err.Error()
-		c.render(w, http.StatusBadRequest, "dlq", v)
+		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
 	// An unreadable number is refused: read as 0 it meant every job, or
 	// the default rate (found in review).
 	maxJobs, rate, err := replayLimits(r.PostFormValue("max"), r.PostFormValue("rate"))
 	if err != nil {
-		v.Error = err.Error()
-		c.render(w, http.StatusBadRequest, "dlq", v)
+		refuse(http.StatusBadRequest, err.Error())
 		return
 	}
 	req := &adminv1.ReplayDLQRequest{Filter: f, DryRun: dry, MaxJobs: maxJobs, RatePerSecond: rate}
 	resp, err := c.cfg.Admin.ReplayDLQ(ctx, req)
 	if err != nil {
-		v.Error = apiError(err)
-		c.render(w, http.StatusBadRequest, "dlq", v)
+		refuse(http.StatusBadRequest, apiError(err))
 		return
 	}
 	rp := resp.GetReplay()
@@ -464,11 +496,11 @@ func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter,
 	// or none of it: shown as a result, it read "0 of 0 would be
 	// replayed" (found in review).
 	if rp.GetState() != adminv1.Replay_STATE_DONE {
-		v.Error = fmt.Sprintf("The dry run %s after scanning %d dead-lettered jobs, so it cannot tell what a replay would move", replayState(rp), rp.GetScanned())
+		msg := fmt.Sprintf("The dry run %s after scanning %d dead-lettered jobs, so it cannot tell what a replay would move", replayState(rp), rp.GetScanned())
 		if e := rp.GetError(); e != "" {
-			v.Error += ": " + e
+			msg += ": " + e
 		}
-		c.render(w, http.StatusBadGateway, "dlq", v)
+		refuse(http.StatusBadGateway, msg)
 		return
 	}
 	if at := rp.GetFilter().GetEnqueuedAfter(); at != nil {

@@ -264,3 +264,55 @@ func TestTenantsPageCountsMalformedApart(t *testing.T) {
 		t.Errorf("tenants page with a malformed dead letter: want tenant a's 2 and the malformed one apart, linked to the malformed ones:\n%s", body)
 	}
 }
+
+// TestRefusedReplayKeepsTheListingAndTheForm: a refused replay form
+// (jobs per second "abc", or no tenant) re-rendered the DLQ page with the
+// error but no listing, so it said "No dead-lettered jobs match." over 7
+// jobs, emptied "most jobs" and "jobs per second", and put the replay's
+// tenant in the filter form. It shows the error, the jobs the filter
+// lists, and both forms as the user left them.
+func TestRefusedReplayKeepsTheListingAndTheForm(t *testing.T) {
+	t.Parallel()
+	c, tb := servedConsole(t, 7)
+	s := c.newSession(roleAdmin)
+	filters := regexp.MustCompile(`(?s)<form class="card filters".*?</form>`)
+	replays := regexp.MustCompile(`(?s)<form class="card replay".*?</form>`)
+	for _, tc := range []struct {
+		name, tenant, max, rate, why string
+	}{
+		{"rate not a number", "a", "3", "abc", "jobs per second"},
+		{"no tenant", "", "3", "50", "tenants"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// As the DLQ page unfiltered sends it: the filter's tenant
+			// empty, the replay's typed in.
+			form := url.Values{"filter_tenant": {""}, "lane": {""}, "reason": {""}, "since": {""}, "tenant": {tc.tenant}, "max": {tc.max}, "rate": {tc.rate}}
+			w := post(t, c, s, "/replays", form)
+			body := w.Body.String()
+			if w.Code != http.StatusBadRequest || !strings.Contains(body, `id="error"`) || !strings.Contains(body, tc.why) {
+				t.Fatalf("status %d, want 400 with an error naming %q:\n%s", w.Code, tc.why, body)
+			}
+			if n := strings.Count(body, `href="/dlq/job?id=`); n != 7 || strings.Contains(body, `id="dlq-empty"`) {
+				t.Errorf("the refused form lists %d jobs (want all 7, as the filter does) or says none match:\n%s", n, body)
+			}
+			f, rf := filters.FindString(body), replays.FindString(body)
+			if !strings.Contains(f, `name="tenant" value=""`) {
+				t.Errorf("the filter form's tenant is not the filter's (empty):\n%s", f)
+			}
+			for _, want := range []string{`name="tenant" value="` + tc.tenant + `"`, `name="max" value="` + tc.max + `"`, `name="rate" value="` + tc.rate + `"`, `name="filter_tenant" value=""`} {
+				if !strings.Contains(rf, want) {
+					t.Errorf("the replay form lost what was typed: no %s in\n%s", want, rf)
+				}
+			}
+			checkInert(t, w.Body.Bytes())
+		})
+	}
+	// A filtered page keeps its filter's listing: tenant b has none.
+	w := post(t, c, s, "/replays", url.Values{"filter_tenant": {"b"}, "tenant": {"a"}, "rate": {"abc"}})
+	if body := w.Body.String(); !strings.Contains(body, `id="dlq-empty"`) || !strings.Contains(filters.FindString(body), `name="tenant" value="b"`) {
+		t.Errorf("refused form over a filter of tenant b: want its empty listing and b in the filter form:\n%s", body)
+	}
+	if st := tb.Stats(t, tb.Topo.DLQ("std")); st.Visible != 7 {
+		t.Fatalf("the DLQ holds %d visible jobs after refused forms, want all 7", st.Visible)
+	}
+}
