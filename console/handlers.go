@@ -671,13 +671,35 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
-// payloadText shows a payload as text when it is UTF-8, else as hex. The
-// template escapes it.
-func payloadText(b []byte) string {
-	if utf8.Valid(b) {
+// payloadText shows a dead letter's payload preview: as it is when it is
+// printable text (newlines and tabs allowed), else Go-quoted as sluicectl
+// dlq list prints it, so that control characters and bytes that are not
+// UTF-8 show as escapes ("poison \x01\x02 binary\n"), never raw in the
+// page (found in a walkthrough). A preview that ends inside a character
+// the payload goes on with is cut before it. The template escapes the
+// result for HTML.
+func payloadText(d *adminv1.DeadLetter) string {
+	b := d.GetPayloadPreview()
+	if int64(len(b)) < d.GetPayloadBytes() {
+		b = trimPartialRune(b)
+	}
+	if utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return !strconv.IsPrint(r) && r != '\n' && r != '\t' }) {
 		return string(b)
 	}
-	return fmt.Sprintf("(binary) % x", b)
+	return strconv.Quote(string(b))
+}
+
+// trimPartialRune drops the start of a UTF-8 character that b ends in.
+func trimPartialRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // shortReason drops a permanent failure's error from its reason when the

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -314,5 +315,45 @@ func TestRefusedReplayKeepsTheListingAndTheForm(t *testing.T) {
 	}
 	if st := tb.Stats(t, tb.Topo.DLQ("std")); st.Visible != 7 {
 		t.Fatalf("the DLQ holds %d visible jobs after refused forms, want all 7", st.Visible)
+	}
+}
+
+// TestPayloadPreviewEscapesControlCharacters: a payload of "poison
+// \x01\x02 binary\n" put bytes 0x01 and 0x02 raw into the DLQ and job
+// pages, where sluicectl dlq list prints it Go-quoted. The pages show it
+// as sluicectl does, printable text as it is, and a preview cut inside a
+// character as text, not as an escaped broken character.
+func TestPayloadPreviewEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	c, tb := servedConsole(t, 0)
+	poison := topotest.Envelope("a", "a-poison", time.Now())
+	poison.Payload = []byte("poison \x01\x02 binary\n")
+	text := topotest.Envelope("a", "a-text", time.Now())
+	text.Payload = []byte(`{"say": "<b>hi</b>"}`)
+	long := topotest.Envelope("a", "a-long", time.Now())
+	long.Payload = []byte("x" + strings.Repeat("é", 100)) // the 160-byte preview ends inside an é
+	tb.Enqueue(t, tb.Topo.DLQ("std"), poison, text, long)
+	s := c.newSession(roleAdmin)
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"/dlq", []string{`&#34;poison \x01\x02 binary\n&#34;`, `{&#34;say&#34;: &#34;&lt;b&gt;hi&lt;/b&gt;&#34;}`, "x" + strings.Repeat("é", 79) + "</code>"}},
+		{"/dlq/job?id=a-poison", []string{`&#34;poison \x01\x02 binary\n&#34;`}},
+	} {
+		w := get(t, c, s, tc.path)
+		body := w.Body.String()
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: status %d\n%s", tc.path, w.Code, body)
+		}
+		if i := strings.IndexFunc(body, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r == utf8.RuneError }); i >= 0 {
+			t.Errorf("%s: the page has %q raw at byte %d:\n%s", tc.path, body[i], i, body)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: want %s in the page:\n%s", tc.path, want, body)
+			}
+		}
+		checkInert(t, w.Body.Bytes())
 	}
 }
