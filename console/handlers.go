@@ -598,6 +598,8 @@ var funcs = template.FuncMap{
 	"cut":     cut,
 	"keys":    func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) },
 	"total":   replayTotal,
+	"dryRun":  dryRunSummary,
+	"movable": func(r *adminv1.Replay) int64 { return r.GetMatched() - r.GetFailed() },
 	"percent": func(r *adminv1.Replay) int64 {
 		if t := replayTotal(r); t > 0 {
 			return min(100, (r.GetMoved()+r.GetFailed())*100/t)
@@ -627,6 +629,20 @@ func replayTotal(r *adminv1.Replay) int64 {
 		return max(r.GetMatched(), r.GetMaxJobs())
 	}
 	return r.GetMatched()
+}
+
+// dryRunSummary says what a finished dry run found, as sluicectl's does
+// (ctl.DryRunSummary) in the form's words. A dry run with a max stops
+// scanning at its max-th match, so it cannot know how many more match:
+// the page said "3 of 3 dead-lettered jobs would be replayed" of a DLQ
+// where 7 matched (found in a walkthrough).
+func dryRunSummary(r *adminv1.Replay) string {
+	would := r.GetMatched() - r.GetFailed()
+	if m := r.GetMaxJobs(); m > 0 && r.GetMatched() >= m {
+		return fmt.Sprintf("%d would be replayed (most jobs %d; at least %d match: the dry run stopped at the cap, after scanning %d dead-lettered jobs)",
+			would, m, r.GetMatched(), r.GetScanned())
+	}
+	return fmt.Sprintf("%d of %d dead-lettered jobs would be replayed", would, r.GetScanned())
 }
 
 // replayState is a replay's state in lower case: running, done,

@@ -357,3 +357,42 @@ func TestPayloadPreviewEscapesControlCharacters(t *testing.T) {
 		checkInert(t, w.Body.Bytes())
 	}
 }
+
+// TestCappedDryRunSaysHowManyMatch: a dry run with "most jobs" 3 over 7
+// matching jobs said "3 of 3 dead-lettered jobs would be replayed": it
+// stops scanning at its third match. It says the cap and that at least 3
+// match; without a cap it says how many of the DLQ's jobs match, leaving
+// out (and naming apart) the malformed ones no replay can move.
+func TestCappedDryRunSaysHowManyMatch(t *testing.T) {
+	t.Parallel()
+	c, tb := servedConsole(t, 7)
+	if _, err := tb.Backend.Send(t.Context(), &queue.SendParams{Queue: tb.Topo.DLQ("std"), Entries: []queue.SendEntry{{ID: "0", Body: []byte("junk")}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := c.newSession(roleAdmin)
+	dry := regexp.MustCompile(`(?s)<section class="card" id="dry">.*?</section>`)
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		want []string
+	}{
+		{"capped", url.Values{"tenant": {"a"}, "max": {"3"}}, []string{
+			"Dry run: 3 would be replayed (most jobs 3; at least 3 match: the dry run stopped at the cap, after scanning 3 dead-lettered jobs)", "Replay 3 jobs",
+		}},
+		{"under the cap", url.Values{"tenant": {"a"}, "max": {"10"}}, []string{"Dry run: 7 of 8 dead-lettered jobs would be replayed", "Replay 7 jobs"}},
+		{"every tenant, one malformed", url.Values{"all_tenants": {"1"}}, []string{
+			"Dry run: 7 of 8 dead-lettered jobs would be replayed", `id="malformed">1 more match but cannot be replayed`, "Replay 7 jobs",
+		}},
+	} {
+		w := post(t, c, s, "/replays", tc.form)
+		got := dry.FindString(w.Body.String())
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: status %d\n%s", tc.name, w.Code, w.Body.String())
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: want %q in the dry run:\n%s", tc.name, want, got)
+			}
+		}
+	}
+}

@@ -570,7 +570,7 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 			if err := replayOutcome(r); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "dry run: %d of %d dead-lettered jobs would be replayed\n", r.GetMatched()-r.GetFailed(), r.GetScanned())
+			fmt.Fprintln(c.out, "dry run: "+DryRunSummary(r, "--max"))
 			if n := r.GetMalformed(); n > 0 {
 				fmt.Fprintf(c.out, "%d more match but cannot be replayed (malformed envelopes, see: sluicectl dlq list --reason malformed_envelope); they would stay in the DLQ\n", n)
 			}
@@ -604,6 +604,21 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 		err = printReplays(c.out, []*adminv1.Replay{r})
 	}
 	return cmp.Or(err, replayOutcome(r))
+}
+
+// DryRunSummary says what a finished dry run found: how many jobs a
+// replay would move, out of how many. A dry run with a max stops
+// scanning at its max-th match, so it cannot know how many more match:
+// it said "3 of 3 dead-lettered jobs would be replayed" of a DLQ where 7
+// matched (found in a walkthrough). maxName is how the caller's user
+// gives the max (--max, "most jobs").
+func DryRunSummary(r *adminv1.Replay, maxName string) string {
+	would := r.GetMatched() - r.GetFailed()
+	if m := r.GetMaxJobs(); m > 0 && r.GetMatched() >= m {
+		return fmt.Sprintf("%d would be replayed (%s %d; at least %d match: the dry run stopped at the cap, after scanning %d dead-lettered jobs)",
+			would, maxName, m, r.GetMatched(), r.GetScanned())
+	}
+	return fmt.Sprintf("%d of %d dead-lettered jobs would be replayed", would, r.GetScanned())
 }
 
 // replayOutcome is the error a replay that ended short of doing all it

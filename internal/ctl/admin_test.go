@@ -405,3 +405,28 @@ func TestDryRunSaysWhatCannotBeReplayed(t *testing.T) {
 		t.Errorf("dry run: err=%v; output:\n%s", err, out)
 	}
 }
+
+// TestCappedDryRunSaysHowManyMatch: a dry run with --max 3 over 7
+// matching jobs said "3 of 3 dead-lettered jobs would be replayed": it
+// stops scanning at its third match, and the 3 scanned read as the whole
+// DLQ. It says the max, and that at least 3 match; under its max, and
+// without one, it says how many of the DLQ's jobs match.
+func TestCappedDryRunSaysHowManyMatch(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	for i := range 7 {
+		tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("dev", fmt.Sprintf("dev-%d", i), time.Now()))
+	}
+	addr := serveAdmin(t, tb.Backend, tb)
+	for _, tc := range []struct {
+		max, want string
+	}{
+		{"3", "dry run: 3 would be replayed (--max 3; at least 3 match: the dry run stopped at the cap, after scanning 3 dead-lettered jobs)"},
+		{"10", "dry run: 7 of 7 dead-lettered jobs would be replayed"},
+		{"0", "dry run: 7 of 7 dead-lettered jobs would be replayed"},
+	} {
+		out, err := run(t, "dlq", "replay", "--tenant", "dev", "--dry-run", "--max", tc.max, "--admin-addr", addr, "--admin-key", "k")
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("dry run --max %s: err=%v; want %q in the output:\n%s", tc.max, err, tc.want, out)
+		}
+	}
+}
