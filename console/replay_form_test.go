@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluice-dev/sluice/admin"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/admintest"
 	"github.com/sluice-dev/sluice/internal/topotest"
@@ -393,6 +395,53 @@ func TestCappedDryRunSaysHowManyMatch(t *testing.T) {
 			if !strings.Contains(got, want) {
 				t.Errorf("%s: want %q in the dry run:\n%s", tc.name, want, got)
 			}
+		}
+	}
+}
+
+// TestOverviewLegendCoversNoSlots: with no pull worker connected the
+// drainer has no delivery slots, and a lane whose jobs wait shows
+// utilization "—", while the legend said "— where a lane's jobs did not
+// wait". The legend names that case too.
+func TestOverviewLegendCoversNoSlots(t *testing.T) {
+	t.Parallel()
+	tb := topotest.Setup(t, topotest.OneLane)
+	tb.Enqueue(t, tb.Topo.ShardQueue("std", 0), topotest.Envelope("a", "a-1", time.Now()), topotest.Envelope("a", "a-2", time.Now()))
+	a := admin.NewServer(tb.Backend, tb.Topo, topotest.QuietLog)
+	// What a drainer with no pull worker reports: no slots, and
+	// utilization unknown (-1) although jobs wait.
+	a.ServeFairness(func(int) *adminv1.GetFairnessResponse {
+		return &adminv1.GetFairnessResponse{Lanes: []*adminv1.LaneFairness{{Lane: "std", Utilization: -1, JainIndex: -1}}}
+	})
+	unary, stream := admin.Auth("admin-key")
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
+	adminv1.RegisterAdminServiceServer(srv, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		_ = a.Stop(context.Background())
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c, err := New(Config{Admin: adminv1.NewAdminServiceClient(conn), AdminKey: "admin-key", Logger: topotest.QuietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := get(t, c, c.newSession(roleAdmin), "/").Body.String()
+	if !regexp.MustCompile(`<td class="n waiting">2</td>`).MatchString(body) || !strings.Contains(body, `<td class="n util">—</td>`) {
+		t.Fatalf("overview: want lane std with 2 waiting and utilization —:\n%s", body)
+	}
+	slots := regexp.MustCompile(`(?s)<p class="hint" id="slots">.*?</p>`).FindString(body)
+	for _, want := range []string{"0 of 0 busy (no pull worker connected", "— where no delivery slot existed or the lane's jobs did not wait"} {
+		if !strings.Contains(slots, want) {
+			t.Errorf("the legend under the lanes has no %q:\n%s", want, slots)
 		}
 	}
 }
