@@ -147,3 +147,40 @@ func TestSignInStaysOnTheConsole(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedSignInNamesOnlyConfiguredKeys: a wrong key was told to sign
+// in "with the admin key … or the read-only key" on a console with no
+// read-only key. The read-only key is named only when there is one.
+func TestFailedSignInNamesOnlyConfiguredKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		readOnlyKey string
+		mention     bool
+	}{{"", false}, {"ro-key", true}} {
+		c, err := New(Config{Admin: idleAdmin(t), AdminKey: "admin-key", ReadOnlyKey: tc.readOnlyKey, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := httptest.NewRecorder()
+		c.ServeHTTP(get, httptest.NewRequest(http.MethodGet, "/login", nil))
+		var login *http.Cookie
+		for _, ck := range get.Result().Cookies() {
+			if ck.Name == loginCookie {
+				login = ck
+			}
+		}
+		form := url.Values{"csrf": {login.Value}, "key": {"sk_dev_tenant"}}
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(login)
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		body := w.Body.String()
+		if w.Code != http.StatusUnauthorized || !strings.Contains(body, "Not the admin key") {
+			t.Fatalf("wrong key (read-only key %q): status %d, want 401 with the refusal:\n%s", tc.readOnlyKey, w.Code, body)
+		}
+		if got := strings.Contains(body, "read-only key"); got != tc.mention {
+			t.Errorf("wrong key with read-only key %q configured: the page names the read-only key: %v, want %v:\n%s", tc.readOnlyKey, got, tc.mention, body)
+		}
+	}
+}

@@ -165,8 +165,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	role, ok := c.keyRole(strings.TrimSpace(r.PostFormValue("key")))
 	if !ok {
+		// The read-only key is named only when there is one: it was named
+		// to a console that has none (found in a walkthrough).
+		msg := "Not the admin key. Sign in with the admin key (the file admin-key in the data directory, or --admin-key); tenant keys are refused."
+		if c.cfg.ReadOnlyKey != "" {
+			msg = "Not the admin key. Sign in with the admin key (the file admin-key in the data directory, or --admin-key) or the read-only key; tenant keys are refused."
+		}
 		c.log.WarnContext(r.Context(), "console: sign-in refused: not the admin or read-only key", slog.String("remote", r.RemoteAddr))
-		c.showLogin(w, r, http.StatusUnauthorized, "Not the admin key. Sign in with the admin key (the file admin-key in the data directory, or --admin-key) or the read-only key; tenant keys are refused.")
+		c.showLogin(w, r, http.StatusUnauthorized, msg)
 		return
 	}
 	s := c.newSession(role)
