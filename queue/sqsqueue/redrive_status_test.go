@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -27,16 +25,7 @@ import (
 // malformed handle ErrInvalidArgument.
 func TestRedriveStatusAndCancel(t *testing.T) {
 	t.Parallel()
-	srv, err := fauxqs.StartMoveTaskServer(t.Context(), nil)
-	if err != nil {
-		t.Fatalf("start local-aws-sqs: %v", err)
-	}
-	defer func() { _ = srv.Stop() }()
-	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: srv.Endpoint, Region: fauxqs.Region, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := moveTaskBackend(t)
 	ctx := t.Context()
 	if err := b.EnsureQueues(ctx, []queue.QueueSpec{
 		{Name: "status-dlq"},

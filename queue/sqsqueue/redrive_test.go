@@ -16,16 +16,7 @@ import (
 // DLQ after too many receives goes back to its source queue unchanged.
 func TestStartRedrive(t *testing.T) {
 	t.Parallel()
-	srv, err := fauxqs.StartMoveTaskServer(t.Context(), nil)
-	if err != nil {
-		t.Fatalf("start local-aws-sqs: %v", err)
-	}
-	defer func() { _ = srv.Stop() }()
-	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: srv.Endpoint, Region: fauxqs.Region, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := moveTaskBackend(t)
 	ctx := t.Context()
 	if err := b.EnsureQueues(ctx, []queue.QueueSpec{
 		{Name: "redrive-dlq"},
@@ -76,4 +67,22 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// moveTaskBackend starts local-aws-sqs, the second local server, which
+// serves the message move tasks fauxqs does not, for t, and returns a
+// backend on it.
+func moveTaskBackend(t *testing.T) *sqsqueue.Backend {
+	t.Helper()
+	srv, err := fauxqs.StartMoveTaskServer(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("start local-aws-sqs: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	b, err := sqsqueue.New(t.Context(), sqsqueue.Config{Endpoint: srv.Endpoint, Region: fauxqs.Region, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
 }
