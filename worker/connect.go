@@ -199,7 +199,11 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 			}
 		}
 		after := wait.next(welcomed, time.Since(start), jitter)
-		c.log.WarnContext(ctx, "pull stream ended; reconnecting", slog.Any("error", err), slog.Duration("after", after))
+		attrs := []any{slog.Any("error", err), slog.Duration("after", after)}
+		if hint := tlsHint(err, opts.TLS != nil); hint != "" {
+			attrs = append(attrs, slog.String("hint", hint))
+		}
+		c.log.WarnContext(ctx, "pull stream ended; reconnecting", attrs...)
 		select {
 		case <-time.After(after):
 		case <-ctx.Done():
@@ -257,6 +261,29 @@ func (w *reconnectWait) next(welcomed bool, lasted time.Duration, jitter func(ti
 
 // jitter returns a random duration from 0 to d.
 func jitter(d time.Duration) time.Duration { return rand.N(d + 1) }
+
+// tlsHint says what to fix when err looks like a TLS mismatch between the
+// worker and sluice's --worker-listen. Connect keeps retrying (a
+// certificate rotation can heal it), but the raw handshake errors it
+// logged, over and over, named nothing to change (found in a
+// walkthrough).
+func tlsHint(err error, tlsOn bool) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	switch {
+	case !tlsOn && strings.Contains(msg, "error reading server preface"):
+		return "if sluice's --worker-listen serves TLS, dial it with TLS (ConnectOptions.TLS; sluicectl worker --tls-ca)"
+	case tlsOn && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "sluice's --worker-listen serves plain text: dial it without TLS"
+	case strings.Contains(msg, "certificate signed by unknown authority"):
+		return "the CA given (--tls-ca) did not sign sluice's certificate (its --tls-cert)"
+	case strings.Contains(msg, "certificate required"), strings.Contains(msg, "bad certificate"), strings.Contains(msg, "unknown certificate authority"):
+		return "sluice takes only workers with a client certificate signed by a CA in its --tls-client-ca: give one (--tls-cert, --tls-key) from that CA"
+	}
+	return ""
+}
 
 func refusedCode(c codes.Code) bool {
 	return c == codes.Unauthenticated || c == codes.PermissionDenied || c == codes.InvalidArgument
