@@ -613,3 +613,24 @@ func TestProducerBacksOffAfterAFailedCallWhoseFirstJobIsSpent(t *testing.T) {
 		t.Errorf("key-b retried %v after an UNAVAILABLE call, want a backoff of at least 100ms", gap.Round(time.Millisecond))
 	}
 }
+
+// TestDefaultRetriesOutlastARestart: with the default Config, a Submit
+// made while the gateway answers UNAVAILABLE for 3 s (as one restarting
+// does) is accepted once it is back. The default of 5 attempts gave up
+// after 0.75 to 1.5 s, and jobs submitted across a restart were refused
+// (found in a walkthrough).
+func TestDefaultRetriesOutlastARestart(t *testing.T) {
+	t.Parallel()
+	back := time.Now().Add(3 * time.Second)
+	s := &scripted{submit: func(context.Context, int, *ingestv1.SubmitRequest) (*ingestv1.SubmitResponse, error) {
+		if time.Now().Before(back) {
+			return nil, errUnavailable
+		}
+		return &ingestv1.SubmitResponse{JobId: "j1"}, nil
+	}}
+	serveScripted(t, s)
+	r, err := dial(t, s.addr, client.Config{}).Submit(t.Context(), client.Job{Payload: []byte("x")})
+	if err != nil || r.JobID != "j1" {
+		t.Fatalf("Submit across 3 s of UNAVAILABLE: %+v, %v; want it accepted", r, err)
+	}
+}
