@@ -539,8 +539,8 @@ func (b *builder) add(e *tenantEntry) {
 	c.all = append(c.all, Tenant{ID: e.ID, Tier: b.intern(e.Tier), Limits: limits})
 	t := &c.all[len(c.all)-1]
 	for _, k := range e.APIKeys {
-		if len(k) < 8 {
-			fail("api key shorter than 8 characters")
+		if len(k) < MinKeyLen {
+			fail("api key shorter than %d characters", MinKeyLen)
 			continue
 		}
 		b.addKey(t, sha256.Sum256([]byte(k)), fail)
@@ -615,6 +615,10 @@ func (c *Config) Lanes() []string {
 	}
 	return slices.Sorted(maps.Keys(set))
 }
+
+// MinKeyLen is the fewest characters an API key may have: tenant and
+// worker keys in the file, and the processes' admin key (node.AdminKey).
+const MinKeyLen = 8
 
 // HashKey returns the hex SHA-256 of an API key, the form api_key_sha256 takes.
 func HashKey(key string) string {

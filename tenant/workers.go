@@ -95,8 +95,8 @@ func (b *builder) addWorkers(entries []workerEntry) {
 			c.workers[sum] = w
 		}
 		for _, k := range e.APIKeys {
-			if len(k) < 8 {
-				fail("api key shorter than 8 characters")
+			if len(k) < MinKeyLen {
+				fail("api key shorter than %d characters", MinKeyLen)
 				continue
 			}
 			add(sha256.Sum256([]byte(k)))

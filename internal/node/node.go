@@ -696,34 +696,29 @@ func Stopped(ctx context.Context, err error) error {
 	return err
 }
 
-// MinKeyLen is the fewest characters of a key: the tenant config refuses
-// shorter tenant and worker API keys, and AdminKey and SecretFile shorter
-// keys of theirs.
-const MinKeyLen = 8
-
 // AdminKey returns the admin API's key: flagValue, the --admin-key flag's
 // value, when it is set; else the key in <dataDir>/admin-key, made on
-// first use (SecretFile). A key shorter than MinKeyLen is refused, saying
+// first use (SecretFile). A key shorter than tenant.MinKeyLen is refused, saying
 // where it came from: one of 5 characters was taken, where tenant and
 // worker keys that short are refused (found in a walkthrough).
 func AdminKey(flagValue, dataDir string) (string, error) {
 	if flagValue == "" {
 		return SecretFile(filepath.Join(dataDir, "admin-key"), "sk_admin_")
 	}
-	if len(flagValue) < MinKeyLen {
+	if len(flagValue) < tenant.MinKeyLen {
 		from, fix := "--admin-key (on the command line, or admin-key: in the --config file)", "give a longer one, or leave it out"
 		if os.Getenv("SLUICE_ADMIN_KEY") == flagValue {
 			from, fix = "SLUICE_ADMIN_KEY", "set a longer one, or unset it"
 		}
 		return "", fmt.Errorf("%s is %d characters, and an admin key needs at least %d: %s to use (and create) %s",
-			from, len(flagValue), MinKeyLen, fix, filepath.Join(dataDir, "admin-key"))
+			from, len(flagValue), tenant.MinKeyLen, fix, filepath.Join(dataDir, "admin-key"))
 	}
 	return flagValue, nil
 }
 
 // SecretFile returns the secret stored in path, creating a random one with
 // the given prefix on first use, so development keys survive restarts. A
-// file that holds only white space, or a key shorter than MinKeyLen, is an
+// file that holds only white space, or a key shorter than tenant.MinKeyLen, is an
 // error.
 func SecretFile(path, prefix string) (string, error) {
 	data, err := os.ReadFile(path)
@@ -735,8 +730,8 @@ func SecretFile(path, prefix string) (string, error) {
 		switch {
 		case key == "":
 			return "", fmt.Errorf("%s is empty: write a key in it, or delete it to have one made", path)
-		case len(key) < MinKeyLen:
-			return "", fmt.Errorf("%s holds a key of %d characters, and a key needs at least %d: write a longer one in it, or delete it to have one made", path, len(key), MinKeyLen)
+		case len(key) < tenant.MinKeyLen:
+			return "", fmt.Errorf("%s holds a key of %d characters, and a key needs at least %d: write a longer one in it, or delete it to have one made", path, len(key), tenant.MinKeyLen)
 		}
 		return key, nil
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/tenant"
 )
 
 // TestSecretFileRefusesEmptyFile: a key file that exists but holds no key
@@ -36,7 +38,7 @@ func TestSecretFileRefusesEmptyFile(t *testing.T) {
 	}
 }
 
-// TestShortKeysRefused: an admin key shorter than MinKeyLen, from
+// TestShortKeysRefused: an admin key shorter than tenant.MinKeyLen, from
 // --admin-key, SLUICE_ADMIN_KEY or the key file, is refused saying where
 // it came from and what to do; so is a short key in any key file (the
 // worker key's too). A 5-character admin key was taken, where tenant and
@@ -66,7 +68,7 @@ func TestShortKeysRefused(t *testing.T) {
 			t.Setenv("SLUICE_ADMIN_KEY", tt.env)
 			key, err := AdminKey(tt.flag, dir)
 			if tt.want == "" {
-				if err != nil || len(key) < MinKeyLen {
+				if err != nil || len(key) < tenant.MinKeyLen {
 					t.Fatalf("key %q, %v; want it taken", key, err)
 				}
 				return
