@@ -710,7 +710,7 @@ func (o *overdueJobs) take(lease string) (jobID string, ok bool) {
 // redelivers the job, and the handler should stop (its ctx ran on until
 // the stream ended; found in review).
 func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.Job, leaseTimeout time.Duration, results chan<- *workerv1.Result, overdue *overdueJobs) {
-	r := &jobRun{lease: j.GetLease(), job: j, log: log, overdue: overdue, sessionCtx: sessionCtx, leaseTimeout: leaseTimeout, results: results}
+	r := &jobRun{job: j, log: log, overdue: overdue, sessionCtx: sessionCtx, leaseTimeout: leaseTimeout, results: results}
 	ctx, expire := context.WithCancelCause(sessionCtx)
 	r.expire = expire
 	defer expire(nil)
@@ -729,7 +729,7 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 		return
 	}
 	defer func() { <-c.slots }()
-	res, err := c.call(ctx, log, r.lease, Job{
+	res, err := c.call(ctx, log, r.job.GetLease(), Job{
 		ID: j.GetJobId(), Tenant: j.GetTenant(), Lane: j.GetLane(), Payload: j.GetPayload(),
 		Attributes: j.GetAttributes(), Attempt: int(j.GetAttempt()), EnqueuedAt: j.GetEnqueuedAt().AsTime(),
 		TraceContext: j.GetTraceContext(),
@@ -755,10 +755,9 @@ func (c *puller) run(sessionCtx context.Context, log *slog.Logger, j *workerv1.J
 // one more for its leaseEnded method value, where two closures and the
 // variables they captured were four.
 type jobRun struct {
-	lease        string
-	job          *workerv1.Job
-	log          *slog.Logger // the session's
-	overdue      *overdueJobs // the session's
+	job          *workerv1.Job // its lease names it to sluice
+	log          *slog.Logger  // the session's
+	overdue      *overdueJobs  // the session's
 	sessionCtx   context.Context
 	ctx          context.Context // the handler's
 	expire       context.CancelCauseFunc
@@ -779,22 +778,22 @@ func (r *jobRun) leaseEnded() {
 	// only logs it: the worker showed nothing while its jobs burned their
 	// attempts one lease timeout after another.
 	r.log.Warn("a job's lease timed out before its handler finished: sluice fails this attempt and redelivers the job",
-		slog.String("job_id", r.job.GetJobId()), slog.Int("attempt", int(r.job.GetAttempt())), slog.String("lease", r.lease),
+		slog.String("job_id", r.job.GetJobId()), slog.Int("attempt", int(r.job.GetAttempt())), slog.String("lease", r.job.GetLease()),
 		slog.Duration("lease_timeout", r.leaseTimeout), slog.String("hint", leaseHint))
-	r.overdue.add(r.lease, r.job.GetJobId())
+	r.overdue.add(r.job.GetLease(), r.job.GetJobId())
 	// Answered now, not when the handler returns: after a lease timed out
 	// sluice sends the worker no job until it answers again, and a
 	// handler that ignores its ctx left all the worker's other slots idle
 	// for good (found in review). The answer is refused if sluice failed
 	// the attempt already, and takes its place if not.
-	answer(r.sessionCtx, r.results, &workerv1.Result{Lease: r.lease, Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: ErrLeaseTimedOut.Error()})
+	answer(r.sessionCtx, r.results, &workerv1.Result{Lease: r.job.GetLease(), Outcome: workerv1.Outcome_OUTCOME_RETRY, Error: ErrLeaseTimedOut.Error()})
 }
 
 // extend asks sluice to move the job's lease deadline to d from now (zero
 // or less: the session's lease timeout), and moves the timer likewise.
 func (r *jobRun) extend(d time.Duration) {
 	d = min(d, maxDelay) // sluice refuses longer (found in review)
-	m := &workerv1.Result{Lease: r.lease, Outcome: workerv1.Outcome_OUTCOME_EXTEND}
+	m := &workerv1.Result{Lease: r.job.GetLease(), Outcome: workerv1.Outcome_OUTCOME_EXTEND}
 	if d > 0 {
 		m.Delay = durationpb.New(d)
 	}
