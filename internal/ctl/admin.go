@@ -804,9 +804,9 @@ func cancelRedrive(c *admin, lane, task string) error {
 	return nil
 }
 
-// RedriveStatus is a redrive task's status in lower case: running,
+// taskStatus is a redrive task's status in lower case: running,
 // completed, cancelling, cancelled or failed.
-func RedriveStatus(r *adminv1.RedriveTask) string {
+func taskStatus(r *adminv1.RedriveTask) string {
 	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "STATUS_"))
 }
 
@@ -823,7 +823,7 @@ func printRedrives(w io.Writer, ts []*adminv1.RedriveTask) error {
 		if r.GetStartedAt() != nil {
 			started = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", RedriveStatus(r), r.GetMoved(), r.GetToMove(), rate, started,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", taskStatus(r), r.GetMoved(), r.GetToMove(), rate, started,
 			cmp.Or(r.GetFailureReason(), "-"), cmp.Or(r.GetTask(), "-"))
 	}
 	return tw.Flush()
