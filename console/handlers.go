@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/adminview"
 )
 
 // apiTimeout bounds each admin call a page makes.
@@ -502,7 +503,7 @@ func (c *Console) replay(ctx context.Context, s *session, w http.ResponseWriter,
 	// or none of it: shown as a result, it read "0 of 0 would be
 	// replayed" (found in review).
 	if rp.GetState() != adminv1.Replay_STATE_DONE {
-		msg := fmt.Sprintf("The dry run %s after scanning %d dead-lettered jobs, so it cannot tell what a replay would move", replayState(rp), rp.GetScanned())
+		msg := fmt.Sprintf("The dry run %s after scanning %d dead-lettered jobs, so it cannot tell what a replay would move", adminview.ReplayState(rp), rp.GetScanned())
 		if e := rp.GetError(); e != "" {
 			msg += ": " + e
 		}
@@ -597,14 +598,14 @@ var funcs = template.FuncMap{
 		}
 		return humanDuration(time.Since(ts.AsTime())) + " ago"
 	},
-	"state":   replayState,
+	"state":   adminview.ReplayState,
 	"running": func(r *adminv1.Replay) bool { return r.GetState() == adminv1.Replay_STATE_RUNNING },
 	"payload": payloadText,
 	"reason":  shortReason,
 	"cut":     cut,
 	"keys":    func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) },
 	"total":   replayTotal,
-	"dryRun":  dryRunSummary,
+	"dryRun":  func(r *adminv1.Replay) string { return adminview.DryRunSummary(r, "most jobs") },
 	"movable": func(r *adminv1.Replay) int64 { return r.GetMatched() - r.GetFailed() },
 	"percent": func(r *adminv1.Replay) int64 {
 		if t := replayTotal(r); t > 0 {
@@ -635,26 +636,6 @@ func replayTotal(r *adminv1.Replay) int64 {
 		return max(r.GetMatched(), r.GetMaxJobs())
 	}
 	return r.GetMatched()
-}
-
-// dryRunSummary says what a finished dry run found, as sluicectl's does
-// (ctl.DryRunSummary) in the form's words. A dry run with a max stops
-// scanning at its max-th match, so it cannot know how many more match:
-// the page said "3 of 3 dead-lettered jobs would be replayed" of a DLQ
-// where 7 matched (found in a walkthrough).
-func dryRunSummary(r *adminv1.Replay) string {
-	would := r.GetMatched() - r.GetFailed()
-	if m := r.GetMaxJobs(); m > 0 && r.GetMatched() >= m {
-		return fmt.Sprintf("%d would be replayed (most jobs %d; at least %d match: the dry run stopped at the cap, after scanning %d dead-lettered jobs)",
-			would, m, r.GetMatched(), r.GetScanned())
-	}
-	return fmt.Sprintf("%d of %d dead-lettered jobs would be replayed", would, r.GetScanned())
-}
-
-// replayState is a replay's state in lower case: running, done,
-// cancelled or failed.
-func replayState(r *adminv1.Replay) string {
-	return strings.ToLower(strings.TrimPrefix(r.GetState().String(), "STATE_"))
 }
 
 // percentText shows a figure in [0, 1] as a percentage, and indexText as

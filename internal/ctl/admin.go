@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/adminview"
 	"github.com/sluice-dev/sluice/internal/cliconn"
 	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
@@ -570,7 +571,7 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 			if err := replayOutcome(r); err != nil {
 				return err
 			}
-			fmt.Fprintln(c.out, "dry run: "+DryRunSummary(r, "--max"))
+			fmt.Fprintln(c.out, "dry run: "+adminview.DryRunSummary(r, "--max"))
 			if n := r.GetMalformed(); n > 0 {
 				fmt.Fprintf(c.out, "%d more match but cannot be replayed (malformed envelopes, see: sluicectl dlq list --reason malformed_envelope); they would stay in the DLQ\n", n)
 			}
@@ -604,21 +605,6 @@ func (c *admin) replay(req *adminv1.ReplayDLQRequest, noWait bool, progress io.W
 		err = printReplays(c.out, []*adminv1.Replay{r})
 	}
 	return cmp.Or(err, replayOutcome(r))
-}
-
-// DryRunSummary says what a finished dry run found: how many jobs a
-// replay would move, out of how many. A dry run with a max stops
-// scanning at its max-th match, so it cannot know how many more match:
-// it said "3 of 3 dead-lettered jobs would be replayed" of a DLQ where 7
-// matched (found in a walkthrough). maxName is how the caller's user
-// gives the max (--max, "most jobs").
-func DryRunSummary(r *adminv1.Replay, maxName string) string {
-	would := r.GetMatched() - r.GetFailed()
-	if m := r.GetMaxJobs(); m > 0 && r.GetMatched() >= m {
-		return fmt.Sprintf("%d would be replayed (%s %d; at least %d match: the dry run stopped at the cap, after scanning %d dead-lettered jobs)",
-			would, maxName, m, r.GetMatched(), r.GetScanned())
-	}
-	return fmt.Sprintf("%d of %d dead-lettered jobs would be replayed", would, r.GetScanned())
 }
 
 // replayOutcome is the error a replay that ended short of doing all it
@@ -829,17 +815,11 @@ func printRedrives(w io.Writer, ts []*adminv1.RedriveTask) error {
 	return tw.Flush()
 }
 
-// ReplayState is a replay's state in lower case: running, done, cancelled
-// or failed.
-func ReplayState(r *adminv1.Replay) string {
-	return strings.ToLower(strings.TrimPrefix(r.GetState().String(), "STATE_"))
-}
-
 func printReplays(w io.Writer, rs []*adminv1.Replay) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPLAY\tSTATE\tDRY RUN\tSCANNED\tMATCHED\tMOVED\tSKIPPED\tFAILED\tSTARTED")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), ReplayState(r), r.GetDryRun(), r.GetScanned(), r.GetMatched(), r.GetMoved(), r.GetSkipped(), r.GetFailed(),
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%s\n", r.GetId(), adminview.ReplayState(r), r.GetDryRun(), r.GetScanned(), r.GetMatched(), r.GetMoved(), r.GetSkipped(), r.GetFailed(),
 			r.GetStartedAt().AsTime().UTC().Format(time.RFC3339))
 		if e := r.GetError(); e != "" {
 			fmt.Fprintf(tw, "\terror: %s\n", e)
