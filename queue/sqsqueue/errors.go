@@ -128,6 +128,7 @@ func classify(err error) error {
 		tooMany       *types.TooManyEntriesInBatchRequest
 		tooLong       *types.BatchRequestTooLong
 		invalidFormat *types.InvalidIdFormat
+		noTask        *types.ResourceNotFoundException // of a message move task
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -140,6 +141,8 @@ func classify(err error) error {
 		return queue.ErrBatchTooLarge
 	case errors.As(err, &tooLong):
 		return queue.ErrBodyTooLarge
+	case errors.As(err, &noTask):
+		return queue.ErrTaskNotFound
 	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {

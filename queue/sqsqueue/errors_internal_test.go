@@ -2,8 +2,12 @@ package sqsqueue
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -50,5 +54,17 @@ func TestCeilSeconds(t *testing.T) {
 		if got := ceilSeconds(d); got != want {
 			t.Errorf("ceilSeconds(%s) = %d, want %d", give, got, want)
 		}
+	}
+}
+
+// TestClassifyMoveTaskNotFound: SQS answers CancelMessageMoveTask for a
+// handle of no running task with ResourceNotFoundException, which the
+// shared classification makes ErrTaskNotFound (CancelRedrive checked for
+// it on its own before).
+func TestClassifyMoveTaskNotFound(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("operation error SQS: CancelMessageMoveTask: %w", &types.ResourceNotFoundException{Message: aws.String("Task does not exist")})
+	if got := classify(err); !errors.Is(got, queue.ErrTaskNotFound) {
+		t.Fatalf("classify(%v) = %v, want ErrTaskNotFound", err, got)
 	}
 }

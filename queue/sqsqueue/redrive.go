@@ -2,13 +2,11 @@ package sqsqueue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -96,10 +94,6 @@ func (b *Backend) CancelRedrive(ctx context.Context, task string) (int64, error)
 	defer cancel()
 	out, err := b.client.CancelMessageMoveTask(cctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: aws.String(task)}, b.count(opCancelMessageMoveTask))
 	if err != nil {
-		var notFound *types.ResourceNotFoundException
-		if errors.As(err, &notFound) && ctx.Err() == nil {
-			return 0, fmt.Errorf("sqs cancel message move task: %w: %w", queue.ErrTaskNotFound, err)
-		}
 		return 0, b.translate(ctx, "cancel message move task", "", err)
 	}
 	return out.ApproximateNumberOfMessagesMoved, nil
