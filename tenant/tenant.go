@@ -41,9 +41,10 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-dev/sluice/internal/yamlerr"
 )
 
 // Limits are the per-tenant knobs. In a file, a field left out (or left
@@ -266,14 +267,8 @@ var tenantFields = yamlFields(reflect.TypeFor[tenantEntry]())
 
 func yamlFields(t reflect.Type) map[string]bool {
 	out := map[string]bool{}
-	for f := range t.Fields() {
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch {
-		case opts == "inline":
-			maps.Copy(out, yamlFields(f.Type))
-		case name != "" && name != "-":
-			out[name] = true
-		}
+	for _, k := range yamlerr.Keys(t, nil) {
+		out[k] = true
 	}
 	return out
 }

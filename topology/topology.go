@@ -345,20 +345,13 @@ var unknownField = regexp.MustCompile(`field (\S+) not found in type topology\.(
 // sectionKeys lists, for each type a queue file decodes into, what it is
 // called and the keys it takes (deprecated ones left out).
 var sectionKeys = map[string]struct{ what, keys string }{
-	"Topology": {"top-level", "the top-level keys are " + yamlKeys(reflect.TypeFor[Topology]())},
-	"Lane":     {"lane", "a lane's keys are " + yamlKeys(reflect.TypeFor[Lane]())},
+	"Topology": {"top-level", "the top-level keys are " + strings.Join(yamlerr.Keys(reflect.TypeFor[Topology](), deprecated), ", ")},
+	"Lane":     {"lane", "a lane's keys are " + strings.Join(yamlerr.Keys(reflect.TypeFor[Lane](), deprecated), ", ")},
 }
 
-func yamlKeys(t reflect.Type) string {
-	var keys []string
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name != "" && name != "-" && !strings.HasPrefix(f.Name, "Deprecated") {
-			keys = append(keys, name)
-		}
-	}
-	return strings.Join(keys, ", ")
-}
+// deprecated reports a field kept for an old spelling of its key: still
+// read, never suggested.
+func deprecated(f reflect.StructField) bool { return strings.HasPrefix(f.Name, "Deprecated") }
 
 // knownFields rewrites yaml.v3's unknown-field errors, which named a Go
 // type ("line 3: field shard not found in type topology.Lane"), to name

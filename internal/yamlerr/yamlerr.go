@@ -1,5 +1,6 @@
-// Package yamlerr makes the syntax errors of go.yaml.in/yaml/v3 name the
-// line where the problem is.
+// Package yamlerr makes the errors of go.yaml.in/yaml/v3 say what to fix:
+// syntax errors name the line where the problem is (Locate), and
+// unknown-key errors can list the keys a section takes (Keys).
 //
 // yaml.v3 reports a parser error at the start of the collection it was
 // parsing, not at the token it could not parse: a tenant entry's key
@@ -11,8 +12,10 @@ package yamlerr
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -82,4 +85,22 @@ func lineEnds(data []byte) []int {
 		ends = append(ends, off)
 	}
 	return ends
+}
+
+// Keys returns the YAML keys of struct type t, in field order, those of
+// ",inline" fields in their place, but the fields skip reports (nil skips
+// none).
+func Keys(t reflect.Type, skip func(reflect.StructField) bool) []string {
+	var keys []string
+	for f := range t.Fields() {
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case skip != nil && skip(f):
+		case opts == "inline":
+			keys = append(keys, Keys(f.Type, skip)...)
+		case name != "" && name != "-":
+			keys = append(keys, name)
+		}
+	}
+	return keys
 }

@@ -2,6 +2,8 @@ package yamlerr
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,4 +98,27 @@ func FuzzLocate(f *testing.F) {
 			t.Fatalf("Locate(%q) lost the error %v", data, err)
 		}
 	})
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	type inner struct {
+		B int `yaml:"b"`
+	}
+	type outer struct {
+		A             int `yaml:"a"`
+		inner         `yaml:",inline"`
+		Hidden        int `yaml:"-"`
+		Untagged      int
+		DeprecatedOld int `yaml:"old,omitempty"`
+		C             int `yaml:"c,omitempty"`
+	}
+	typ := reflect.TypeFor[outer]()
+	if got, want := Keys(typ, nil), []string{"a", "b", "old", "c"}; !slices.Equal(got, want) {
+		t.Errorf("Keys = %q, want %q", got, want)
+	}
+	old := func(f reflect.StructField) bool { return f.Name == "DeprecatedOld" }
+	if got, want := Keys(typ, old), []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("Keys skipping DeprecatedOld = %q, want %q", got, want)
+	}
 }
