@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"html"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -38,7 +37,14 @@ func servedConsoleOn(t *testing.T, n int, wrap func(queue.Backend) queue.Backend
 	for i := range n {
 		tb.Enqueue(t, tb.Topo.DLQ("std"), topotest.Envelope("a", "a-"+string(rune('a'+i)), time.Now().Add(-time.Hour)))
 	}
-	conn, err := grpc.NewClient(admintest.Serve(t, wrap(tb.Backend), tb.Topo, "admin-key"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return consoleOf(t, admintest.Serve(t, wrap(tb.Backend), tb.Topo, "admin-key")), tb
+}
+
+// consoleOf is a console of the admin API at addr, which takes the key
+// "admin-key".
+func consoleOf(t *testing.T, addr string) *Console {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +53,7 @@ func servedConsoleOn(t *testing.T, n int, wrap func(queue.Backend) queue.Backend
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, tb
+	return c
 }
 
 // post sends form as s's POST to path and returns the response.
@@ -413,27 +419,7 @@ func TestOverviewLegendCoversNoSlots(t *testing.T) {
 	a.ServeFairness(func(int) *adminv1.GetFairnessResponse {
 		return &adminv1.GetFairnessResponse{Lanes: []*adminv1.LaneFairness{{Lane: "std", Utilization: -1, JainIndex: -1}}}
 	})
-	unary, stream := admin.Auth("admin-key")
-	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
-	adminv1.RegisterAdminServiceServer(srv, a)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		_ = a.Stop(context.Background())
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c, err := New(Config{Admin: adminv1.NewAdminServiceClient(conn), AdminKey: "admin-key", Logger: topotest.QuietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := consoleOf(t, admintest.ServeServer(t, a, "admin-key"))
 	body := get(t, c, c.newSession(roleAdmin), "/").Body.String()
 	if !regexp.MustCompile(`<td class="n waiting">2</td>`).MatchString(body) || !strings.Contains(body, `<td class="n util">—</td>`) {
 		t.Fatalf("overview: want lane std with 2 waiting and utilization —:\n%s", body)

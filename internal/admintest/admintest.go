@@ -21,7 +21,13 @@ import (
 // and returns its address; it stops when the test ends.
 func Serve(t testing.TB, b queue.Backend, topo topology.Topology, key string) string {
 	t.Helper()
-	a := admin.NewServer(b, topo, topotest.QuietLog)
+	return ServeServer(t, admin.NewServer(b, topo, topotest.QuietLog), key)
+}
+
+// ServeServer is Serve for an admin server the test has set up (its
+// fairness report, say).
+func ServeServer(t testing.TB, a *admin.Server, key string) string {
+	t.Helper()
 	unary, stream := admin.Auth(key)
 	srv := grpc.NewServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
 	adminv1.RegisterAdminServiceServer(srv, a)
