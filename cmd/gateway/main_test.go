@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/flagconf/flagconftest"
+	"github.com/sluice-dev/sluice/internal/syncbuf"
 )
 
 // TestParseRefusesBadValues: flag values that crashed the gateway or
@@ -257,7 +257,7 @@ func TestShortAdminKeyRefusedAtStart(t *testing.T) {
 func TestUndrainedEmbeddedGatewaySaysSo(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
-	var logs, out lockedBuffer
+	var logs, out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--data-dir", t.TempDir(), "--drain=false", "--listen", "127.0.0.1:0", "--metrics-listen", ""}, nil, &out, &logs)
@@ -276,23 +276,4 @@ func TestUndrainedEmbeddedGatewaySaysSo(t *testing.T) {
 	if !strings.Contains(out.String(), "no drainers: jobs wait until this gateway runs without --drain=false") || strings.Contains(out.String(), "cmd/drainer") {
 		t.Errorf("banner:\n%s\nwant it to say the jobs wait for this gateway, not for cmd/drainer", out.String())
 	}
-}
-
-// lockedBuffer is a strings.Builder that a process's goroutines may write
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/sluice-dev/sluice/internal/syncbuf"
 	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 	"github.com/sluice-dev/sluice/worker"
 )
@@ -114,7 +114,7 @@ func TestPullsOverTLS(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		var out lockedBuilder
+		var out syncbuf.Buffer
 		_ = run(ctx, []string{"--addr", addr, "--key", "k"}, &out)
 		if !strings.Contains(out.String(), "pull stream ended; reconnecting") {
 			t.Fatalf("output does not show why no job comes:\n%s", out.String())
@@ -127,23 +127,4 @@ func TestPullsOverTLS(t *testing.T) {
 			t.Fatalf("run: %v, want --tls-client-ca refused when pulling", err)
 		}
 	})
-}
-
-// lockedBuilder is a strings.Builder that the worker's goroutines may
-// write while the test reads it.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/internal/syncbuf"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/metrics/cloudwatchpub"
@@ -154,7 +154,7 @@ func TestObserverPublishesToTheQueuesRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	o, err := StartObserver(t.Context(), ObserveFlags{CloudWatchNamespace: "Test", CloudWatchInterval: time.Hour}, b, topology.Default(), log)
 	if err != nil {
@@ -173,7 +173,7 @@ func TestObserverPublishesToTheQueuesRegion(t *testing.T) {
 	}
 	// On SQS with no namespace nothing is published, and the alarms,
 	// which treat missing data as not breaching, stay green: said at start.
-	var quiet syncBuffer
+	var quiet syncbuf.Buffer
 	o, err = StartObserver(t.Context(), ObserveFlags{}, b, topology.Default(), slog.New(slog.NewTextHandler(&quiet, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -229,23 +229,4 @@ func TestObserverRefusesCloudWatchWithoutARegion(t *testing.T) {
 		t.Fatalf("the metrics listener %s was left open: %v", addr, err)
 	}
 	again.Close()
-}
-
-// syncBuffer is a bytes.Buffer that a logger may write from several
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
