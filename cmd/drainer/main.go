@@ -127,6 +127,9 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	for _, w := range flagconf.StrayEnv(fs, "SLUICE", os.Environ()) {
+		log.Warn(w)
+	}
 	topo, err := node.LoadTopology(*queues, log)
 	if err != nil {
 		return err

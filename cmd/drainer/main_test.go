@@ -77,3 +77,21 @@ func TestShortAdminKeyRefusedAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestMisspelledEnvironmentIsNamed: a SLUICE_* variable a letter or two
+// from a setting is named in the log with the one meant, before anything
+// else can fail; sluicectl's variables are not the drainer's mistakes.
+func TestMisspelledEnvironmentIsNamed(t *testing.T) {
+	t.Setenv("SLUICE_SHUTDOWN_GRAC", "10s")
+	t.Setenv("SLUICE_API_KEY", "k")
+	t.Setenv("SLUICE_ADDR", "127.0.0.1:7070")
+	var logs strings.Builder
+	err := run(t.Context(), []string{"--data-dir", t.TempDir(), "--queues", filepath.Join(t.TempDir(), "missing.yaml")}, nil, &logs)
+	if err == nil {
+		t.Fatal("run with a missing --queues file: no error")
+	}
+	want := "environment variable SLUICE_SHUTDOWN_GRAC sets nothing: drainer has no such setting; did you mean SLUICE_SHUTDOWN_GRACE?"
+	if !strings.Contains(logs.String(), want) || strings.Contains(logs.String(), "SLUICE_API_KEY") || strings.Contains(logs.String(), "SLUICE_ADDR") {
+		t.Errorf("log:\n%s\nwant one warning: %s", logs.String(), want)
+	}
+}

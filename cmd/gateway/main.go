@@ -72,6 +72,7 @@ type config struct {
 	depthInterval time.Duration
 	tls           node.TLSFlags
 	console       node.ConsoleFlags
+	strayEnv      []string // warnings: SLUICE_* variables that set nothing
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -101,6 +102,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if err := flagconf.Parse(fs, args, "SLUICE", "config"); err != nil {
 		return c, err
 	}
+	c.strayEnv = flagconf.StrayEnv(fs, "SLUICE", os.Environ())
 	if c.concurrency < 0 {
 		return c, fmt.Errorf("--concurrency %d: must be at least 1 (or 0 for the default)", c.concurrency)
 	}
@@ -139,6 +141,9 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 	log, err := serve.NewLogger(stderr, c.logLevel)
 	if err != nil {
 		return err
+	}
+	for _, w := range c.strayEnv {
+		log.Warn(w)
 	}
 	tlsCfg, err := c.tls.Resolve()
 	if err != nil {

@@ -59,7 +59,7 @@ func Parse(fs *flag.FlagSet, args []string, envPrefix, configFlag string) error 
 		if given[f.Name] {
 			return
 		}
-		env := envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := EnvName(envPrefix, f.Name)
 		if v, ok := os.LookupEnv(env); ok {
 			if err := set(fs, f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s=%q: %w", env, v, err))
