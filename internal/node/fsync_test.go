@@ -3,9 +3,14 @@ package node
 import (
 	"flag"
 	"io"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/syncbuf"
+	"github.com/sluice-dev/sluice/topology"
 )
 
 func TestFsyncFlag(t *testing.T) {
@@ -74,4 +79,32 @@ func FuzzParseFsync(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStartLogSaysTheDurability: the embedded store's start-up log line
+// names its file and the --fsync in force, so the durability an OK means
+// can be read off a running process's log.
+func TestStartLogSaysTheDurability(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		interval time.Duration
+		want     string
+	}{{0, "fsync=always"}, {10 * time.Millisecond, "fsync=interval:10ms"}} {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			var logs syncbuf.Buffer
+			dir := t.TempDir()
+			b, err := OpenBackend(t.Context(), BackendFlags{Kind: "embedded", DataDir: dir, SyncInterval: tt.interval}, topology.Default(), slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			log := logs.String()
+			if !strings.Contains(log, `msg="embedded store open"`) || !strings.Contains(log, filepath.Join(dir, "queues.db")) || !strings.Contains(log, " "+tt.want+"\n") {
+				t.Errorf("log:\n%s\nwant the line that says the store is open to name its file and %s", log, tt.want)
+			}
+		})
+	}
 }

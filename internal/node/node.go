@@ -217,10 +217,14 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		if err := os.MkdirAll(f.DataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
 		}
-		eb, err := embeddedqueue.Open(filepath.Join(f.DataDir, "queues.db"), embeddedqueue.Options{Logger: log, SyncInterval: f.SyncInterval})
+		path := filepath.Join(f.DataDir, "queues.db")
+		eb, err := embeddedqueue.Open(path, embeddedqueue.Options{Logger: log, SyncInterval: f.SyncInterval})
 		if err != nil {
 			return nil, err
 		}
+		// The durability in force was nowhere to be seen once the process
+		// ran (found in a walkthrough).
+		log.InfoContext(ctx, "embedded store open", slog.String("path", path), slog.String("fsync", fsyncFlag{&f.SyncInterval}.String()))
 		b = eb
 	case "sqs":
 		if f.SyncInterval != 0 {
