@@ -766,13 +766,26 @@ func redriveStatus(c *admin, lane string) error {
 		return c.explain(err)
 	}
 	if c.json {
-		return printJSON(c.out, resp)
-	}
-	if len(resp.GetTasks()) == 0 {
+		err = printJSON(c.out, resp)
+	} else if len(resp.GetTasks()) == 0 {
 		fmt.Fprintf(c.out, "(no redrives of %s on record; SQS keeps those of the last 14 days)\n", resp.GetDlq())
+	} else {
+		err = printRedrives(c.out, resp.GetTasks())
+	}
+	return errors.Join(err, newestRedriveFailed(resp, lane))
+}
+
+// newestRedriveFailed is an error if the newest redrive of the answer's
+// DLQ failed, so that a script that follows one with --status sees it in
+// the exit status (it exited 0, found in a walkthrough). Older failures
+// are history; a later redrive may have moved what they left.
+func newestRedriveFailed(resp *adminv1.ListRedrivesResponse, lane string) error {
+	ts := resp.GetTasks()
+	if len(ts) == 0 || ts[0].GetStatus() != adminv1.RedriveTask_STATUS_FAILED {
 		return nil
 	}
-	return printRedrives(c.out, resp.GetTasks())
+	return fmt.Errorf("the newest redrive of %s failed after moving %d of %d messages: %s; what it did not move is still in the DLQ (start another with: sluicectl dlq redrive --lane %s)",
+		resp.GetDlq(), ts[0].GetMoved(), ts[0].GetToMove(), cmp.Or(ts[0].GetFailureReason(), "no reason given"), lane)
 }
 
 func cancelRedrive(c *admin, lane, task string) error {

@@ -84,6 +84,41 @@ func TestRedriveCanBeFollowedAndCancelled(t *testing.T) {
 	}
 }
 
+// TestFailedRedriveFailsStatus: --status exits non-zero when the newest
+// redrive failed (it exited 0, so a script following a redrive took a
+// failure for success), still printing the table; an older failure is
+// history and leaves it 0.
+func TestFailedRedriveFailsStatus(t *testing.T) {
+	tb := topotest.Setup(t, topotest.OneLane)
+	started := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	failed := queue.RedriveTask{Status: queue.RedriveFailed, Moved: 2, ToMove: 3, Started: started, FailureReason: "AccessDenied"}
+	done := queue.RedriveTask{Status: queue.RedriveCompleted, Moved: 3, ToMove: 3, Started: started.Add(time.Hour)}
+	for _, tc := range []struct {
+		name    string
+		tasks   []queue.RedriveTask
+		wantErr string
+	}{
+		{"newest failed", []queue.RedriveTask{failed, done}, "the newest redrive of " + tb.Topo.DLQ("std") + " failed after moving 2 of 3 messages: AccessDenied"},
+		{"an older one failed", []queue.RedriveTask{done, failed}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := serveAdmin(t, &moveTasks{Backend: tb.Backend, tasks: tc.tasks}, tb)
+			for _, format := range [][]string{nil, {"--json"}} {
+				args := append([]string{"dlq", "redrive", "--lane", "std", "--status", "--admin-addr", addr, "--admin-key", "k"}, format...)
+				out, err := run(t, args...)
+				switch {
+				case !strings.Contains(out, "AccessDenied"):
+					t.Errorf("%v: output:\n%s\nwant every task listed", args, out)
+				case tc.wantErr == "" && err != nil:
+					t.Errorf("%v: %v, want no error", args, err)
+				case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "sluicectl dlq redrive --lane std")):
+					t.Errorf("%v: %v, want an error saying %q and how to start another", args, err, tc.wantErr)
+				}
+			}
+		})
+	}
+}
+
 // TestRedriveFlagsAreChecked: the flag combinations that make no sense
 // are refused before any call, naming what to give.
 func TestRedriveFlagsAreChecked(t *testing.T) {
