@@ -598,15 +598,16 @@ var funcs = template.FuncMap{
 		}
 		return humanDuration(time.Since(ts.AsTime())) + " ago"
 	},
-	"state":   adminview.ReplayState,
-	"running": func(r *adminv1.Replay) bool { return r.GetState() == adminv1.Replay_STATE_RUNNING },
-	"payload": payloadText,
-	"reason":  shortReason,
-	"cut":     cut,
-	"keys":    func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) },
-	"total":   replayTotal,
-	"dryRun":  func(r *adminv1.Replay) string { return adminview.DryRunSummary(r, "most jobs") },
-	"movable": func(r *adminv1.Replay) int64 { return r.GetMatched() - r.GetFailed() },
+	"state":     adminview.ReplayState,
+	"running":   func(r *adminv1.Replay) bool { return r.GetState() == adminv1.Replay_STATE_RUNNING },
+	"payload":   payloadText,
+	"reason":    func(d *adminv1.DeadLetter) string { return adminview.Printable(adminview.ShortReason(d)) },
+	"printable": adminview.Printable,
+	"cut":       cut,
+	"keys":      func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) },
+	"total":     replayTotal,
+	"dryRun":    func(r *adminv1.Replay) string { return adminview.DryRunSummary(r, "most jobs") },
+	"movable":   func(r *adminv1.Replay) int64 { return r.GetMatched() - r.GetFailed() },
 	"percent": func(r *adminv1.Replay) int64 {
 		if t := replayTotal(r); t > 0 {
 			return min(100, (r.GetMoved()+r.GetFailed())*100/t)
@@ -703,16 +704,6 @@ func trimPartialRune(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-// shortReason drops a permanent failure's error from its reason when the
-// last error column shows it anyway.
-func shortReason(d *adminv1.DeadLetter) string {
-	r := d.GetReason()
-	if e := d.GetLastError(); e != "" {
-		r = strings.TrimSuffix(r, ": "+e)
-	}
-	return r
 }
 
 func cut(s string, n int) string {

@@ -4,7 +4,9 @@ package adminview
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 )
@@ -28,4 +30,28 @@ func DryRunSummary(r *adminv1.Replay, maxName string) string {
 			would, maxName, m, r.GetMatched(), r.GetScanned())
 	}
 	return fmt.Sprintf("%d of %d dead-lettered jobs would be replayed", would, r.GetScanned())
+}
+
+// ShortReason is a dead letter's reason without the error it may repeat
+// (a permanent failure's reason is "permanent_failure: <error>", and the
+// error is also the last error).
+func ShortReason(d *adminv1.DeadLetter) string {
+	r := d.GetReason()
+	if e := d.GetLastError(); e != "" {
+		r = strings.TrimSuffix(r, ": "+e)
+	}
+	return r
+}
+
+// Printable is s, Go-quoted if it holds a control character or a byte
+// that is not UTF-8, so that nothing read from a queue (a tenant's id, a
+// worker's error, a panic's message) can drive a terminal or hide in a
+// page.
+func Printable(s string) string {
+	for _, r := range s {
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -393,8 +393,8 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "JOB ID\tTENANT\tLANE\tREASON\tLAST ERROR\tATTEMPTS\tACCEPTED\tBYTES\tPAYLOAD")
 		for _, j := range resp.GetJobs() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", printable(j.GetJobId()), printable(j.GetTenant()), j.GetLane(),
-				truncate(ShortReason(j), 40), truncate(printable(j.GetLastError()), 60), j.GetAttempts(),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", adminview.Printable(j.GetJobId()), adminview.Printable(j.GetTenant()), j.GetLane(),
+				truncate(adminview.Printable(adminview.ShortReason(j)), 40), truncate(adminview.Printable(j.GetLastError()), 60), j.GetAttempts(),
 				accepted(j.GetEnqueuedAt()), j.GetPayloadBytes(), strconv.Quote(string(j.GetPayloadPreview())))
 		}
 		if err := tw.Flush(); err != nil {
@@ -417,28 +417,6 @@ func accepted(ts *timestamppb.Timestamp) string {
 		return "-"
 	}
 	return ts.AsTime().UTC().Format(time.RFC3339)
-}
-
-// ShortReason is a dead letter's reason without the error it may repeat
-// (a permanent failure's reason is "permanent_failure: <error>", and the
-// error is also the last error).
-func ShortReason(d *adminv1.DeadLetter) string {
-	r := d.GetReason()
-	if e := d.GetLastError(); e != "" {
-		r = strings.TrimSuffix(r, ": "+e)
-	}
-	return r
-}
-
-// printable quotes a string that holds control characters, so that
-// nothing read from a queue can drive the terminal.
-func printable(s string) string {
-	for _, r := range s {
-		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -501,21 +479,21 @@ func setupDLQShow(fs *flag.FlagSet) runFunc {
 			return printJSON(c.out, j)
 		}
 		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "job\t%s\n", printable(j.GetJobId()))
-		fmt.Fprintf(tw, "tenant\t%s\n", printable(j.GetTenant()))
+		fmt.Fprintf(tw, "job\t%s\n", adminview.Printable(j.GetJobId()))
+		fmt.Fprintf(tw, "tenant\t%s\n", adminview.Printable(j.GetTenant()))
 		fmt.Fprintf(tw, "lane\t%s (queue %s)\n", j.GetLane(), j.GetQueue())
-		fmt.Fprintf(tw, "reason\t%s\n", ShortReason(j))
+		fmt.Fprintf(tw, "reason\t%s\n", adminview.Printable(adminview.ShortReason(j)))
 		le := j.GetLastError()
 		if le == "" {
 			le = "(none recorded)"
 		}
-		fmt.Fprintf(tw, "last error\t%s\n", printable(le))
+		fmt.Fprintf(tw, "last error\t%s\n", adminview.Printable(le))
 		fmt.Fprintf(tw, "attempts\t%d\n", j.GetAttempts())
 		if at := j.GetEnqueuedAt(); at != nil {
 			fmt.Fprintf(tw, "accepted\t%s\n", at.AsTime().UTC().Format(time.RFC3339Nano))
 		}
 		for _, k := range sortedKeys(j.GetAttributes()) {
-			fmt.Fprintf(tw, "attribute\t%s=%s\n", printable(k), printable(j.GetAttributes()[k]))
+			fmt.Fprintf(tw, "attribute\t%s=%s\n", adminview.Printable(k), adminview.Printable(j.GetAttributes()[k]))
 		}
 		shown := ""
 		if n := int64(len(j.GetPayloadPreview())); n < j.GetPayloadBytes() {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-dev/sluice/drainer"
+	"github.com/sluice-dev/sluice/internal/adminview"
 	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
@@ -243,9 +244,9 @@ func (p *jobPrinter) print(j worker.Job, outcome string) {
 		fmt.Fprintf(p.w, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(p.w, "%s %s job %s tenant=%s lane=%s attempt=%d", time.Now().UTC().Format(time.RFC3339), outcome, printable(j.ID), printable(j.Tenant), j.Lane, j.Attempt)
+	fmt.Fprintf(p.w, "%s %s job %s tenant=%s lane=%s attempt=%d", time.Now().UTC().Format(time.RFC3339), outcome, adminview.Printable(j.ID), adminview.Printable(j.Tenant), j.Lane, j.Attempt)
 	for _, k := range sortedKeys(j.Attributes) {
-		fmt.Fprintf(p.w, " %s=%s", printable(k), strconv.Quote(j.Attributes[k]))
+		fmt.Fprintf(p.w, " %s=%s", adminview.Printable(k), strconv.Quote(j.Attributes[k]))
 	}
 	fmt.Fprintf(p.w, " payload=%s\n", strconv.Quote(string(j.Payload)))
 }
