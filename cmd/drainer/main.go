@@ -167,7 +167,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 		}
 		defer node.StopOnExit(depths, 10*time.Second, log)
 	}
-	tlsCfg, err := tlsFlags.Resolve()
+	tlsCfg, err := tlsFlags.Resolve(log)
 	if err != nil {
 		return err
 	}

@@ -145,7 +145,7 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 	for _, w := range c.strayEnv {
 		log.Warn(w)
 	}
-	tlsCfg, err := c.tls.Resolve()
+	tlsCfg, err := c.tls.Resolve(log)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"flag"
+	"log/slog"
 
 	"google.golang.org/grpc"
 
@@ -38,17 +39,18 @@ type TLS struct {
 }
 
 // Resolve loads the certificates the flags name; errors name the flag.
-func (f *TLSFlags) Resolve() (TLS, error) {
+// The listeners log refused handshakes to log.
+func (f *TLSFlags) Resolve(log *slog.Logger) (TLS, error) {
 	var out TLS
 	var err error
-	if out.Ingest, err = f.shared.ServerOptions(""); err != nil {
+	if out.Ingest, err = f.shared.ServerOptions("", log); err != nil {
 		return TLS{}, err
 	}
 	admin, prefix := f.shared, ""
 	if f.admin.Enabled() {
 		admin, prefix = f.admin, "admin-"
 	}
-	if out.Admin, err = admin.ServerOptions(prefix); err != nil {
+	if out.Admin, err = admin.ServerOptions(prefix, log); err != nil {
 		return TLS{}, err
 	}
 	if out.Worker, err = f.worker.DialOption("worker-"); err != nil {

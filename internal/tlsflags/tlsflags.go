@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -78,13 +79,14 @@ func (s Server) Config(flagPrefix string) (*tls.Config, error) {
 }
 
 // ServerOptions returns the gRPC server options for s: none when TLS is
-// off.
-func (s Server) ServerOptions(flagPrefix string) ([]grpc.ServerOption, error) {
+// off. Each refused handshake is logged to log, at most one line every
+// 10 s, with a hint of what the client lacks.
+func (s Server) ServerOptions(flagPrefix string, log *slog.Logger) ([]grpc.ServerOption, error) {
 	cfg, err := s.Config(flagPrefix)
 	if err != nil || cfg == nil {
 		return nil, err
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg))}, nil
+	return []grpc.ServerOption{grpc.Creds(newHandshakeLog(credentials.NewTLS(cfg), log, s.ClientCAFile != ""))}, nil
 }
 
 // Client is the TLS setting of an outgoing connection.

@@ -23,7 +23,14 @@ import (
 // setting on a loopback port and returns its address.
 func serveTLS(t *testing.T, s Server) string {
 	t.Helper()
-	opts, err := s.ServerOptions("")
+	return serveTLSLogged(t, s, slog.New(slog.DiscardHandler))
+}
+
+// serveTLSLogged is serveTLS with the listener's refused handshakes
+// logged to log.
+func serveTLSLogged(t *testing.T, s Server, log *slog.Logger) string {
+	t.Helper()
+	opts, err := s.ServerOptions("", log)
 	if err != nil {
 		t.Fatal(err)
 	}
