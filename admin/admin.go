@@ -91,6 +91,7 @@ func (a *Server) GetQueueStats(ctx context.Context, req *adminv1.GetQueueStatsRe
 			InFlight:  s.InFlight,
 			Delayed:   s.Delayed,
 			OldestAge: durationpb.New(s.OldestAge),
+			Retired:   info.Retired,
 		})
 	}
 	return resp, nil

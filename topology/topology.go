@@ -486,6 +486,9 @@ type QueueInfo struct {
 	Lane  string
 	Kind  Kind
 	Shard int // shard index for KindShard, else 0
+	// Retired marks a shard queue past its lane's Shards that still held
+	// jobs at start (RetiredShards): drained until empty, sent nothing.
+	Retired bool
 }
 
 // Queues lists every queue of the topology, each lane's dead-letter queue
@@ -512,7 +515,9 @@ func (t Topology) Queues() []QueueInfo {
 			return QueueInfo{Spec: s, Lane: l.Name, Kind: kind, Shard: shard}
 		}
 		for i := range l.Shards + l.RetiredShards {
-			out = append(out, redriven(t.ShardQueue(l.Name, i), KindShard, i))
+			q := redriven(t.ShardQueue(l.Name, i), KindShard, i)
+			q.Retired = i >= l.Shards
+			out = append(out, q)
 		}
 		out = append(out, redriven(t.SpilloverQueue(l.Name), KindSpillover, 0))
 		out = append(out, redriven(t.BacklogQueue(l.Name), KindBacklog, 0))

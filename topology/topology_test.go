@@ -310,6 +310,12 @@ func TestWithRetiredShards(t *testing.T) {
 			if slices.Contains(names, topo.ShardQueue("standard", std.Shards+tt.want)) {
 				t.Errorf("Names has %s, past the last retired shard", topo.ShardQueue("standard", std.Shards+tt.want))
 			}
+			for _, q := range got.Queues() {
+				lane, _ := got.Lane(q.Lane)
+				if q.Retired != (q.Kind == KindShard && q.Shard >= lane.Shards) {
+					t.Errorf("%s: Retired %v", q.Spec.Name, q.Retired)
+				}
+			}
 			if orig, _ := topo.Lane("standard"); orig.RetiredShards != 0 {
 				t.Error("WithRetiredShards changed its receiver")
 			}

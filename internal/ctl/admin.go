@@ -250,7 +250,11 @@ func setupStats(fs *flag.FlagSet) runFunc {
 		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "QUEUE\tLANE\tKIND\tVISIBLE\tIN FLIGHT\tDELAYED\tOLDEST\t")
 		for _, q := range resp.GetQueues() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", q.GetQueue(), q.GetLane(), q.GetKind(), q.GetVisible(), q.GetInFlight(), q.GetDelayed(), oldestAge(q))
+			kind := q.GetKind()
+			if q.GetRetired() {
+				kind += " (retired)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", q.GetQueue(), q.GetLane(), kind, q.GetVisible(), q.GetInFlight(), q.GetDelayed(), oldestAge(q))
 		}
 		return tw.Flush()
 	})(fs)

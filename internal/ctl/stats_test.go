@@ -90,3 +90,53 @@ func TestStatsShowsUnknownOldestAge(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsMarksRetiredShards: a shard queue past its lane's shard count
+// that still held jobs at start is marked retired in the table and in
+// --json; it was listed as one more shard, where no new job goes.
+func TestStatsMarksRetiredShards(t *testing.T) {
+	t.Parallel()
+	tb := topotest.Setup(t, topotest.OneLane) // std has 4 shards
+	retired := tb.Topo.ShardQueue("std", 5)
+	tb.Topo = tb.Topo.WithRetiredShards([]string{retired})
+	if err := tb.Backend.EnsureQueues(t.Context(), tb.Topo.Specs()); err != nil {
+		t.Fatal(err)
+	}
+	addr := serveAdmin(t, tb.Backend, tb)
+	out, err := run(t, "stats", "--admin-addr", addr, "--admin-key", "k")
+	if err != nil {
+		t.Fatalf("stats: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.Contains(f[0], "-shard-") {
+			continue
+		}
+		shard4or5 := f[0] == tb.Topo.ShardQueue("std", 4) || f[0] == retired
+		if marked := strings.Contains(line, "shard (retired)"); marked != shard4or5 {
+			t.Errorf("%s: marked retired %v, want %v:\n%s", f[0], marked, shard4or5, out)
+		}
+	}
+	out, err = run(t, "stats", "--json", "--admin-addr", addr, "--admin-key", "k")
+	if err != nil {
+		t.Fatalf("stats --json: %v\n%s", err, out)
+	}
+	var resp struct {
+		Queues []struct {
+			Queue   string
+			Retired bool
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range resp.Queues {
+		if q.Retired {
+			got = append(got, q.Queue)
+		}
+	}
+	if want := []string{tb.Topo.ShardQueue("std", 4), retired}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("--json marks %q retired, want %q", got, want)
+	}
+}

@@ -943,11 +943,15 @@ type QueueStats struct {
 	// Lane the queue belongs to.
 	Lane string `protobuf:"bytes,2,opt,name=lane,proto3" json:"lane,omitempty"`
 	// shard, spillover, backlog or dlq.
-	Kind          string               `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
-	Visible       int64                `protobuf:"varint,4,opt,name=visible,proto3" json:"visible,omitempty"`
-	InFlight      int64                `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	Delayed       int64                `protobuf:"varint,6,opt,name=delayed,proto3" json:"delayed,omitempty"`
-	OldestAge     *durationpb.Duration `protobuf:"bytes,7,opt,name=oldest_age,json=oldestAge,proto3" json:"oldest_age,omitempty"`
+	Kind      string               `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Visible   int64                `protobuf:"varint,4,opt,name=visible,proto3" json:"visible,omitempty"`
+	InFlight  int64                `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Delayed   int64                `protobuf:"varint,6,opt,name=delayed,proto3" json:"delayed,omitempty"`
+	OldestAge *durationpb.Duration `protobuf:"bytes,7,opt,name=oldest_age,json=oldestAge,proto3" json:"oldest_age,omitempty"`
+	// A shard queue past its lane's shard count that held jobs when the
+	// process started (the count was lowered): drained until empty, and no
+	// new job goes to it. Listed until the next restart.
+	Retired       bool `protobuf:"varint,8,opt,name=retired,proto3" json:"retired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1029,6 +1033,13 @@ func (x *QueueStats) GetOldestAge() *durationpb.Duration {
 		return x.OldestAge
 	}
 	return nil
+}
+
+func (x *QueueStats) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
 }
 
 // DLQFilter selects dead-lettered jobs. Every set field must match.
@@ -2318,7 +2329,7 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\x14GetQueueStatsRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\"L\n" +
 	"\x15GetQueueStatsResponse\x123\n" +
-	"\x06queues\x18\x01 \x03(\v2\x1b.sluice.admin.v1.QueueStatsR\x06queues\"\xd5\x01\n" +
+	"\x06queues\x18\x01 \x03(\v2\x1b.sluice.admin.v1.QueueStatsR\x06queues\"\xef\x01\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
@@ -2328,7 +2339,8 @@ const file_sluice_admin_v1_admin_proto_rawDesc = "" +
 	"\tin_flight\x18\x05 \x01(\x03R\binFlight\x12\x18\n" +
 	"\adelayed\x18\x06 \x01(\x03R\adelayed\x128\n" +
 	"\n" +
-	"oldest_age\x18\a \x01(\v2\x19.google.protobuf.DurationR\toldestAge\"\x89\x02\n" +
+	"oldest_age\x18\a \x01(\v2\x19.google.protobuf.DurationR\toldestAge\x12\x18\n" +
+	"\aretired\x18\b \x01(\bR\aretired\"\x89\x02\n" +
 	"\tDLQFilter\x12\x14\n" +
 	"\x05lanes\x18\x01 \x03(\tR\x05lanes\x12\x18\n" +
 	"\atenants\x18\x02 \x03(\tR\atenants\x12\x1f\n" +
