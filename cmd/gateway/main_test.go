@@ -287,8 +287,11 @@ func TestUndrainedEmbeddedGatewaySaysSo(t *testing.T) {
 func TestMisspelledEnvironmentIsNamed(t *testing.T) {
 	for _, kv := range [][2]string{
 		{"SLUICE_CONCURENCY", "64"},
-		{"SLUICE_ADDR", "127.0.0.1:7070"}, {"SLUICE_API_KEY", "k"}, {"SLUICE_ADMIN_ADDR", "127.0.0.1:7071"},
-		{"SLUICE_PULL_ADDR", "127.0.0.1:7072"}, {"SLUICE_WORKER_KEY", "w"},
+		{"SLUICE_ADDR", "127.0.0.1:7070"},
+		{"SLUICE_API_KEY", "k"},
+		{"SLUICE_ADMIN_ADDR", "127.0.0.1:7071"},
+		{"SLUICE_PULL_ADDR", "127.0.0.1:7072"},
+		{"SLUICE_WORKER_KEY", "w"},
 	} {
 		t.Setenv(kv[0], kv[1])
 	}

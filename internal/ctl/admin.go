@@ -747,11 +747,12 @@ func redriveStatus(c *admin, lane string) error {
 	if err != nil {
 		return c.explain(err)
 	}
-	if c.json {
+	switch {
+	case c.json:
 		err = printJSON(c.out, resp)
-	} else if len(resp.GetTasks()) == 0 {
+	case len(resp.GetTasks()) == 0:
 		fmt.Fprintf(c.out, "(no redrives of %s on record; SQS keeps those of the last 14 days)\n", resp.GetDlq())
-	} else {
+	default:
 		err = printRedrives(c.out, resp.GetTasks())
 	}
 	return errors.Join(err, newestRedriveFailed(resp, lane))
