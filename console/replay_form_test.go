@@ -431,3 +431,34 @@ func TestOverviewLegendCoversNoSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaysPageShowsRedrives: the Replays page lists each lane's
+// whole-DLQ move tasks where the backend keeps them (SQS), with their
+// progress and failure, and refreshes while one runs; on the embedded
+// backend, which has none, the page is the replays alone, with no error.
+// A redrive could be followed only from sluicectl (found in a
+// walkthrough).
+func TestReplaysPageShowsRedrives(t *testing.T) {
+	t.Parallel()
+	started := time.Now().Add(-time.Minute)
+	tasks := []queue.RedriveTask{
+		{Task: "handle-1", Status: queue.RedriveRunning, Moved: 40, ToMove: 120, MaxPerSecond: 10, Started: started},
+		{Status: queue.RedriveFailed, Moved: 1, ToMove: 3, Started: started.Add(-time.Hour), FailureReason: "AccessDenied \x1b[2J"},
+	}
+	c, tb := servedConsoleOn(t, 0, func(b queue.Backend) queue.Backend { return &admintest.MoveTasks{Backend: b, Tasks: tasks} })
+	page := get(t, c, c.newSession(roleReadOnly), "/replays").Body.String()
+	for _, want := range []string{
+		"Whole-DLQ redrives (SQS)", tb.Topo.DLQ("std"), `<span class="state running">running</span>`, `<progress max="120" value="40">`,
+		"10/s", `<span class="state failed">failed</span>`, `&#34;AccessDenied \x1b[2J&#34;`, `http-equiv="refresh"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("replays page lacks %q:\n%s", want, page)
+		}
+	}
+
+	c, _ = servedConsole(t, 0)
+	page = get(t, c, c.newSession(roleReadOnly), "/replays").Body.String()
+	if strings.Contains(page, "redrives") || strings.Contains(page, `class="error"`) || !strings.Contains(page, "No replays on this process yet") {
+		t.Errorf("replays page on the embedded backend:\n%s\nwant the replays alone, no redrive section and no error", page)
+	}
+}

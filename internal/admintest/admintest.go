@@ -4,6 +4,7 @@ package admintest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -43,4 +44,31 @@ func ServeServer(t testing.TB, a *admin.Server, key string) string {
 		_ = a.Stop(ctx)
 	})
 	return lis.Addr().String()
+}
+
+// MoveTasks gives a backend (the embedded store) SQS-like whole-DLQ move
+// tasks: StartRedrive answers "handle-1", ListRedrives lists Tasks, and
+// CancelRedrive stops "handle-1" after 7 moved, any other handle being
+// ErrTaskNotFound.
+type MoveTasks struct {
+	queue.Backend
+	Tasks []queue.RedriveTask
+}
+
+// StartRedrive answers the task handle-1.
+func (m *MoveTasks) StartRedrive(context.Context, string, int) (string, error) {
+	return "handle-1", nil
+}
+
+// ListRedrives lists m.Tasks.
+func (m *MoveTasks) ListRedrives(context.Context, string) ([]queue.RedriveTask, error) {
+	return m.Tasks, nil
+}
+
+// CancelRedrive stops handle-1, which had moved 7.
+func (m *MoveTasks) CancelRedrive(_ context.Context, task string) (int64, error) {
+	if task != "handle-1" {
+		return 0, fmt.Errorf("sqs cancel message move task: %w: ResourceNotFoundException: Task does not exist", queue.ErrTaskNotFound)
+	}
+	return 7, nil
 }

@@ -55,3 +55,9 @@ func Printable(s string) string {
 	}
 	return s
 }
+
+// RedriveStatus is a redrive task's status in lower case: running,
+// completed, cancelling, cancelled or failed.
+func RedriveStatus(r *adminv1.RedriveTask) string {
+	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "STATUS_"))
+}

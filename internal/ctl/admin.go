@@ -786,12 +786,6 @@ func cancelRedrive(c *admin, lane, task string) error {
 	return nil
 }
 
-// taskStatus is a redrive task's status in lower case: running,
-// completed, cancelling, cancelled or failed.
-func taskStatus(r *adminv1.RedriveTask) string {
-	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "STATUS_"))
-}
-
 // printRedrives prints redrive tasks, the handle last: it is a few hundred
 // characters, and only a running task has one.
 func printRedrives(w io.Writer, ts []*adminv1.RedriveTask) error {
@@ -805,7 +799,7 @@ func printRedrives(w io.Writer, ts []*adminv1.RedriveTask) error {
 		if r.GetStartedAt() != nil {
 			started = r.GetStartedAt().AsTime().UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", taskStatus(r), r.GetMoved(), r.GetToMove(), rate, started,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", adminview.RedriveStatus(r), r.GetMoved(), r.GetToMove(), rate, started,
 			cmp.Or(r.GetFailureReason(), "-"), cmp.Or(r.GetTask(), "-"))
 	}
 	return tw.Flush()

@@ -1,37 +1,15 @@
 package ctl_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/admintest"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue"
 )
-
-// moveTasks gives the embedded backend SQS-like move tasks.
-type moveTasks struct {
-	queue.Backend
-	tasks []queue.RedriveTask
-}
-
-func (m *moveTasks) StartRedrive(context.Context, string, int) (string, error) {
-	return "handle-1", nil
-}
-
-func (m *moveTasks) ListRedrives(context.Context, string) ([]queue.RedriveTask, error) {
-	return m.tasks, nil
-}
-
-func (m *moveTasks) CancelRedrive(_ context.Context, task string) (int64, error) {
-	if task != "handle-1" {
-		return 0, fmt.Errorf("sqs cancel message move task: %w: ResourceNotFoundException: Task does not exist", queue.ErrTaskNotFound)
-	}
-	return 7, nil
-}
 
 // TestRedriveCanBeFollowedAndCancelled: `dlq redrive` says how to follow
 // and stop the task it started; --status prints the lane's tasks as a
@@ -40,7 +18,7 @@ func (m *moveTasks) CancelRedrive(_ context.Context, task string) (int64, error)
 func TestRedriveCanBeFollowedAndCancelled(t *testing.T) {
 	tb := topotest.Setup(t, topotest.OneLane)
 	started := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	addr := serveAdmin(t, &moveTasks{Backend: tb.Backend, tasks: []queue.RedriveTask{
+	addr := serveAdmin(t, &admintest.MoveTasks{Backend: tb.Backend, Tasks: []queue.RedriveTask{
 		{Task: "handle-1", Status: queue.RedriveRunning, Moved: 7, ToMove: 120, MaxPerSecond: 10, Started: started},
 		{Status: queue.RedriveFailed, ToMove: 3, Started: started.Add(-time.Hour), FailureReason: "CouldNotDetermineMessageSource"},
 	}}, tb)
@@ -102,7 +80,7 @@ func TestFailedRedriveFailsStatus(t *testing.T) {
 		{"an older one failed", []queue.RedriveTask{done, failed}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := serveAdmin(t, &moveTasks{Backend: tb.Backend, tasks: tc.tasks}, tb)
+			addr := serveAdmin(t, &admintest.MoveTasks{Backend: tb.Backend, Tasks: tc.tasks}, tb)
 			for _, format := range [][]string{nil, {"--json"}} {
 				args := append([]string{"dlq", "redrive", "--lane", "std", "--status", "--admin-addr", addr, "--admin-key", "k"}, format...)
 				out, err := run(t, args...)
