@@ -256,13 +256,15 @@ type Result struct {
 }
 
 // Submit sends one job, retrying as the package documentation describes.
-// A nil error means the gateway stored the job durably. A refusal is a
-// *QuotaError, *BacklogError or *InvalidArgumentError; any error carries
-// the gRPC status of the last attempt (status.Code(err)).
+// A nil error means the gateway stored the job durably. Every error is a
+// *JobError, which carries the job's idempotency key; a refusal in it is
+// a *QuotaError, *BacklogError or *InvalidArgumentError (errors.As), and
+// any error carries the gRPC status of the last attempt (status.Code(err)).
 func (c *Client) Submit(ctx context.Context, job Job) (*Result, error) {
 	req := job.request()
+	keyed := func(err error) error { return &JobError{IdempotencyKey: req.GetIdempotencyKey(), Err: err} }
 	if err := checkEncodable(req); err != nil {
-		return nil, fmt.Errorf("sluice: submit: %w", err)
+		return nil, keyed(fmt.Errorf("sluice: submit: %w", err))
 	}
 	for attempt := 1; ; attempt++ {
 		resp, err := c.submitOnce(ctx, req)
@@ -272,12 +274,12 @@ func (c *Client) Submit(ctx context.Context, job Job) (*Result, error) {
 		wait, retry := c.retryWait(ctx, err, attempt)
 		if !retry {
 			if attempt > 1 {
-				return nil, fmt.Errorf("sluice: submit (gave up after %d attempts): %w", attempt, err)
+				return nil, keyed(fmt.Errorf("sluice: submit (gave up after %d attempts): %w", attempt, err))
 			}
-			return nil, fmt.Errorf("sluice: submit: %w", err)
+			return nil, keyed(fmt.Errorf("sluice: submit: %w", err))
 		}
 		if werr := sleep(ctx, wait); werr != nil {
-			return nil, fmt.Errorf("sluice: submit: %w while waiting %s to retry after: %w", werr, wait.Round(time.Millisecond), err)
+			return nil, keyed(fmt.Errorf("sluice: submit: %w while waiting %s to retry after: %w", werr, wait.Round(time.Millisecond), err))
 		}
 	}
 }

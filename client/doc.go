@@ -55,5 +55,8 @@
 //
 // Other failures (UNAUTHENTICATED, UNAVAILABLE after the last attempt, a
 // context error) are returned as the gRPC status error, wrapped with
-// context.
+// context. Submit and a Producer's Future wrap every error of a job in a
+// *JobError, which carries the job's idempotency key: a job given up on
+// after UNAVAILABLE or a deadline may have been stored all the same, and
+// resubmitted with that key it is stored once.
 package client

@@ -208,3 +208,24 @@ func jobStatus(je *ingestv1.JobError) *status.Status {
 	}
 	return st
 }
+
+// JobError is the error of one job that Submit, or a Producer's Future,
+// gave up on. Err says why (a refusal above, or the last call's failure);
+// IdempotencyKey is the key the job was sent with, the caller's or the
+// one the client generated. After a failure of the call (UNAVAILABLE,
+// DEADLINE_EXCEEDED, a cancelled context, a closed Producer) the gateway
+// may have stored the job all the same: resubmit it with that key
+// (Job.IdempotencyKey) within the gateway's idempotency window, and it is
+// stored once. Without the key, a caller who let the client generate one
+// could only resubmit blind, and risk the job twice (found in a
+// walkthrough). SubmitBatch gives the key in each JobResult instead.
+type JobError struct {
+	IdempotencyKey string
+	Err            error
+}
+
+func (e *JobError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err: errors.As finds the refusals and status.Code the
+// gRPC status through a JobError.
+func (e *JobError) Unwrap() error { return e.Err }

@@ -139,9 +139,9 @@ type Future struct {
 func (f *Future) Done() <-chan struct{} { return f.done }
 
 // Wait waits until the job is settled, or ctx ends, and returns its
-// outcome as Client.Submit would: the accepted (or duplicate) job, or the
-// last refusal (*QuotaError, *BacklogError, *InvalidArgumentError) or
-// call failure. A ctx that ends only stops the waiting, not the job; a
+// outcome as Client.Submit would: the accepted (or duplicate) job, or a
+// *JobError with the job's idempotency key and the last refusal
+// (*QuotaError, *BacklogError, *InvalidArgumentError) or call failure. A ctx that ends only stops the waiting, not the job; a
 // job settled already answers its outcome whatever ctx.
 func (f *Future) Wait(ctx context.Context) (*Result, error) {
 	select {
@@ -257,8 +257,8 @@ func (p *Producer) Flush(ctx context.Context) error {
 // Close stops Send and waits, as Flush does, for the jobs already sent.
 // If ctx ends first, the calls under way are cancelled and the jobs not
 // settled fail with ErrProducerClosed (they may have been stored all the
-// same: resubmit them with their idempotency keys to be sure); Close then
-// returns ctx's error. Safe to call twice.
+// same: resubmit them with the idempotency keys their *JobError carries to
+// be sure); Close then returns ctx's error. Safe to call twice.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
@@ -520,7 +520,7 @@ func (p *Producer) settle(j *pjob, id string, dup bool, err error) {
 		} else {
 			err = fmt.Errorf("sluice: producer: %w", err)
 		}
-		j.fut.err = err
+		j.fut.err = &JobError{IdempotencyKey: j.req.GetIdempotencyKey(), Err: err}
 	} else {
 		j.fut.result = Result{JobID: id, Duplicate: dup, IdempotencyKey: j.req.GetIdempotencyKey(), Attempts: j.attempts}
 		j.fut.res = &j.fut.result
