@@ -35,9 +35,13 @@ const bucketShards = 256
 // after a due promise's time may redeem it, so the order of the returns
 // does not matter) and lapse promiseGrace after their time, their tokens
 // lost, which is how a refused caller that never returns costs the tenant
-// at most a token. At most maxPromised tokens, no further than maxRetry
-// ahead, are promised; later refusals are told the time after the last
-// promise without a reservation. Reserved tokens count as taken, so over
+// at most a token. At most maxPromised tokens, no further than
+// promiseHorizon ahead, are promised; later refusals are told the time
+// after the last promise without a reservation. (Up to maxRetry ahead, a
+// flood of callers that never came back left 1,024 promises standing, and
+// every caller refused after it was told to wait 3 minutes at 5 jobs/s,
+// while the promised tokens came due unclaimed a fifth of a second apart;
+// found in a walkthrough.) Reserved tokens count as taken, so over
 // time the tenant never gets more than its rate: a redemption takes a
 // token that became due by the same rule as any take, and lapsed promises
 // only give up tokens. Within a short window, promised callers that come
@@ -85,6 +89,10 @@ const (
 	// this many tokens beyond the burst, and only when promised callers
 	// come back late.
 	promiseGrace = 250 * time.Millisecond
+	// promiseHorizon is how far ahead tokens are promised: the longest
+	// wait a refusal for rate can be told while it reserves a token, and
+	// about the longest told at all (the time after the last promise).
+	promiseHorizon = 10 * time.Second
 )
 
 // NewBuckets returns an empty set of buckets.
@@ -222,7 +230,7 @@ func (st *bucketState) take(t, interval int64, burst int32) {
 // future token, reserving it if the limits on promises allow.
 func (st *bucketState) promise(t int64) int64 {
 	p := st.tat + st.interval - int64(st.burst)*st.interval // when the next token conforms
-	if st.promised < maxPromised && p-t <= int64(maxRetry) {
+	if st.promised < maxPromised && p-t <= int64(promiseHorizon) {
 		st.tat += st.interval
 		st.promised++
 	}

@@ -117,9 +117,9 @@ func TestBucketsReturnWithPromises(t *testing.T) {
 	}
 }
 
-// TestBucketsPromiseLimits: beyond maxPromised promises, or maxRetry
-// ahead, refused callers are told the time after the last promise and
-// nothing is reserved for them.
+// TestBucketsPromiseLimits: beyond maxPromised promises, or
+// promiseHorizon ahead, refused callers are told the time after the last
+// promise and nothing is reserved for them.
 func TestBucketsPromiseLimits(t *testing.T) {
 	t.Parallel()
 	b := NewBuckets()
@@ -134,8 +134,8 @@ func TestBucketsPromiseLimits(t *testing.T) {
 			t.Fatalf("refusal beyond the cap: wait %s, want %s", wait, (maxPromised+1)*time.Millisecond)
 		}
 	}
-	// At 1 job per 1000 s the first token is beyond maxRetry: each refusal
-	// is told the same time and reserves nothing.
+	// At 1 job per 1000 s the first token is beyond promiseHorizon: each
+	// refusal is told the same time and reserves nothing.
 	b.Take("slow", 0.001, 1, t0)
 	for range 3 {
 		if _, wait, _ := b.Take("slow", 0.001, 1, t0); wait != 1000*time.Second {
@@ -144,6 +144,38 @@ func TestBucketsPromiseLimits(t *testing.T) {
 	}
 	if _, _, ok := b.Take("slow", 0.001, 1, t0.Add(1000*time.Second)); !ok {
 		t.Fatal("slow tenant refused once its token is due")
+	}
+}
+
+// TestBucketsHintAfterAFloodThatNeverCameBack: thousands of refusals of
+// callers that never come back, then a caller at the tenant's pace: its
+// hints stay within promiseHorizon (and a token interval), and it is
+// admitted at the rate. It was told 3m21s at 5 jobs/s, the end of 1,024
+// promises, while they came due unclaimed a fifth of a second apart
+// (found in a walkthrough).
+func TestBucketsHintAfterAFloodThatNeverCameBack(t *testing.T) {
+	t.Parallel()
+	b := NewBuckets()
+	const interval = 200 * time.Millisecond // 5 jobs/s
+	const most = 10*time.Second + interval  // promiseHorizon and a token
+	for i := range 10_000 {
+		_, wait, ok := b.Take("tiny", 5, 5, t0.Add(time.Duration(i)*100*time.Microsecond))
+		if !ok && wait > most {
+			t.Fatalf("refusal %d of the flood told %s, want at most %s", i, wait, most)
+		}
+	}
+	after := t0.Add(3 * time.Second)
+	admitted := 0
+	for i := range 100 { // 10 jobs/s for 10 s: twice the rate
+		_, wait, ok := b.Take("tiny", 5, 5, after.Add(time.Duration(i)*100*time.Millisecond))
+		if ok {
+			admitted++
+		} else if wait > most {
+			t.Fatalf("take %d after the flood told %s, want at most %s", i, wait, most)
+		}
+	}
+	if admitted > 5*10+5 {
+		t.Errorf("%d admitted in 10 s at 5 jobs/s with a burst of 5", admitted)
 	}
 }
 
