@@ -278,7 +278,10 @@ func (b *Buckets) Sweep(now time.Time) int {
 // hwmVerdict decides the lane high-water-mark check. A tenant is refused
 // when the lane's backlog reaches its tier's share of the mark; the retry
 // hint is the time the lane needs, at its drain rate, to get back under that
-// share, clamped to [minRetry, maxRetry].
+// share, clamped to [minRetry, maxRetry]. At a drain rate of 0 (nothing
+// delivered: no workers) it is stalledRetry: the backlog shrinks only once
+// workers come, and a hint of the declared capacity told every caller to
+// come back each second throughout an outage (found in a walkthrough).
 func hwmVerdict(backlog, hwm int64, fraction, drainRate float64) (refused bool, retry time.Duration) {
 	// Compared as shares: backlog/hwm and the fraction are each the
 	// nearest float to the same decimal when the backlog is exactly at
@@ -286,6 +289,9 @@ func hwmVerdict(backlog, hwm int64, fraction, drainRate float64) (refused bool, 
 	// 7.000000000000001), which admitted a job at the share.
 	if float64(backlog)/float64(hwm) < fraction {
 		return false, 0
+	}
+	if !(drainRate > 0) {
+		return true, stalledRetry
 	}
 	threshold := fraction * float64(hwm)
 	excess := max(float64(backlog)-threshold, 0) + 1
@@ -298,4 +304,7 @@ func hwmVerdict(backlog, hwm int64, fraction, drainRate float64) (refused bool, 
 const (
 	minRetry = time.Second
 	maxRetry = 5 * time.Minute
+	// stalledRetry is the backlog hint of a lane that delivers nothing:
+	// callers that honour it look again this often until workers come.
+	stalledRetry = 10 * time.Second
 )

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ func TestBacklogRetryHintFollowsTheDrainRate(t *testing.T) {
 		{"declared capacity", nil, 51 * time.Second / 5},
 		{"measured rate", func(lane string, _ time.Time) (float64, bool) { return 1.5, lane == "premium" }, 34 * time.Second},
 		{"no rate known yet", func(string, time.Time) (float64, bool) { return 0, false }, 51 * time.Second / 5},
+		{"nothing delivered", func(string, time.Time) (float64, bool) { return 0, true }, stalledRetry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +55,9 @@ func TestBacklogRetryHintFollowsTheDrainRate(t *testing.T) {
 			st := status.Convert(err)
 			if st.Code() != codes.ResourceExhausted {
 				t.Fatalf("Submit = %v, want RESOURCE_EXHAUSTED", err)
+			}
+			if stalled := strings.Contains(st.Message(), "nothing was delivered from the lane in the last 30s: are its workers connected?"); stalled != (tt.want == stalledRetry) {
+				t.Errorf("refusal %q: says the lane delivers nothing %v, want %v", st.Message(), stalled, tt.want == stalledRetry)
 			}
 			for _, d := range st.Details() {
 				if ri, ok := d.(*errdetails.RetryInfo); ok {

@@ -60,7 +60,9 @@ type Config struct {
 	// per second at now, and whether one is known (in a single process,
 	// metrics.DeliveryRate over the in-process drainers' deliveries). A
 	// backlog refusal's retry hint divides the excess backlog by it, or by
-	// the lane's declared capacity while none is known.
+	// the lane's declared capacity while none is known. A known rate of 0
+	// (nothing delivered while the backlog waits: no workers) gets the
+	// hint stalledRetry, and a refusal that says so.
 	DrainRate func(lane string, now time.Time) (float64, bool)
 	// Metrics records submit outcomes and enqueue latency; nil records
 	// nothing.
@@ -362,11 +364,16 @@ func (b *batch) admit(req *ingestv1.SubmitRequest, index int) {
 		return
 	}
 	backlog := b.laneBacklog()
-	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, b.drainRate()); refused {
+	drainRate := b.drainRate()
+	if refused, retry := hwmVerdict(backlog, b.lane.lane.HighWaterMark, lim.HWMFraction, drainRate); refused {
 		token.Return(b.now)
 		r.outcome = metrics.OutcomeThrottledBacklog
 		if b.overBacklog == nil {
-			b.overBacklog = &quotaRefusal{"lane_backlog:" + b.tenant.ID, fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark)}
+			why := fmt.Sprintf("lane %s backlog of %d jobs is at the %s tier's limit (%.0f%% of %d)", b.lane.lane.Name, backlog, b.tenant.Tier, lim.HWMFraction*100, b.lane.lane.HighWaterMark)
+			if drainRate == 0 {
+				why += fmt.Sprintf("; nothing was delivered from the lane in the last %s: are its workers connected?", metrics.RateWindowDefault)
+			}
+			b.overBacklog = &quotaRefusal{"lane_backlog:" + b.tenant.ID, why}
 		}
 		r.refuseQuota(b.overBacklog, retry)
 		return
@@ -384,11 +391,11 @@ func fieldPrefix(index int) string {
 	return "jobs[" + strconv.Itoa(index) + "]."
 }
 
-// drainRate is the lane's measured drain rate where one is known, else its
-// declared capacity.
+// drainRate is the lane's measured drain rate where one is known (0 when
+// nothing was delivered), else its declared capacity.
 func (b *batch) drainRate() float64 {
 	if f := b.s.cfg.DrainRate; f != nil {
-		if r, ok := f(b.lane.lane.Name, b.now); ok && r > 0 {
+		if r, ok := f(b.lane.lane.Name, b.now); ok {
 			return r
 		}
 	}

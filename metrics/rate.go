@@ -52,10 +52,15 @@ func NewDeliveryRate(count func(lane string) float64, window time.Duration) *Del
 }
 
 // Rate returns lane's deliveries per second over the samples of the last
-// window, and whether a rate is known: that needs samples spanning at
-// least five seconds and some deliveries between them. A lane whose
-// drainers delivered nothing has no known rate: its callers fall back to
-// the declared capacity.
+// window, and whether a rate is known. The rate is measured from the last
+// sample before the deliveries in the window began, so a lane whose
+// drainers come back after a stall is measured over the time they have
+// delivered, not averaged with the stall (at 10 jobs/s after one, a
+// backlog's retry hint read 10 s for two jobs too many; found in a
+// walkthrough). That span must be at least five seconds: until then the
+// rate is unknown, and callers fall back to the declared capacity. A lane
+// whose samples span five seconds with nothing delivered has a known rate
+// of 0: its drainers deliver nothing, for want of workers or of due jobs.
 func (r *DeliveryRate) Rate(lane string, now time.Time) (float64, bool) {
 	n := r.count(lane)
 	r.mu.Lock()
@@ -70,9 +75,19 @@ func (r *DeliveryRate) Rate(lane string, now time.Time) (float64, bool) {
 		s = append(s, rateSample{at: now, n: n})
 	}
 	r.lanes[lane] = s
-	span := now.Sub(s[0].at)
-	if span < rateMinSpan || n <= s[0].n {
+	if n <= s[0].n {
+		return 0, now.Sub(s[0].at) >= rateMinSpan
+	}
+	from := s[0]
+	for _, x := range s[1:] {
+		if x.n > from.n {
+			break
+		}
+		from = x
+	}
+	span := now.Sub(from.at)
+	if span < rateMinSpan {
 		return 0, false
 	}
-	return (n - s[0].n) / span.Seconds(), true
+	return (n - from.n) / span.Seconds(), true
 }

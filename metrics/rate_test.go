@@ -29,8 +29,9 @@ func TestDelivered(t *testing.T) {
 }
 
 // TestDeliveryRate drives the meter with a counter and a clock: the rate
-// is unknown until samples span five seconds, follows the window, and is
-// unknown again when nothing was delivered in it.
+// is unknown until samples span five seconds, follows the window, is a
+// known 0 when nothing was delivered in it, and after a stall is measured
+// from the moment deliveries resumed.
 func TestDeliveryRate(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -47,8 +48,10 @@ func TestDeliveryRate(t *testing.T) {
 		{5 * time.Second, 500, 100, true},   // 500 over 5 s
 		{10 * time.Second, 1500, 150, true}, // 1500 over 10 s
 		{30 * time.Second, 1500, 50, true},  // 1500 over 30 s
-		{39 * time.Second, 1500, 0, false},  // the window holds samples from 10 s on: no deliveries since
-		{45 * time.Second, 1800, 20, true},  // 300 since the sample at 30 s
+		{39 * time.Second, 1500, 0, true},   // the window holds samples from 10 s on: none delivered since
+		{42 * time.Second, 1530, 0, false},  // resumed after the sample at 39 s: 3 s, too short
+		{45 * time.Second, 1560, 10, true},  // 60 since the sample at 39 s, not 60 over the 15 s since 30 s
+		{50 * time.Second, 1610, 10, true},  // 110 over 11 s
 	}
 	for _, s := range steps {
 		counts["std"] = s.delivered
