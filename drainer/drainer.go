@@ -62,6 +62,22 @@ const (
 	statsInterval = 2 * time.Second
 )
 
+// countedActions are the drain actions and reasons whose series start at
+// 0 in each lane (metrics.DrainSeries): those an operator alerts or
+// graphs a rate on.
+var countedActions = [][2]string{
+	{metrics.ActionDelivered, ""},
+	{metrics.ActionRetried, string(sideliner.ReasonRetryableFailure)},
+	{metrics.ActionDeadLettered, string(sideliner.ReasonAttemptsExhausted)},
+	{metrics.ActionDeadLettered, string(sideliner.ReasonPermanentFailure)},
+	{metrics.ActionDeadLettered, string(sideliner.ReasonPanic)},
+	{metrics.ActionDeadLettered, string(sideliner.ReasonMalformed)},
+	{metrics.ActionLeaseLost, ""},
+	{metrics.ActionMoveFailed, ""},
+	{metrics.ActionPanicked, ""},
+	{metrics.ActionReleased, ""},
+}
+
 // Config configures a Drainer.
 type Config struct {
 	// Backend to drain. Required.
@@ -337,6 +353,7 @@ func (d *Drainer) Start(ctx context.Context) error {
 	dispatchCtx, d.dispatchCancel = context.WithCancel(base)
 	d.handlerCtx, d.handlerCancel = context.WithCancel(base)
 	for _, in := range d.lanes {
+		d.cfg.Metrics.DrainSeries(in.lane.Name, countedActions)
 		for _, q := range in.shards {
 			for range bufferBatches {
 				d.pollers.Go(func() { d.poll(pollCtx, q) })

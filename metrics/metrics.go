@@ -287,6 +287,11 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	m.tenants = newTopK(k, cmp.Or(opts.TenantRefresh, TenantRefreshDefault), time.Now, func(tenant string) {
 		m.submitted.DeletePartialMatch(prometheus.Labels{"tenant": tenant})
 	})
+	// A counter's series that first appears at 1 shows no increase to
+	// rate() or increase(), so an alert on the first refused reload never
+	// fired (found in a walkthrough): the results start at 0.
+	m.tenantReloads.WithLabelValues("ok")
+	m.tenantReloads.WithLabelValues("refused")
 	if reg != nil {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
 			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
@@ -358,6 +363,20 @@ func (m *Metrics) Drain(lane, action, reason string) {
 		reason = reason[:i]
 	}
 	m.drainActions.WithLabelValues(m.lanes.value(lane), action, m.reasons.value(strings.TrimSpace(reason))).Inc()
+}
+
+// DrainSeries creates lane's drain-action series of each action and
+// reason pair at 0, those a drainer may count, so that its first count is
+// an increase that rate() and increase() see, and an alert on it fires.
+func (m *Metrics) DrainSeries(lane string, pairs [][2]string) {
+	if m == nil {
+		return
+	}
+	for _, p := range pairs {
+		if actions[p[0]] {
+			m.drainActions.WithLabelValues(m.lanes.value(lane), p[0], m.reasons.value(p[1]))
+		}
+	}
 }
 
 // TenantShare is one tenant's share of a lane's recent worker time.

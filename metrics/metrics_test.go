@@ -522,3 +522,45 @@ func TestIdleLaneDropsItsFairnessGauges(t *testing.T) {
 		t.Errorf("%d utilization and fairness series left after the lane went idle, want 0", n)
 	}
 }
+
+// TestCountersStartAtZero: the reload results, and the drain series a
+// drainer names, exist at 0 before anything is counted, so that the first
+// count is an increase rate() and increase() see: a series that first
+// appears at 1 shows none, and an alert on the first refused reload never
+// fired (found in a walkthrough).
+func TestCountersStartAtZero(t *testing.T) {
+	t.Parallel()
+	m, b := setup(t, Options{})
+	m.DrainSeries("standard", [][2]string{{ActionDelivered, ""}, {ActionDeadLettered, "attempts_exhausted"}, {"vanished", ""}})
+	want := map[string]bool{
+		`sluice_tenant_config_reloads_total{result="ok"}`:                                                true,
+		`sluice_tenant_config_reloads_total{result="refused"}`:                                           true,
+		`sluice_drain_actions_total{action="delivered",lane="standard",reason=""}`:                       true,
+		`sluice_drain_actions_total{action="dead_lettered",lane="standard",reason="attempts_exhausted"}`: true,
+	}
+	fams, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fams {
+		for _, s := range f.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			name := f.GetName() + "{" + strings.Join(labels, ",") + "}"
+			got = append(got, name)
+			if want[name] && s.GetCounter().GetValue() != 0 {
+				t.Errorf("%s = %v, want 0", name, s.GetCounter().GetValue())
+			}
+			delete(want, name)
+		}
+	}
+	for name := range want {
+		t.Errorf("no series %s; have %q", name, got)
+	}
+	if slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "vanished") || strings.Contains(s, OtherValue) }) {
+		t.Errorf("an unknown action made a series: %q", got)
+	}
+}

@@ -155,6 +155,9 @@ func New(cfg Config) (*Hub, error) {
 // Start reports no capacity yet and runs the sweeper (lease deadlines,
 // stalled sends, revoked keys) until Stop.
 func (h *Hub) Start(context.Context) error {
+	for _, lane := range h.cfg.Lanes {
+		h.cfg.Metrics.PullReleased(lane, 0) // the series starts at 0: its first release is an increase
+	}
 	h.mu.Lock()
 	h.capacityLocked()
 	h.mu.Unlock()

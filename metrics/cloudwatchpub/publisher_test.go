@@ -192,6 +192,9 @@ func TestPublish(t *testing.T) {
 		{"DrainActions{Action=delivered,Lane=premium,Reason=within_limits}", "Count", value(1), nil},
 		{"DrainActions{Action=lease_lost,Lane=premium,Reason=none}", "Count", value(1), nil},
 		{"BackendCalls{Operation=SendMessageBatch}", "Count", value(3), nil},
+		// Present from the start at 0, so that an alarm sees the first one.
+		{"TenantConfigReloads{Result=ok}", "Count", value(0), nil},
+		{"TenantConfigReloads{Result=refused}", "Count", value(0), nil},
 		// 3 ms is in (2.5 ms, 5 ms]; one sample: min = max = the sample.
 		{"EnqueueLatency{Lane=premium}", "Seconds", nil, &statSet{1, 0.003, 0.003, 0.003}},
 		// 2 s in (1, 2.5], 7 s in (5, 10]: min ≥ 9 − 10 → 1, max ≤ 9 − 1 = 8.
@@ -271,7 +274,7 @@ func TestPublish(t *testing.T) {
 func TestBatching(t *testing.T) {
 	t.Parallel()
 	p, bundle := setup(t)
-	const queues = 2600 // × 4 gauges each = 10,400 datums
+	const queues = 2600 // × 4 gauges each = 10,400 datums, with 2 more
 	for i := range queues {
 		bundle.m.QueueDepth(fmt.Sprintf("sluice-lane%02d-shard-%04d", i%50, i), fmt.Sprintf("lane%02d", i%50), "shard", int64(i), 0, 0, 0)
 	}
@@ -290,7 +293,7 @@ func TestBatching(t *testing.T) {
 			t.Errorf("request %d (%d datums, %d bytes) not gzipped", i, n, put.WireBytes)
 		}
 	}
-	if want := 4 * queues; total != want || len(puts) != (want+999)/1000 {
+	if want := 4*queues + 2; total != want || len(puts) != (want+999)/1000 { // and the 2 reload results
 		t.Errorf("%d datums in %d requests, want %d in %d", total, len(puts), want, (want+999)/1000)
 	}
 	got := byKey(t, puts)
