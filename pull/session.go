@@ -323,7 +323,11 @@ func (s *session) end(err error) {
 	s.hub.remove(s)
 	s.handBack(sent)
 	takeBack(unsent)
-	s.log.Info("pull worker disconnected", slog.Int("released", len(sent)), slog.Int("unsent", len(unsent)), slog.Any("reason", err))
+	reason := "closed by the worker"
+	if err != nil {
+		reason = err.Error()
+	}
+	s.log.Info("pull worker disconnected", slog.Int("released", len(sent)), slog.Int("unsent", len(unsent)), slog.String("reason", reason))
 }
 
 // handBack answers deliveries taken from s unanswered after their jobs
