@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -117,20 +119,29 @@ const maxDiscard = 256 << 10
 
 // ClassifyHTTPStatus maps a webhook response to the drainer's outcome (see
 // Webhook).
+// The error names the answer's status and, when it has one, the start of
+// its body, trimmed: what the receiver said is the job's last error, for
+// every failure alike (a 500's body was dropped, and a 400's kept its
+// trailing newline; found in a walkthrough).
 func ClassifyHTTPStatus(code int, retryAfter string, now time.Time, body string) error {
-	switch {
-	case code >= 200 && code < 300:
+	if code >= 200 && code < 300 {
 		return nil
+	}
+	msg := fmt.Sprintf("webhook: %d %s", code, http.StatusText(code))
+	if body = strings.TrimSpace(body); body != "" {
+		msg += ": " + body
+	}
+	err := errors.New(msg)
+	switch {
 	case transientHTTP(code):
-		err := fmt.Errorf("webhook: %d %s", code, http.StatusText(code))
 		if d, ok := parseRetryAfter(retryAfter, now); ok {
 			return RetryAfter(err, d)
 		}
 		return err
 	case code >= 400 && code < 500:
-		return Permanent(fmt.Errorf("webhook: %d %s: %s", code, http.StatusText(code), body))
+		return Permanent(err)
 	default:
-		return fmt.Errorf("webhook: %d %s", code, http.StatusText(code))
+		return err
 	}
 }
 

@@ -58,6 +58,27 @@ func TestClassifyHTTPStatus(t *testing.T) {
 	}
 }
 
+// TestWebhookErrorsCarryTheBody: every failed answer's error (the job's
+// last error) names its status and the start of its body, trimmed.
+func TestWebhookErrorsCarryTheBody(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		code int
+		body string
+		want string
+	}{
+		{400, "bad payload\n", "webhook: 400 Bad Request: bad payload"},
+		{500, "  db down\r\n", "webhook: 500 Internal Server Error: db down"},
+		{503, "", "webhook: 503 Service Unavailable"},
+		{429, "slow down", "webhook: 429 Too Many Requests: slow down"},
+	} {
+		if err := ClassifyHTTPStatus(tt.code, "", now, tt.body); err == nil || err.Error() != tt.want {
+			t.Errorf("%d %q: %v, want %q", tt.code, tt.body, err, tt.want)
+		}
+	}
+}
+
 func outcome(err error) string {
 	switch {
 	case err == nil:
