@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/client"
+	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 )
 
 // TestGivenUpJobsCarryTheirKey: a job Submit or a Producer gave up on
