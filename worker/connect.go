@@ -31,6 +31,7 @@ import (
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/errtext"
+	"github.com/sluice-dev/sluice/internal/tlshint"
 )
 
 // Pull mode: the worker dials sluice (cmd/gateway or cmd/drainer, at their
@@ -271,15 +272,14 @@ func tlsHint(err error, tlsOn bool) string {
 	if err == nil {
 		return ""
 	}
-	msg := err.Error()
-	switch {
-	case !tlsOn && strings.Contains(msg, "error reading server preface"):
+	switch tlshint.Classify(err.Error(), tlsOn) {
+	case tlshint.ServerWantsTLS:
 		return "if sluice's --worker-listen serves TLS, dial it with TLS (ConnectOptions.TLS; sluicectl worker --tls-ca)"
-	case tlsOn && strings.Contains(msg, "first record does not look like a TLS handshake"):
+	case tlshint.ServerPlaintext:
 		return "sluice's --worker-listen serves plain text: dial it without TLS"
-	case strings.Contains(msg, "certificate signed by unknown authority"):
+	case tlshint.UnknownAuthority:
 		return "the CA given (--tls-ca) did not sign sluice's certificate (its --tls-cert)"
-	case strings.Contains(msg, "certificate required"), strings.Contains(msg, "bad certificate"), strings.Contains(msg, "unknown certificate authority"):
+	case tlshint.ClientCertRefused:
 		return "sluice takes only workers with a client certificate signed by a CA in its --tls-client-ca: give one (--tls-cert, --tls-key) from that CA"
 	}
 	return ""
