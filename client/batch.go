@@ -202,7 +202,7 @@ func (c *Client) submitBatchOnce(ctx context.Context, req *ingestv1.SubmitBatchR
 	defer cancel()
 	resp, err := c.rpc.SubmitBatch(attemptCtx, req)
 	if err != nil {
-		return nil, callError(ctx, attemptCtx, err)
+		return nil, c.explain(callError(ctx, attemptCtx, err))
 	}
 	return resp, nil
 }

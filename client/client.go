@@ -289,7 +289,7 @@ func (c *Client) submitOnce(ctx context.Context, req *ingestv1.SubmitRequest) (*
 	defer cancel()
 	resp, err := c.rpc.Submit(attemptCtx, req)
 	if err != nil {
-		return nil, callError(ctx, attemptCtx, err)
+		return nil, c.explain(callError(ctx, attemptCtx, err))
 	}
 	return resp, nil
 }
@@ -346,6 +346,9 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 		}
 		wait = c.hinted(backlog.RetryAfter, attempt)
 	case status.Code(err) == codes.Unavailable:
+		if _, final := c.connHint(err); final {
+			return 0, false // a TLS mismatch: retries cannot heal it
+		}
 		wait = c.backoff(attempt)
 	case status.Code(err) == codes.DeadlineExceeded && c.cfg.AttemptTimeout > 0:
 		// The attempt's own timeout ran out (ctx is live): the job may or

@@ -1,10 +1,15 @@
 package client_test
 
 import (
+	"crypto/tls"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/client"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
@@ -51,5 +56,55 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if _, err := client.LoadTLS(files.CA, files.ClientCert, ""); err == nil {
 		t.Fatal("LoadTLS accepted a certificate without its key")
+	}
+}
+
+// TestTLSMismatch: a client whose TLS does not match the gateway's gets
+// an error that says what to change, and at once when no retry can heal
+// it. The default Config (TLS) against a plaintext gateway was retried
+// for about 8 s and ended in "tls: first record does not look like a TLS
+// handshake" (found by a tester).
+func TestTLSMismatch(t *testing.T) {
+	t.Parallel()
+	files := tlstest.New(t)
+	serverTLS, err := tlsflags.Server{CertFile: files.ServerCert, KeyFile: files.ServerKey}.Config("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsGateway := &scripted{submit: answerSubmit(nil)}
+	serveScripted(t, tlsGateway, grpc.Creds(credentials.NewTLS(serverTLS)))
+	plainGateway := &scripted{submit: answerSubmit(nil)}
+	serveScripted(t, plainGateway)
+	trusted, err := client.LoadTLS(files.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		addr     string
+		cfg      client.Config
+		hint     string
+		attempts int // made before the error
+	}{
+		{"TLS to plaintext", plainGateway.addr, client.Config{TLS: trusted}, "the gateway serves plaintext: set Config.Insecure", 1},
+		{"untrusted certificate", tlsGateway.addr, client.Config{TLS: &tls.Config{MinVersion: tls.VersionTLS12}}, "not signed by a CA the client trusts", 1},
+		// A stopping gateway closes connections the same way: retried.
+		{"plaintext to TLS", tlsGateway.addr, client.Config{Insecure: true, MaxAttempts: 2, BackoffBase: time.Millisecond}, "leave Config.Insecure unset", 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := dial(t, tc.addr, tc.cfg).Submit(t.Context(), client.Job{Payload: []byte("x")})
+			if err == nil || !strings.Contains(err.Error(), tc.hint) {
+				t.Fatalf("Submit: %v; want an error saying %q", err, tc.hint)
+			}
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("code %v, want Unavailable", status.Code(err))
+			}
+			retried := strings.Contains(err.Error(), "gave up after")
+			if want := tc.attempts > 1; retried != want {
+				t.Errorf("Submit: %v; retried %t, want %t", err, retried, want)
+			}
+		})
 	}
 }

@@ -1,0 +1,44 @@
+package client
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/tlshint"
+)
+
+// connHint says what to change when err, a failed call, shows that the
+// client and the gateway disagree about TLS; final reports that no retry
+// can heal it. gRPC reports a mismatch as UNAVAILABLE, which the client
+// retried for about 8 s before returning the handshake's own words, which
+// name nothing to fix (found by a tester).
+func (c *Client) connHint(err error) (hint string, final bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return "", false
+	}
+	m := tlshint.Classify(st.Message(), !c.cfg.Insecure)
+	switch m {
+	case tlshint.ServerWantsTLS:
+		hint = "if the gateway serves TLS (it was given --tls-cert), leave Config.Insecure unset; " +
+			"Config.TLS (see LoadTLS) gives a private CA and, for a gateway with --tls-client-ca, a client certificate"
+	case tlshint.ServerPlaintext:
+		hint = "the gateway serves plaintext: set Config.Insecure (or give the gateway --tls-cert and --tls-key)"
+	case tlshint.UnknownAuthority:
+		hint = "the gateway's certificate is not signed by a CA the client trusts: give that CA in Config.TLS (LoadTLS's caFile)"
+	case tlshint.ClientCertRefused:
+		hint = "the gateway takes only clients with a certificate signed by a CA in its --tls-client-ca: " +
+			"give one in Config.TLS (LoadTLS's certFile and keyFile)"
+	}
+	return hint, m.Certain()
+}
+
+// explain adds connHint's hint, if any, to err.
+func (c *Client) explain(err error) error {
+	if hint, _ := c.connHint(err); hint != "" {
+		return fmt.Errorf("%w (%s)", err, hint)
+	}
+	return err
+}
