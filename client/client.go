@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,7 +132,7 @@ type Client struct {
 
 // New returns a client of the gateway at target (host:port, or any gRPC
 // target such as dns:///gateway.internal:7070). It does not connect until
-// the first call.
+// the first call, but refuses an address it cannot parse.
 func New(target string, cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -152,7 +154,36 @@ func New(target string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sluice client: gateway address %q: %w", target, err)
 	}
+	if err := checkDNSTarget(conn.CanonicalTarget()); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sluice client: gateway address %q: %w (give host:port, or a gRPC target such as dns:///host:port)", target, err)
+	}
 	return &Client{cfg: cfg, conn: conn, rpc: ingestv1.NewIngestServiceClient(conn)}, nil
+}
+
+// checkDNSTarget refuses a target for gRPC's dns resolver (the default
+// for a target without a scheme) whose address that resolver cannot
+// parse. grpc.NewClient accepts any such target and resolves it only at
+// the first call, which then failed UNAVAILABLE ("too many colons in
+// address"), and was retried for 10 s (found by a tester). The check is
+// the resolver's: host:port, or a host alone, which takes port 443.
+func checkDNSTarget(canonical string) error {
+	u, err := url.Parse(canonical)
+	if err != nil || u.Scheme != "dns" {
+		return nil // another resolver's target: it judges its own
+	}
+	addr := strings.TrimPrefix(cmp.Or(u.Opaque, u.Path), "/")
+	_, port, err := net.SplitHostPort(addr)
+	switch {
+	case err == nil && port == "":
+		return fmt.Errorf("no port after the colon in %q", addr)
+	case err == nil:
+		return nil
+	}
+	if _, _, err443 := net.SplitHostPort(addr + ":443"); err443 != nil {
+		return err
+	}
+	return nil
 }
 
 // Close closes the connection. Calls in progress fail.
