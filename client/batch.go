@@ -69,7 +69,7 @@ func (c *Client) SubmitBatch(ctx context.Context, jobs []Job) ([]JobResult, erro
 	for i := range jobs {
 		reqs[i] = jobs[i].request()
 		results[i].IdempotencyKey = reqs[i].GetIdempotencyKey()
-		if err := checkEncodable(reqs[i]); err != nil { // refused alone, never sent
+		if err := checkRequest(reqs[i]); err != nil { // refused alone, never sent
 			results[i].Err = fmt.Errorf("sluice: job not sent: %w", err)
 			reqs[i] = nil
 		}

@@ -206,7 +206,7 @@ func (b bearer) RequireTransportSecurity() bool { return b.secure }
 // Job is one job to submit.
 type Job struct {
 	// Payload is delivered to the worker as is: 1 byte up to the tenant's
-	// limit (at most 160 KiB).
+	// limit (at most 160 KiB; a bigger one is refused before it is sent).
 	Payload []byte
 	// Attributes are delivered with the job (at most 16).
 	Attributes map[string]string
@@ -238,12 +238,16 @@ var (
 	keyPrefix = sync.OnceValue(func() string { return crand.Text()[:16] + "-" })
 )
 
-// checkEncodable refuses a request with a string that is not valid UTF-8:
-// protobuf cannot encode it (proto3 strings), and sent, it would fail the
-// encoding of the whole call, every other job of a batch with it. The
-// error is an *InvalidArgumentError naming the fields, as the gateway's.
-func checkEncodable(req *ingestv1.SubmitRequest) error {
-	vs := ingestcheck.UTF8(req)
+// checkRequest refuses a request the gateway can never take, as an
+// *InvalidArgumentError naming the fields, as the gateway's would: a
+// string that is not valid UTF-8, which protobuf cannot encode (proto3
+// strings), and which sent would fail the encoding of the whole call,
+// every other job of a batch with it; and a payload or job over the
+// gateway's hard ceilings, which was sent in full and refused by gRPC
+// with a bare RESOURCE_EXHAUSTED, the code of a quota refusal (found by a
+// tester). A tenant's own, lower, payload limit is the gateway's to check.
+func checkRequest(req *ingestv1.SubmitRequest) error {
+	vs := append(ingestcheck.UTF8(req), ingestcheck.Oversize(req)...)
 	if len(vs) == 0 {
 		return nil
 	}
@@ -294,7 +298,7 @@ type Result struct {
 func (c *Client) Submit(ctx context.Context, job Job) (*Result, error) {
 	req := job.request()
 	keyed := func(err error) error { return &JobError{IdempotencyKey: req.GetIdempotencyKey(), Err: err} }
-	if err := checkEncodable(req); err != nil {
+	if err := checkRequest(req); err != nil {
 		return nil, keyed(fmt.Errorf("sluice: submit: %w", err))
 	}
 	for attempt := 1; ; attempt++ {

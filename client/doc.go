@@ -54,7 +54,9 @@
 //   - *BacklogError: the tenant's lane has too many jobs waiting for its
 //     tier; RetryAfter is the time the lane needs to drain back under.
 //   - *InvalidArgumentError: the job broke a request limit; Violations name
-//     the fields.
+//     the fields. A job no gateway can take (a string that is not UTF-8, a
+//     payload over 160 KiB, a job over 17 MiB) is refused so before it is
+//     sent; a tenant's own, lower, limits are the gateway's to check.
 //
 // Other failures (UNAUTHENTICATED, UNAVAILABLE after the last attempt, a
 // context error) are returned as the gRPC status error, wrapped with

@@ -179,11 +179,12 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 // MaxPending jobs are unsettled, until ctx ends; it fails with
 // ErrProducerClosed after Close, and with an *InvalidArgumentError for a
 // job that cannot be encoded (a string that is not valid UTF-8), which
-// would fail the whole batch it went in. Send copies the job's payload
+// would fail the whole batch it went in, or that is over the gateway's
+// hard ceilings (a payload over 160 KiB, a job over 17 MiB). Send copies the job's payload
 // and attributes, so the caller may reuse them once it returns.
 func (p *Producer) Send(ctx context.Context, job Job) (*Future, error) {
 	req := job.request()
-	if err := checkEncodable(req); err != nil {
+	if err := checkRequest(req); err != nil {
 		return nil, fmt.Errorf("sluice: send: %w", err)
 	}
 	// The job is encoded when its batch goes out: keep it as it is now.

@@ -1,8 +1,11 @@
-// Package ingestcheck finds what in a SubmitRequest protobuf cannot
-// encode, before it is sent: the Go client (package client) and sluicectl
-// submit refuse such a job naming the field. Sent, it failed the call
+// Package ingestcheck finds what in a SubmitRequest the gateway can never
+// take, before it is sent: strings protobuf cannot encode (UTF8), and
+// sizes over the gateway's hard ceilings (Oversize). The Go client
+// (package client) refuses such a job naming the field, and sluicectl
+// submit the first kind. Sent, a string that is not UTF-8 failed the call
 // with a bare INTERNAL "grpc: error while marshaling: string field
-// contains invalid UTF-8", naming nothing.
+// contains invalid UTF-8", and a job over 17 MiB a bare RESOURCE_EXHAUSTED
+// "received message larger than max", naming nothing.
 package ingestcheck
 
 import (
@@ -12,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 )
@@ -36,4 +40,46 @@ func UTF8(req *ingestv1.SubmitRequest) []*errdetails.BadRequest_FieldViolation {
 		return strings.Compare(a.GetField(), b.GetField())
 	})
 	return vs
+}
+
+// The gateway's hard ceilings, whatever a tenant's limits. They are
+// declared here, not imported, so that package client need not import
+// the gateway's; the tests hold them to the gateway's constants.
+const (
+	// MaxPayloadBytes is the largest payload any tenant may be given
+	// (tenant.MaxPayloadBytesCeiling); a tenant's own max_payload_bytes,
+	// which only the gateway knows, may be lower.
+	MaxPayloadBytes = 160 * 1024
+	// MaxRequestBytes is the largest request message the gateway's gRPC
+	// server receives (serve.MaxRecvMsgBytes).
+	MaxRequestBytes = 17 << 20
+)
+
+// Oversize lists the fields of req over the gateway's hard ceilings: a
+// payload over MaxPayloadBytes, or a job that encodes to more than
+// MaxRequestBytes (with the payload within its ceiling, its attributes or
+// idempotency key, whichever is bigger). It is empty when neither is.
+func Oversize(req *ingestv1.SubmitRequest) []*errdetails.BadRequest_FieldViolation {
+	if n := len(req.GetPayload()); n > MaxPayloadBytes {
+		return []*errdetails.BadRequest_FieldViolation{{
+			Field:       "payload",
+			Description: fmt.Sprintf("is %d bytes, over the most any tenant may send, %d (a tenant's own limit may be lower)", n, MaxPayloadBytes),
+		}}
+	}
+	n := proto.Size(req)
+	if n <= MaxRequestBytes {
+		return nil
+	}
+	attrs := 0
+	for k, v := range req.GetAttributes() {
+		attrs += len(k) + len(v)
+	}
+	field := "attributes"
+	if len(req.GetIdempotencyKey()) > attrs {
+		field = "idempotency_key"
+	}
+	return []*errdetails.BadRequest_FieldViolation{{
+		Field:       field,
+		Description: fmt.Sprintf("make the job %d bytes encoded, over the most the gateway receives in one request, %d", n, MaxRequestBytes),
+	}}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	"github.com/sluice-dev/sluice/internal/serve"
+	"github.com/sluice-dev/sluice/tenant"
 )
 
 func TestUTF8(t *testing.T) {
@@ -38,5 +40,45 @@ func TestUTF8(t *testing.T) {
 				t.Errorf("UTF8 = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestOversize(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", MaxRequestBytes)
+	tests := []struct {
+		name string
+		req  *ingestv1.SubmitRequest
+		want string // field: description prefix; "" for none
+	}{
+		{"at the ceiling", &ingestv1.SubmitRequest{Payload: make([]byte, MaxPayloadBytes)}, ""},
+		{"payload over", &ingestv1.SubmitRequest{Payload: make([]byte, MaxPayloadBytes+1)}, "payload: is 163841 bytes, over the most any tenant may send, 163840"},
+		{"attributes over", &ingestv1.SubmitRequest{Payload: []byte("x"), Attributes: map[string]string{"k": big}}, "attributes: make the job "},
+		{"idempotency key over", &ingestv1.SubmitRequest{Payload: []byte("x"), IdempotencyKey: big}, "idempotency_key: make the job "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			vs := Oversize(tt.req)
+			switch {
+			case tt.want == "" && len(vs) > 0:
+				t.Fatalf("Oversize = %v, want none", vs)
+			case tt.want == "":
+			case len(vs) != 1 || !strings.HasPrefix(vs[0].GetField()+": "+vs[0].GetDescription(), tt.want):
+				t.Fatalf("Oversize = %v, want one %q…", vs, tt.want)
+			}
+		})
+	}
+}
+
+// TestCeilingsAreTheGateways: the ceilings declared here are the
+// gateway's, which the package does not import for the client's sake.
+func TestCeilingsAreTheGateways(t *testing.T) {
+	t.Parallel()
+	if MaxPayloadBytes != tenant.MaxPayloadBytesCeiling {
+		t.Errorf("MaxPayloadBytes = %d, tenant.MaxPayloadBytesCeiling = %d", MaxPayloadBytes, tenant.MaxPayloadBytesCeiling)
+	}
+	if MaxRequestBytes != serve.MaxRecvMsgBytes {
+		t.Errorf("MaxRequestBytes = %d, serve.MaxRecvMsgBytes = %d", MaxRequestBytes, serve.MaxRecvMsgBytes)
 	}
 }
