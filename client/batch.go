@@ -198,11 +198,14 @@ func (c *Client) submitChunk(ctx context.Context, idx []int, reqs []*ingestv1.Su
 }
 
 func (c *Client) submitBatchOnce(ctx context.Context, req *ingestv1.SubmitBatchRequest) (*ingestv1.SubmitBatchResponse, error) {
+	if c.closed.Load() {
+		return nil, ErrClientClosed
+	}
 	attemptCtx, cancel := c.attemptContext(ctx)
 	defer cancel()
 	resp, err := c.rpc.SubmitBatch(attemptCtx, req)
 	if err != nil {
-		return nil, c.explain(callError(ctx, attemptCtx, err))
+		return nil, c.failed(ctx, attemptCtx, err)
 	}
 	return resp, nil
 }

@@ -123,11 +123,18 @@ func (c Config) redacted() Config {
 	return c
 }
 
+// ErrClientClosed is the error of a call made after Client.Close, or cut
+// short by it, and NewProducer's on a closed client. Such calls failed
+// with gRPC's CANCELED "the client connection is closing", the code of a
+// cancelled context (found by a tester).
+var ErrClientClosed = errors.New("sluice: client closed")
+
 // Client submits jobs to a gateway. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	conn *grpc.ClientConn
-	rpc  ingestv1.IngestServiceClient
+	cfg    Config
+	conn   *grpc.ClientConn
+	rpc    ingestv1.IngestServiceClient
+	closed atomic.Bool
 }
 
 // New returns a client of the gateway at target (host:port, or any gRPC
@@ -186,8 +193,15 @@ func checkDNSTarget(canonical string) error {
 	return nil
 }
 
-// Close closes the connection. Calls in progress fail.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection. Calls in progress, and any made later,
+// fail with ErrClientClosed. Close a client's producers first. A second
+// Close does nothing and returns nil.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.conn.Close()
+}
 
 // bearer sends the API key with every call.
 type bearer struct {
@@ -320,13 +334,27 @@ func (c *Client) Submit(ctx context.Context, job Job) (*Result, error) {
 }
 
 func (c *Client) submitOnce(ctx context.Context, req *ingestv1.SubmitRequest) (*ingestv1.SubmitResponse, error) {
+	if c.closed.Load() {
+		return nil, ErrClientClosed
+	}
 	attemptCtx, cancel := c.attemptContext(ctx)
 	defer cancel()
 	resp, err := c.rpc.Submit(attemptCtx, req)
 	if err != nil {
-		return nil, c.explain(callError(ctx, attemptCtx, err))
+		return nil, c.failed(ctx, attemptCtx, err)
 	}
 	return resp, nil
+}
+
+// failed types err, the failure of a call made with attemptCtx, as
+// callError does, and says more where it can: that Close cut the call
+// short (ErrClientClosed), or what to change for a TLS mismatch.
+func (c *Client) failed(ctx, attemptCtx context.Context, err error) error {
+	err = callError(ctx, attemptCtx, err)
+	if c.closed.Load() && status.Code(err) == codes.Canceled {
+		return fmt.Errorf("%w: %w", ErrClientClosed, err)
+	}
+	return c.explain(err)
 }
 
 // callError types the error of a call made with attemptCtx and, when the

@@ -58,9 +58,10 @@
 //     payload over 160 KiB, a job over 17 MiB) is refused so before it is
 //     sent; a tenant's own, lower, limits are the gateway's to check.
 //
-// Other failures (UNAUTHENTICATED, UNAVAILABLE after the last attempt, a
-// context error) are returned as the gRPC status error, wrapped with
-// context. Submit and a Producer's Future wrap every error of a job in a
+// A call after Client.Close, or cut short by it, fails with
+// ErrClientClosed (errors.Is). Other failures (UNAUTHENTICATED,
+// UNAVAILABLE after the last attempt, a context error) are returned as the
+// gRPC status error, wrapped with context. Submit and a Producer's Future wrap every error of a job in a
 // *JobError, which carries the job's idempotency key: a job given up on
 // after UNAVAILABLE or a deadline may have been stored all the same, and
 // resubmitted with that key it is stored once.

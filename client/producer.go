@@ -158,8 +158,11 @@ func (f *Future) Wait(ctx context.Context) (*Result, error) {
 }
 
 // NewProducer returns a producer that sends through c. Close it before
-// closing c.
+// closing c. It fails with ErrClientClosed once c is closed.
 func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
+	if c.closed.Load() {
+		return nil, fmt.Errorf("sluice producer: %w", ErrClientClosed)
+	}
 	cfg = cfg.withDefaults(c.cfg)
 	if cfg.MaxBatchJobs < 1 || cfg.MaxBatchBytes < 1 || cfg.MaxInFlight < 1 || cfg.MaxPending < 1 {
 		return nil, fmt.Errorf("sluice producer: invalid settings: %+v", cfg)
