@@ -102,6 +102,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate names each bad field and what it may be. It never prints the
+// config: it printed the whole struct, which named no field (found by a
+// tester).
 func (c Config) validate() error {
 	switch {
 	case c.APIKey == "":
@@ -110,17 +113,35 @@ func (c Config) validate() error {
 		return errors.New("APIKey must not contain white space")
 	case c.Insecure && c.TLS != nil:
 		return errors.New("set TLS or Insecure, not both")
-	case c.MaxAttempts < 1, c.BackoffBase < 0, c.BackoffMax < c.BackoffBase, c.MaxRetryWait < 0,
-		c.AttemptTimeout < 0, c.MaxBatchJobs < 1, c.MaxBatchBytes < 1:
-		return fmt.Errorf("invalid retry or batch settings: %+v", c.redacted())
+	}
+	var bad []string
+	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	if c.MaxAttempts < 1 {
+		add("MaxAttempts is %d: give 1 or more (0 takes the default, %d)", c.MaxAttempts, MaxAttemptsDefault)
+	}
+	if c.BackoffBase < 0 {
+		add("BackoffBase is %s: it must not be negative (0 takes the default, %s)", c.BackoffBase, BackoffBaseDefault)
+	}
+	if c.BackoffMax < c.BackoffBase {
+		add("BackoffMax is %s, below BackoffBase (%s): give at least BackoffBase (0 takes the default, %s or BackoffBase, if longer)",
+			c.BackoffMax, c.BackoffBase, BackoffMaxDefault)
+	}
+	if c.MaxRetryWait < 0 {
+		add("MaxRetryWait is %s: it must not be negative (0 takes the default, %s)", c.MaxRetryWait, MaxRetryWaitDefault)
+	}
+	if c.AttemptTimeout < 0 {
+		add("AttemptTimeout is %s: it must not be negative (0 bounds the calls by the caller's context alone)", c.AttemptTimeout)
+	}
+	if c.MaxBatchJobs < 1 {
+		add("MaxBatchJobs is %d: give 1 to %d (0 takes %d)", c.MaxBatchJobs, MaxBatchJobs, MaxBatchJobs)
+	}
+	if c.MaxBatchBytes < 1 {
+		add("MaxBatchBytes is %d: give 1 to %d (0 takes the default, %d)", c.MaxBatchBytes, MaxBatchBytes, MaxBatchBytesDefault)
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
 	}
 	return nil
-}
-
-func (c Config) redacted() Config {
-	c.APIKey = "…"
-	c.TLS, c.DialOptions = nil, nil
-	return c
 }
 
 // ErrClientClosed is the error of a call made after Client.Close, or cut

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,30 @@ func (c ProducerConfig) withDefaults(cc Config) ProducerConfig {
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
 	c.MaxPending = cmp.Or(c.MaxPending, MaxPendingDefault)
 	return c
+}
+
+// validate names each bad field and what it may be (it printed the whole
+// config, naming none).
+func (c ProducerConfig) validate() error {
+	var bad []string
+	for _, f := range []struct {
+		name  string
+		value int
+		def   string
+	}{
+		{"MaxBatchJobs", c.MaxBatchJobs, fmt.Sprintf("give 1 to %d (0 takes the client's MaxBatchJobs)", MaxBatchJobs)},
+		{"MaxBatchBytes", c.MaxBatchBytes, fmt.Sprintf("give 1 to %d (0 takes the client's MaxBatchBytes)", MaxBatchBytes)},
+		{"MaxInFlight", c.MaxInFlight, fmt.Sprintf("give 1 or more (0 takes the default, %d)", MaxInFlightDefault)},
+		{"MaxPending", c.MaxPending, fmt.Sprintf("give 1 or more (0 takes the default, %d)", MaxPendingDefault)},
+	} {
+		if f.value < 1 {
+			bad = append(bad, fmt.Sprintf("%s is %d: %s", f.name, f.value, f.def))
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 // Producer sends jobs asynchronously: Send queues a job and returns at
@@ -164,8 +189,8 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 		return nil, fmt.Errorf("sluice producer: %w", ErrClientClosed)
 	}
 	cfg = cfg.withDefaults(c.cfg)
-	if cfg.MaxBatchJobs < 1 || cfg.MaxBatchBytes < 1 || cfg.MaxInFlight < 1 || cfg.MaxPending < 1 {
-		return nil, fmt.Errorf("sluice producer: invalid settings: %+v", cfg)
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("sluice producer: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Producer{

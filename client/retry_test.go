@@ -547,18 +547,71 @@ func TestSubmitBatchCancelled(t *testing.T) {
 	}
 }
 
+// TestNewRejectsBadConfig: each bad setting is refused naming the field,
+// and no error prints the API key (they printed the whole Config, which
+// named no field; found by a tester).
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	for _, cfg := range []client.Config{
-		{},
-		{APIKey: "has space", Insecure: true},
-		{APIKey: "k", Insecure: true, TLS: &tls.Config{}},
-		{APIKey: "k", Insecure: true, MaxAttempts: -1},
-		{APIKey: "k", Insecure: true, BackoffBase: time.Second, BackoffMax: time.Millisecond},
-	} {
-		if c, err := client.New("127.0.0.1:1", cfg); err == nil {
-			c.Close()
-			t.Errorf("New accepted %+v", cfg)
+	const key = "secret-api-key-1234"
+	tests := []struct {
+		name string
+		cfg  client.Config
+		want string
+	}{
+		{"no key", client.Config{}, "APIKey is required"},
+		{"key with space", client.Config{APIKey: key + " x", Insecure: true}, "APIKey must not contain white space"},
+		{"TLS and Insecure", client.Config{APIKey: key, Insecure: true, TLS: &tls.Config{}}, "set TLS or Insecure, not both"},
+		{"attempts", client.Config{APIKey: key, Insecure: true, MaxAttempts: -1}, "MaxAttempts is -1: give 1 or more"},
+		{"backoff base", client.Config{APIKey: key, Insecure: true, BackoffBase: -time.Second}, "BackoffBase is -1s"},
+		{"backoff max", client.Config{APIKey: key, Insecure: true, BackoffBase: time.Second, BackoffMax: time.Millisecond}, "BackoffMax is 1ms, below BackoffBase (1s)"},
+		{"retry wait", client.Config{APIKey: key, Insecure: true, MaxRetryWait: -time.Second}, "MaxRetryWait is -1s"},
+		{"attempt timeout", client.Config{APIKey: key, Insecure: true, AttemptTimeout: -time.Second}, "AttemptTimeout is -1s"},
+		{"batch jobs", client.Config{APIKey: key, Insecure: true, MaxBatchJobs: -1}, "MaxBatchJobs is -1: give 1 to 500"},
+		{"batch bytes", client.Config{APIKey: key, Insecure: true, MaxBatchBytes: -1}, "MaxBatchBytes is -1"},
+		{"two at once", client.Config{APIKey: key, Insecure: true, MaxAttempts: -1, MaxBatchJobs: -1}, "MaxAttempts is -1: give 1 or more (0 takes the default, 8); MaxBatchJobs is -1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := client.New("127.0.0.1:1", tc.cfg)
+			if err == nil {
+				c.Close()
+				t.Fatal("New accepted it")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New: %v; want it to say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), key) {
+				t.Errorf("New: %v; it prints the API key", err)
+			}
+		})
+	}
+}
+
+// TestNewProducerRejectsBadConfig: as TestNewRejectsBadConfig, for the
+// producer's settings (it printed the whole ProducerConfig).
+func TestNewProducerRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	const key = "secret-api-key-1234"
+	c := dial(t, "127.0.0.1:1", client.Config{APIKey: key})
+	tests := []struct {
+		cfg  client.ProducerConfig
+		want string
+	}{
+		{client.ProducerConfig{MaxBatchJobs: -1}, "MaxBatchJobs is -1: give 1 to 500"},
+		{client.ProducerConfig{MaxBatchBytes: -1}, "MaxBatchBytes is -1"},
+		{client.ProducerConfig{MaxInFlight: -1}, "MaxInFlight is -1: give 1 or more (0 takes the default, 8)"},
+		{client.ProducerConfig{MaxPending: -1}, "MaxPending is -1"},
+	}
+	for _, tc := range tests {
+		p, err := c.NewProducer(tc.cfg)
+		if err == nil {
+			p.Close(t.Context())
+			t.Errorf("NewProducer(%+v) accepted it", tc.cfg)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), key) {
+			t.Errorf("NewProducer(%+v): %v; want it to say %q, and not the API key", tc.cfg, err, tc.want)
 		}
 	}
 }
