@@ -134,7 +134,8 @@ func ExampleBacklogError() {
 	defer stop()
 	// The crowd tenant's lane admits 4 waiting jobs for its tier. With
 	// MaxAttempts 1 the refusal comes back at once; by default the client
-	// would wait the 1 s asked and try again, up to 5 times.
+	// would wait the 1 s asked and try again, making up to 8 attempts in
+	// all (MaxAttemptsDefault).
 	c, err := client.New(addr, client.Config{APIKey: "crowd-key", Insecure: true, MaxAttempts: 1})
 	if err != nil {
 		log.Fatal(err)
