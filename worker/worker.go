@@ -1,18 +1,25 @@
-// Package worker serves sluice's worker gRPC service
-// (sluice.worker.v1.WorkerService) from a plain handler function, so a
-// sluice drainer (cmd/gateway or cmd/drainer with --worker-addr) can
-// deliver jobs to it.
+// Package worker runs a plain handler function on sluice's jobs.
 //
-// What the handler returns decides the job's fate:
+// Connect, the default way and the one to use, pulls: the worker dials
+// sluice's --worker-listen address (127.0.0.1:7072 by default) with a
+// worker key, and sluice sends it jobs as the worker has room for them
+// (ConnectOptions.Concurrency). To have a drainer push jobs instead
+// (cmd/gateway or cmd/drainer with --worker-addr), ListenAndServe or Serve
+// serves sluice's worker gRPC service (sluice.worker.v1.WorkerService)
+// from the same handler.
+//
+// What the handler returns decides the job's fate, pulled or pushed (in
+// parentheses, the status a push worker answers):
 //
 //	nil                       ack: the job is done and deleted
-//	RetryAfter(err, d)        retry, no sooner than d (UNAVAILABLE with RetryInfo)
+//	RetryAfter(err, d)        retry, no sooner than d (at most 15 min; UNAVAILABLE with RetryInfo)
 //	Permanent(err)            dead-letter at once (FAILED_PRECONDITION)
 //	any other error, a panic  retry with the drainer's backoff (UNAVAILABLE, INTERNAL)
 //
-// ToStatus and FromStatus hold the protocol's status table (status.go); the
-// drainer's gRPC delivery uses FromStatus. Job, Permanent and RetryAfter
-// are shared with in-process handlers: the drainer package re-exports them.
+// ToStatus and FromStatus hold the push protocol's status table
+// (status.go); the drainer's gRPC delivery uses FromStatus. Job, Permanent
+// and RetryAfter are shared with in-process handlers: the drainer package
+// re-exports them.
 //
 // A job is retried until the drainer's --max-attempts, then dead-lettered.
 // Delivery is at least once: the handler must be idempotent on Job.ID.
@@ -89,7 +96,11 @@ func (e *RetryAfterError) Error() string {
 // Unwrap returns the cause.
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
-// RetryAfter wraps err to ask for a retry no sooner than d.
+// RetryAfter wraps err to ask for a retry no sooner than d. The drainer
+// caps the delay at 15 minutes (queue.MaxDelay, SQS's longest): a longer d,
+// such as time.Hour, waits 15 minutes. It waits its own backoff for the
+// attempt (--retry-base, --retry-cap) when that is longer than d, and so
+// for a d of zero or less: a negative d asks for nothing.
 func RetryAfter(err error, d time.Duration) error { return &RetryAfterError{Err: err, After: d} }
 
 // PermanentError marks a failure that retrying cannot fix. Its message is
