@@ -64,7 +64,9 @@
 //     stale, ttl_expired, attempts_exhausted,
 //     permanent_failure, retryable_failure, malformed_envelope,
 //     expires_before_retry, released; "" when there is none). Sidelined by reason =
-//     the spilled and backlogged actions by reason.
+//     the spilled and backlogged actions by reason. delivered counts acks
+//     only; a failed attempt counts once, as retried or, a job's last,
+//     dead_lettered, so attempts ≈ delivered + retried + dead_lettered.
 //   - sluice_dwell_seconds: time from acceptance by the gateway (or from
 //     its replay out of a DLQ, for a replayed job) to the start of a
 //     delivery attempt, every attempt.
