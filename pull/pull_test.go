@@ -515,7 +515,11 @@ func TestSessionRefusals(t *testing.T) {
 		msg   string
 	}{
 		{"no key", "", hello(1), codes.Unauthenticated, "missing worker key"},
-		{"tenant key", "tenant-key-1", hello(1), codes.PermissionDenied, "not a worker key"},
+		// Both places a worker key comes from are named: the message named
+		// only the tenant file, which development mode has none of (found
+		// by a tester).
+		{"tenant key", "tenant-key-1", hello(1), codes.PermissionDenied, "not a worker key: pull workers need a worker key, " +
+			"with --tenants one from the tenant file's workers list, without it (development mode) the one in <data-dir>/worker-key"},
 		{"not hello", keyAll, &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Credits{Credits: &workerv1.Credits{}}}, codes.InvalidArgument, "first message must be Hello"},
 		{"unknown lane", keyAll, hello(1, "silver"), codes.InvalidArgument, `no lane "silver"`},
 		{"lane not allowed", keyGold, hello(1, "std"), codes.PermissionDenied, `may not serve lane "std"`},

@@ -89,7 +89,8 @@ func (h *Hub) Connect(stream workerv1.PullService_ConnectServer) error {
 	}
 	w, ok := h.cfg.Authenticate(key)
 	if !ok {
-		return status.Error(codes.PermissionDenied, "not a worker key: pull workers need a key from the tenant file's workers list (tenant keys and the admin key are refused)")
+		return status.Error(codes.PermissionDenied, "not a worker key: pull workers need a worker key, with --tenants one from the tenant file's workers list, "+
+			"without it (development mode) the one in <data-dir>/worker-key (tenant keys and the admin key are refused)")
 	}
 	first, err := h.firstMessage(stream)
 	if err != nil {
