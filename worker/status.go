@@ -67,18 +67,42 @@ func ToStatus(err error) error {
 // call) back to a handler error: nil for OK, RetryAfter for a retryable
 // status with a RetryInfo, a plain error for any other retryable status,
 // Permanent for the rest. The inverse of ToStatus.
+//
+// The error reads "worker: <the worker's message> (<code>)": a job's last
+// error, as the DLQ shows it, leads with what the worker said. It read
+// "worker: rpc error: code = FailedPrecondition desc = …", which a listing
+// cut before the message (found in a walkthrough). status.Code and
+// status.FromError still find the worker's status in it.
 func FromStatus(err error) error {
 	if err == nil {
 		return nil
 	}
 	st := status.Convert(err)
+	werr := &statusError{st: st, err: err}
 	if !Retryable(st.Code()) {
-		return Permanent(fmt.Errorf("worker: %w", err))
+		return Permanent(werr)
 	}
 	for _, d := range st.Details() {
 		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			return RetryAfter(fmt.Errorf("worker: %w", err), ri.GetRetryDelay().AsDuration())
+			return RetryAfter(werr, ri.GetRetryDelay().AsDuration())
 		}
 	}
-	return fmt.Errorf("worker: %w", err)
+	return werr
 }
+
+// statusError is a worker's answer (err, the Process call's error, with
+// its status st) as a handler error.
+type statusError struct {
+	st  *status.Status
+	err error
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("worker: %s (%s)", e.st.Message(), e.st.Code())
+}
+
+// GRPCStatus returns the worker's status.
+func (e *statusError) GRPCStatus() *status.Status { return e.st }
+
+// Unwrap returns the Process call's error.
+func (e *statusError) Unwrap() error { return e.err }

@@ -50,6 +50,29 @@ func TestFromStatus(t *testing.T) {
 	}
 }
 
+// TestFromStatusLeadsWithTheWorkersWords: the error a worker's answer
+// becomes (a job's last error) reads "worker: <message> (<code>)", and
+// still carries the status.
+func TestFromStatusLeadsWithTheWorkersWords(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{status.Error(codes.FailedPrecondition, "cannot parse the order"), "worker: cannot parse the order (FailedPrecondition)"},
+		{status.Error(codes.Unavailable, "db down"), "worker: db down (Unavailable)"},
+		{errors.New("connection reset"), "worker: connection reset (Unknown)"},
+	} {
+		err := worker.FromStatus(tt.err)
+		if err.Error() != tt.want {
+			t.Errorf("FromStatus(%v) reads %q, want %q", tt.err, err, tt.want)
+		}
+		if want := status.Convert(tt.err).Code(); status.Code(err) != want || !errors.Is(err, tt.err) {
+			t.Errorf("FromStatus(%v) = %v: code %s (want %s), wraps the call's error %v", tt.err, err, status.Code(err), want, errors.Is(err, tt.err))
+		}
+	}
+}
+
 // TestStatusRoundTrip: what a handler returns comes back to the drainer
 // with the same verdict and delay.
 func TestStatusRoundTrip(t *testing.T) {

@@ -307,7 +307,7 @@ func TestCommands(t *testing.T) {
 		{"limits json, flags after the argument", []string{"limits", "dev", "--json"}, []string{`"tier": "standard"`, `"lane": "standard"`}},
 		{"dlq list", []string{"dlq", "list", "--reason", "attempts_exhausted"}, []string{"LAST ERROR", flaky, "attempts_exhausted", `"flaky job"`}},
 		{"dlq show", []string{"dlq", "show", flaky}, []string{"reason      attempts_exhausted", `payload matches --retry "flaky" (attempt 2)`, `9 bytes: "flaky job"`}},
-		{"dlq show json", []string{"dlq", "show", poison, "--json"}, []string{`"jobId": "` + poison + `"`, `"lastError": "worker: rpc error: code = FailedPrecondition desc = payload matches --fail \"poison\""`}},
+		{"dlq show json", []string{"dlq", "show", poison, "--json"}, []string{`"jobId": "` + poison + `"`, `"lastError": "worker: payload matches --fail \"poison\" (FailedPrecondition)"`}},
 		// The jobs above were delivered by the gateway's drainers: the dev
 		// tenant has worker time in the standard lane.
 		{"top", []string{"top", "--once"}, []string{"delivery slots", "lane standard", "TENANT", "dev"}},
