@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -35,10 +36,17 @@ func (c *Client) connHint(err error) (hint string, final bool) {
 	return hint, m.Certain()
 }
 
-// explain adds connHint's hint, if any, to err.
+// explain adds connHint's hint, if any, to err, or says that the address
+// serves no ingest API: pointed at a drainer's worker or admin listener,
+// a call failed with gRPC's bare "unknown service
+// sluice.ingest.v1.IngestService" (found by a tester).
 func (c *Client) explain(err error) error {
 	if hint, _ := c.connHint(err); hint != "" {
 		return fmt.Errorf("%w (%s)", err, hint)
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "unknown service sluice.ingest.v1.IngestService") {
+		return fmt.Errorf("%w (the address serves no ingest API: give the gateway's --listen address, 7070 by default, "+
+			"not its --worker-listen or --admin-listen, nor a drainer's)", err)
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"crypto/tls"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,23 @@ func TestTLSMismatch(t *testing.T) {
 				t.Errorf("Submit: %v; retried %t, want %t", err, retried, want)
 			}
 		})
+	}
+}
+
+// TestNotAnIngestListener: a client pointed at a listener that serves no
+// ingest API (a drainer's worker or admin port) is told which address to
+// give; it got gRPC's bare "unknown service" (found by a tester).
+func TestNotAnIngestListener(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer() // serves nothing, as the ingest API goes
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	_, err = dial(t, lis.Addr().String(), client.Config{}).Submit(t.Context(), client.Job{Payload: []byte("x")})
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "the address serves no ingest API: give the gateway's --listen address") {
+		t.Fatalf("Submit: %v; want UNIMPLEMENTED naming the address to give", err)
 	}
 }
