@@ -45,6 +45,17 @@ import (
 //go:embed templates/*.html static/*
 var assets embed.FS
 
+// staticFiles is what /static/ serves: the static folder alone. The whole
+// of assets was served, so /static/%2e%2e/templates/ listed the templates
+// and served their source, without sign-in (found in a review).
+var staticFiles = func() fs.FS {
+	sub, err := fs.Sub(assets, "static")
+	if err != nil {
+		panic(err) // "static" is a valid path
+	}
+	return sub
+}()
+
 // Defaults of Config.
 const (
 	SampleIntervalDefault = 10 * time.Second

@@ -184,3 +184,35 @@ func TestFailedSignInNamesOnlyConfiguredKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticServesOnlyTheStylesheet: /static/ serves the static folder
+// and nothing else of the embedded files, whatever the path says; it
+// listed and served the templates (/static/%2e%2e/templates/layout.html),
+// without sign-in (found in a review).
+func TestStaticServesOnlyTheStylesheet(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{Admin: idleAdmin(t), AdminKey: "admin-key-1", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path string
+		code int
+	}{
+		{"/static/console.css", http.StatusOK},
+		{"/static/%2e%2e/templates/layout.html", http.StatusNotFound},
+		{"/static/%2e%2e/templates/", http.StatusNotFound},
+		{"/static/../templates/layout.html", http.StatusNotFound},
+		{"/static/%2e%2e/%2e%2e/etc/passwd", http.StatusNotFound},
+	} {
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, httptest.NewRequest(http.MethodGet, tt.path, nil))
+		body := w.Body.String()
+		if w.Code != tt.code && !(tt.code == http.StatusNotFound && w.Code >= 300 && w.Code < 400 && !strings.Contains(body, "{{")) {
+			t.Errorf("GET %s: %d, want %d; body %.200q", tt.path, w.Code, tt.code, body)
+		}
+		if strings.Contains(body, "{{") || strings.Contains(body, "dlq.html") {
+			t.Errorf("GET %s served a template: %.200q", tt.path, body)
+		}
+	}
+}

@@ -31,7 +31,7 @@ const apiTimeout = 30 * time.Second
 
 func (c *Console) routes() {
 	m := http.NewServeMux()
-	m.Handle("GET /static/", http.FileServerFS(assets))
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(staticFiles)))
 	m.HandleFunc("GET /login", c.loginPage)
 	m.HandleFunc("POST /login", c.login)
 	m.HandleFunc("POST /logout", c.action(c.logout))
