@@ -31,10 +31,12 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -100,9 +102,42 @@ type Console struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// failedSignIns paces each client address's refused sign-ins: nothing
+	// slowed a guesser, who tried 300 keys in 3.5 s (found in a review).
+	failedSignIns map[string]*rate.Limiter
 
 	stop context.CancelFunc
 	done chan struct{}
+}
+
+// Refused sign-ins are answered at most this often per client address: a
+// person who mistyped waits a moment at worst, a guesser gets two keys a
+// second. At most maxSignInClients addresses are tracked; past that the
+// record starts over.
+const (
+	failedSignInRate  = rate.Limit(2)
+	failedSignInBurst = 10
+	maxSignInClients  = 4096
+)
+
+// signInPace returns the limiter of refused sign-ins from remote (an
+// http.Request's RemoteAddr).
+func (c *Console) signInPace(remote string) *rate.Limiter {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.failedSignIns[host]
+	if l == nil {
+		if len(c.failedSignIns) >= maxSignInClients {
+			clear(c.failedSignIns)
+		}
+		l = rate.NewLimiter(failedSignInRate, failedSignInBurst)
+		c.failedSignIns[host] = l
+	}
+	return l
 }
 
 // New returns a console; Start begins sampling for the charts.
@@ -118,7 +153,8 @@ func New(cfg Config) (*Console, error) {
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, SessionTTLDefault)
 	c := &Console{
 		cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), sessions: map[string]*session{},
-		adminSum: sha256.Sum256([]byte(cfg.AdminKey)),
+		adminSum:      sha256.Sum256([]byte(cfg.AdminKey)),
+		failedSignIns: map[string]*rate.Limiter{},
 	}
 	if cfg.ReadOnlyKey != "" {
 		c.roSum = sha256.Sum256([]byte(cfg.ReadOnlyKey))

@@ -164,8 +164,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusForbidden, "The sign-in form expired or was not sent from this console: try again.")
 		return
 	}
+	pace := c.signInPace(r.RemoteAddr)
+	if pace.Tokens() < 1 {
+		c.log.WarnContext(r.Context(), "console: sign-in refused unread: too many refused sign-ins from this address of late", slog.String("remote", r.RemoteAddr))
+		w.Header().Set("Retry-After", "5")
+		c.showLogin(w, r, http.StatusTooManyRequests, "Too many sign-ins were refused just now: wait a few seconds and try again.")
+		return
+	}
 	role, ok := c.keyRole(strings.TrimSpace(r.PostFormValue("key")))
 	if !ok {
+		pace.Allow() // spends one of the address's tokens
 		// The read-only key is named only when there is one: it was named
 		// to a console that has none (found in a walkthrough).
 		msg := "Not the admin key. Sign in with the admin key (the file admin-key in the data directory, or --admin-key); tenant keys are refused."

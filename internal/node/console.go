@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/console"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/flagconf"
+	"github.com/sluice-dev/sluice/tenant"
 )
 
 // ConsoleFlags are the web console's settings.
@@ -26,6 +27,7 @@ type ConsoleFlags struct {
 	Listen          string
 	ReadOnlyKeyFile string
 	SampleInterval  time.Duration
+	SecureCookies   bool
 }
 
 // Register adds --console, --console-listen, --console-readonly-key-file
@@ -35,6 +37,7 @@ func (f *ConsoleFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Listen, "console-listen", "", "address of the web console's own listener; empty serves it on --admin-listen (plaintext only)")
 	fs.StringVar(&f.ReadOnlyKeyFile, "console-readonly-key-file", "", "file holding a key that signs in to the web console read-only (look and dry-run; no replay or cancel)")
 	flagconf.DurationVar(fs, &f.SampleInterval, "console-sample-interval", console.SampleIntervalDefault, "how often the web console samples queue stats for its charts of the last hour")
+	fs.BoolVar(&f.SecureCookies, "console-secure-cookies", false, "mark the web console's cookies Secure, so a browser sends them over HTTPS only: set it when a TLS proxy serves the console")
 }
 
 // Validate checks the console flags; a sample interval that is not
@@ -70,6 +73,11 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 		if roKey = strings.TrimSpace(string(b)); roKey == "" {
 			return nil, fmt.Errorf("--console-readonly-key-file %s is empty", f.ReadOnlyKeyFile)
 		}
+		// Any length was taken, a key of one letter too, where the other
+		// keys need tenant.MinKeyLen (found in a review).
+		if n := len(roKey); n < tenant.MinKeyLen {
+			return nil, fmt.Errorf("--console-readonly-key-file %s holds a key of %d characters: give one of at least %d (e.g. openssl rand -hex 20)", f.ReadOnlyKeyFile, n, tenant.MinKeyLen)
+		}
 	}
 	if adminTLS && f.Listen == "" {
 		log.Warn("web console off: the admin listener serves TLS, which the console cannot share; give it --console-listen (plain HTTP: keep it on loopback or behind a TLS proxy), or say --console=false")
@@ -86,7 +94,7 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 		}
 		c, err := console.New(console.Config{
 			Admin: adminv1.NewAdminServiceClient(conn), AdminKey: adminKey, ReadOnlyKey: roKey,
-			SampleInterval: f.SampleInterval, Logger: log,
+			SampleInterval: f.SampleInterval, SecureCookies: f.SecureCookies, Logger: log,
 		})
 		if err != nil {
 			return nil, nil, errors.Join(err, conn.Close())
@@ -100,7 +108,8 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 			grpcLis, httpLis = console.Split(lis)
 		}
 		c.Start(ctx)
-		hs := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		hs := &http.Server{Handler: c, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		SetHTTPTimeouts(hs)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -124,4 +133,15 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 		}
 		return grpcLis, stop, nil
 	}, nil
+}
+
+// SetHTTPTimeouts bounds the time a client of one of the processes' HTTP
+// listeners (the console, metrics) may take to send a request, and to sit
+// idle between requests. Connections kept alive after a request stayed
+// open for ever, and with them their descriptors (found in a review). No
+// write timeout: a CPU profile or trace answers after the seconds asked.
+func SetHTTPTimeouts(s *http.Server) {
+	s.ReadHeaderTimeout = 10 * time.Second
+	s.ReadTimeout = 30 * time.Second
+	s.IdleTimeout = 2 * time.Minute
 }

@@ -116,7 +116,8 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		o.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		o.srv = &http.Server{Handler: mux}
+		SetHTTPTimeouts(o.srv)
 		o.wg.Go(func() {
 			if err := o.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server", slog.Any("error", err))
