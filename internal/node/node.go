@@ -218,7 +218,11 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 			return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
 		}
 		path := filepath.Join(f.DataDir, "queues.db")
-		eb, err := embeddedqueue.Open(path, embeddedqueue.Options{Logger: log, SyncInterval: f.SyncInterval})
+		// The process is the store's only consumer (its file lock keeps
+		// others out): what was in flight when it last stopped, a crash
+		// included, goes back at once rather than after its visibility
+		// timeout (30 s by default).
+		eb, err := embeddedqueue.Open(path, embeddedqueue.Options{Logger: log, SyncInterval: f.SyncInterval, ReleaseHeld: true})
 		if err != nil {
 			return nil, err
 		}

@@ -65,6 +65,12 @@ type Options struct {
 	// power loss can lose the calls answered in the last interval, plus the
 	// sync under way.
 	SyncInterval time.Duration
+	// ReleaseHeld makes the messages in flight when the store was last
+	// closed (or its process died) visible at once when it opens, their
+	// receive counts kept: for a process that is the store's only
+	// consumer, whose leases died with it. Without it they wait out their
+	// visibility timeouts, as SQS's would.
+	ReleaseHeld bool
 }
 
 func (o Options) withDefaults() Options {
@@ -300,17 +306,38 @@ func (b *Backend) init(logPath string) error {
 }
 
 // loadLocked rebuilds the in-memory index from disk, scanning only the
-// small state records and the unexpired idempotency keys. Callers hold
-// b.mu or own b.
+// small state records and the unexpired idempotency keys, when the store
+// opens; with Options.ReleaseHeld the messages that were in flight are
+// made visible. Callers hold b.mu or own b.
 func (b *Backend) loadLocked() error {
-	return b.db.View(b.loadFromLocked)
+	var released int
+	err := b.db.View(func(tx *bolt.Tx) error {
+		var err error
+		released, err = b.loadFromLocked(tx, b.opts.ReleaseHeld)
+		return err
+	})
+	if err == nil && released > 0 {
+		b.opts.Logger.Info("made visible the messages the previous process held in flight: it stopped without answering them, and no other process can hold them",
+			slog.Int("messages", released))
+	}
+	return err
 }
 
-// loadFromLocked rebuilds the index from what tx sees.
-func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
+// loadFromLocked rebuilds the index from what tx sees. With releaseHeld,
+// the messages in flight (received, and neither answered nor visible
+// again) are filed as visible now, in the index only, and counted. Only
+// the process that opens the store can: the file lock keeps every other
+// process out, so what was in flight was held by a process that has
+// died, or closed the store, and no one else holds their receipts. Those messages waited out their
+// visibility timeout (30 s by default) after a crash before anyone got
+// them (found in a walkthrough). The store keeps their state as it was
+// until they are received again, so a crash before then releases them
+// again. Their receive counts stand. Their receipts still answer, as an
+// expired SQS receipt of a message not received since does.
+func (b *Backend) loadFromLocked(tx *bolt.Tx, releaseHeld bool) (released int, err error) {
 	queues := map[string]*memQueue{}
 	now := b.opts.Clock().UnixNano()
-	err := tx.Bucket(queuesBucket).ForEach(func(name, v []byte) error {
+	err = tx.Bucket(queuesBucket).ForEach(func(name, v []byte) error {
 		spec, id, err := decodeSpec(v)
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", name, err)
@@ -328,6 +355,10 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 			if err != nil || len(k) != 8 {
 				return fmt.Errorf("queue %s: message %x: bad state record", name, k)
 			}
+			if releaseHeld && classOf(m, now) == classInFlight {
+				m.visibleAt = now
+				released++
+			}
 			q.put(binary.BigEndian.Uint64(k), m, now)
 			return nil
 		}); err != nil {
@@ -337,11 +368,11 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	keys, err := loadKeys(tx, now)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, old := range b.queues {
 		old.wake() // waiters re-check against the new index
@@ -350,7 +381,7 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx) error {
 	b.keysMu.Lock()
 	b.keys = keys
 	b.keysMu.Unlock()
-	return nil
+	return released, nil
 }
 
 // usable returns queue.ErrClosed after Close, the cause wrapped in

@@ -520,7 +520,8 @@ func (b *Backend) rebuild() {
 		n, err := b.replayLogs(tx)
 		if err == nil {
 			b.mu.Lock()
-			err = b.loadFromLocked(tx)
+			// This process holds what is in flight: nothing is released.
+			_, err = b.loadFromLocked(tx, false)
 			b.mu.Unlock()
 		}
 		if err != nil {
