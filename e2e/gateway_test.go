@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
+	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/testcluster"
 )
 
@@ -283,4 +285,52 @@ func detail[T any](st *status.Status) T {
 		}
 	}
 	return zero
+}
+
+// TestHeldJobsComeBackAtOnceAfterSIGKILL: jobs a gateway (with its
+// drainers) was delivering when it was killed are delivered again as soon
+// as it starts again on the embedded backend, not after the lane's
+// visibility timeout (a minute here): no other process could hold them,
+// and they waited out the timeout all the same (found in a walkthrough).
+func TestHeldJobsComeBackAtOnceAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	// Each job's first call is held until the gateway dies; later calls ack.
+	w := startAnsweringWorker(t, func(ctx context.Context, _ *workerv1.ProcessRequest, call int) error {
+		if call == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	cfg := gatewayCluster(w.Addr)
+	cfg.Queues = `
+lanes:
+  - {name: premium, shards: 2, visibility_timeout: 1m}
+  - {name: standard, shards: 2, visibility_timeout: 1m}
+  - {name: free, shards: 2, visibility_timeout: 1m}
+`
+	cl := startCluster(t, cfg)
+	c := client(t, cl.Addr)
+	var ids []string
+	for i := range 5 {
+		resp, err := c.Submit(withKey(t.Context(), "alpha-key-123"), &ingestv1.SubmitRequest{Payload: fmt.Appendf(nil, "held-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, resp.GetJobId())
+	}
+	eventually(t, 30*time.Second, 20*time.Millisecond, func() bool { return w.Calls() >= 5 }, "the worker got %d of the 5 jobs", w.Calls())
+	cl.Kill("gateway")
+	restarted := time.Now()
+	if err := cl.StartRole(t.Context(), "gateway"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WaitDelivered(t.Context(), ids, 20*time.Second); err != nil {
+		t.Fatalf("after the restart: %v; the jobs waited for their visibility timeout (1m)", err)
+	}
+	t.Logf("all 5 held jobs delivered %s after the restart began", time.Since(restarted).Round(time.Millisecond))
+	l := role(t, cl, "gateway").waitLog("made visible the messages the previous process held in flight: it stopped without answering them, and no other process can hold them")
+	if n, _ := l["messages"].(float64); n != 5 {
+		t.Errorf("the restarted gateway logged %v messages made visible, want the 5 held", l["messages"])
+	}
 }
