@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -56,6 +57,14 @@ const (
 	MaxHeaderListBytes = 8 << 10
 )
 
+// maxConnectionIdle is how long a connection with no call under way is
+// kept: gRPC clients reconnect at their next call. Connections opened and
+// left idle (the HTTP/2 preface alone, no key) were held for ever, and
+// with them a descriptor each (found in a security review). Servers given
+// keepalive parameters of their own (the pull-worker listener) replace
+// these.
+var maxConnectionIdle = 5 * time.Minute
+
 // NewServer returns a gRPC server whose interceptors run in the order
 // recover panics → log the call → the given ones (authentication), with
 // the health and reflection services registered. It applies the transport
@@ -74,7 +83,10 @@ func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []g
 		recovery.StreamServerInterceptor(recoverOpt),
 		streamLog(log),
 	}, stream...)
-	all := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMsgBytes), grpc.MaxHeaderListSize(MaxHeaderListBytes)}
+	all := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRecvMsgBytes), grpc.MaxHeaderListSize(MaxHeaderListBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxConnectionIdle}),
+	}
 	all = append(all, opts...)
 	all = append(all, grpc.ChainUnaryInterceptor(u...), grpc.ChainStreamInterceptor(s...))
 	srv := &Server{GRPC: grpc.NewServer(all...), Health: health.NewServer()}

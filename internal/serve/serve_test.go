@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -224,5 +225,43 @@ func TestListenRefusesAnEmptyAddress(t *testing.T) {
 		if !strings.Contains(err.Error(), "--admin-listen is empty") {
 			t.Errorf("Listen(%q): %v, want one naming --admin-listen", addr, err)
 		}
+	}
+}
+
+// TestIdleConnectionsAreClosed: a connection that opened HTTP/2 and made
+// no call is closed once idle for maxConnectionIdle; such connections
+// were held for ever (found in a security review). Not parallel: it
+// shortens the package's idle time while no other test builds a server.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	defer func(d time.Duration) { maxConnectionIdle = d }(maxConnectionIdle)
+	maxConnectionIdle = 300 * time.Millisecond
+	srv := NewServer(slog.New(slog.DiscardHandler), nil, nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, 0) }()
+	defer func() { cancel(); <-done }()
+
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The client preface and an empty SETTINGS frame: a connection, no call.
+	if _, err := conn.Write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(10 * time.Second))
+	_, err = io.Copy(io.Discard, conn) // the server's frames, then EOF
+	// gRPC says GOAWAY when the connection has been idle that long, and
+	// closes it when the client acknowledges, or after 5 s: this one
+	// acknowledges nothing. With an idle time of an hour, the read runs
+	// into its 10 s deadline.
+	if took := time.Since(start); err != nil || took > 8*time.Second {
+		t.Fatalf("idle connection: read ended after %s with %v, want the server to close it after %s and gRPC's 5 s", took, err, maxConnectionIdle)
 	}
 }
