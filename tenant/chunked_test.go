@@ -41,7 +41,8 @@ var chunkedCases = []struct {
 	{"two documents are refused", "tenants:\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\n---\ntenants:\n  - {id: b, tier: free, api_keys: [key-of-b-1]}\n", false, "line 4: a second YAML document"},
 	{"a document end marker is fine", "tenants:\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\n...\n", false, ""},
 	{"unknown top-level field", "tenants:\n  - {id: a, tier: free, api_keys: [key-of-a-1]}\nteenants: []\n", false, "field teenants not found"},
-	{"quoted string cut at a dash line", "tenants:\n  - id: a\n    tier: free\n    api_keys: [\"key-of-a-1\n  - x\"]\n", false, ""},
+	// Folded, the key is "key-of-a-1 - x": refused for its white space.
+	{"quoted string cut at a dash line", "tenants:\n  - id: a\n    tier: free\n    api_keys: [\"key-of-a-1\n  - x\"]\n", false, "api key with white space"},
 }
 
 // sameConfig reports how two configs differ, or "".

@@ -41,6 +41,8 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -534,8 +536,8 @@ func (b *builder) add(e *tenantEntry) {
 	c.all = append(c.all, Tenant{ID: e.ID, Tier: b.intern(e.Tier), Limits: limits})
 	t := &c.all[len(c.all)-1]
 	for _, k := range e.APIKeys {
-		if len(k) < MinKeyLen {
-			fail("api key shorter than %d characters", MinKeyLen)
+		if msg := keyProblem(k); msg != "" {
+			fail("%s", msg)
 			continue
 		}
 		b.addKey(t, sha256.Sum256([]byte(k)), fail)
@@ -609,6 +611,20 @@ func (c *Config) Lanes() []string {
 		set[t.Limits.Lane] = true
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+// keyProblem says what is wrong with a plain key of a tenant file, or "".
+// A key with white space was taken, and could never be used: a caller's
+// bearer token is trimmed, and the Go client refuses white space (found
+// in a review). The key itself is never part of the answer.
+func keyProblem(k string) string {
+	switch {
+	case len(k) < MinKeyLen:
+		return fmt.Sprintf("api key shorter than %d characters", MinKeyLen)
+	case strings.ContainsFunc(k, unicode.IsSpace):
+		return "api key with white space in it (it could never be sent): remove the spaces, tabs or newlines"
+	}
+	return ""
 }
 
 // MinKeyLen is the fewest characters an API key may have: tenant and

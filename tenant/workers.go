@@ -95,8 +95,8 @@ func (b *builder) addWorkers(entries []workerEntry) {
 			c.workers[sum] = w
 		}
 		for _, k := range e.APIKeys {
-			if len(k) < MinKeyLen {
-				fail("api key shorter than %d characters", MinKeyLen)
+			if msg := keyProblem(k); msg != "" {
+				fail("%s", msg)
 				continue
 			}
 			add(sha256.Sum256([]byte(k)))

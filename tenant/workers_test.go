@@ -64,6 +64,7 @@ func TestWorkerErrors(t *testing.T) {
 		{"duplicate", "  - name: w\n    api_keys: [worker-key-1]\n  - name: w\n    api_keys: [worker-key-2]\n", "duplicate worker name"},
 		{"shared key", "  - name: w\n    api_keys: [worker-key-1]\n  - name: v\n    api_keys: [worker-key-1]\n", `already belongs to worker "w"`},
 		{"short key", "  - name: w\n    api_keys: [short]\n", "shorter than 8"},
+		{"padded key", "  - name: w\n    api_keys: [\" worker-key-1\"]\n", "api key with white space"},
 		{"bad hash", "  - name: w\n    api_key_sha256: [worker-key-1]\n", "not 64 hex digits"},
 		{"unknown field", "  - name: w\n    api_keys: [worker-key-1]\n    tier: free\n", `unknown worker field "tier"`},
 		{"bad lane", "  - name: w\n    api_keys: [worker-key-1]\n    lanes: ['x y']\n", "is not a lane name"},
