@@ -148,7 +148,12 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	tenants, err := node.OpenTenants(*tenantsFile, topo, noTenants)
+	roKey, err := consoleFlags.ReadOnlyKey()
+	if err != nil {
+		return err
+	}
+	tenants, err := node.OpenTenants(*tenantsFile, topo, noTenants,
+		node.ReservedKey{Name: "the admin key", Key: key}, node.ReservedKey{Name: "the console's read-only key", Key: roKey})
 	if err != nil {
 		return err
 	}

@@ -156,7 +156,19 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 	if err := os.MkdirAll(c.backend.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data directory (--data-dir): %w", err)
 	}
-	tenants, devKey, err := openTenants(c, topo)
+	// The admin and read-only keys are read before the tenant file, whose
+	// tenants and workers may not have them.
+	var adminKey string
+	if c.drain {
+		if adminKey, err = node.AdminKey(c.adminKey, c.backend.DataDir); err != nil {
+			return err
+		}
+	}
+	roKey, err := c.console.ReadOnlyKey()
+	if err != nil {
+		return err
+	}
+	tenants, devKey, err := openTenants(c, topo, node.ReservedKey{Name: "the admin key", Key: adminKey}, node.ReservedKey{Name: "the console's read-only key", Key: roKey})
 	if err != nil {
 		return err
 	}
@@ -217,13 +229,10 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 	consoleOn := false
 	// Everything that can fail is set up before the ingest server starts:
 	// an error after it would return with the server still serving.
-	var adminKey, workerKey string
+	var workerKey string
 	var handler drainer.Handler
 	var consoleHook node.ConsoleHook
 	if c.drain {
-		if adminKey, err = node.AdminKey(c.adminKey, c.backend.DataDir); err != nil {
-			return err
-		}
 		c.target.WorkerDial = tlsCfg.Worker
 		var closeHandler func() error
 		handler, closeHandler, err = node.Handler(c.target, log)
@@ -302,11 +311,11 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 }
 
 // openTenants loads --tenants (reloaded on SIGHUP and when the file
-// changes), or builds the development tenant with a key kept in the data
-// directory.
-func openTenants(c config, topo topology.Topology) (*tenant.Live, string, error) {
+// changes), whose keys may not be one of reserved, or builds the
+// development tenant with a key kept in the data directory.
+func openTenants(c config, topo topology.Topology, reserved ...node.ReservedKey) (*tenant.Live, string, error) {
 	if c.tenants != "" {
-		live, err := node.OpenTenants(c.tenants, topo, nil)
+		live, err := node.OpenTenants(c.tenants, topo, nil, reserved...)
 		return live, "", err
 	}
 	key, err := node.SecretFile(filepath.Join(c.backend.DataDir, "dev-api-key"), "sk_dev_")

@@ -49,6 +49,29 @@ func (f ConsoleFlags) Validate() error {
 	return nil
 }
 
+// ReadOnlyKey reads the console's read-only key from
+// --console-readonly-key-file: "" when none is given, or the console is
+// off.
+func (f ConsoleFlags) ReadOnlyKey() (string, error) {
+	if !f.Enabled || f.ReadOnlyKeyFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f.ReadOnlyKeyFile)
+	if err != nil {
+		return "", fmt.Errorf("--console-readonly-key-file: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if key == "" {
+		return "", fmt.Errorf("--console-readonly-key-file %s is empty", f.ReadOnlyKeyFile)
+	}
+	// Any length was taken, a key of one letter too, where the other keys
+	// need tenant.MinKeyLen (found in a review).
+	if n := len(key); n < tenant.MinKeyLen {
+		return "", fmt.Errorf("--console-readonly-key-file %s holds a key of %d characters: give one of at least %d (e.g. openssl rand -hex 20)", f.ReadOnlyKeyFile, n, tenant.MinKeyLen)
+	}
+	return key, nil
+}
+
 // ConsoleHook serves the web console beside the admin API: given the
 // admin listener and the gRPC server that answers the console's own calls
 // (the admin API without the listener's TLS), it returns the listener the
@@ -64,20 +87,9 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 	if !f.Enabled {
 		return nil, nil
 	}
-	var roKey string
-	if f.ReadOnlyKeyFile != "" {
-		b, err := os.ReadFile(f.ReadOnlyKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--console-readonly-key-file: %w", err)
-		}
-		if roKey = strings.TrimSpace(string(b)); roKey == "" {
-			return nil, fmt.Errorf("--console-readonly-key-file %s is empty", f.ReadOnlyKeyFile)
-		}
-		// Any length was taken, a key of one letter too, where the other
-		// keys need tenant.MinKeyLen (found in a review).
-		if n := len(roKey); n < tenant.MinKeyLen {
-			return nil, fmt.Errorf("--console-readonly-key-file %s holds a key of %d characters: give one of at least %d (e.g. openssl rand -hex 20)", f.ReadOnlyKeyFile, n, tenant.MinKeyLen)
-		}
+	roKey, err := f.ReadOnlyKey()
+	if err != nil {
+		return nil, err
 	}
 	if adminTLS && f.Listen == "" {
 		log.Warn("web console off: the admin listener serves TLS, which the console cannot share; give it --console-listen (plain HTTP: keep it on loopback or behind a TLS proxy), or say --console=false")

@@ -15,12 +15,32 @@ import (
 	"github.com/sluice-dev/sluice/topology"
 )
 
+// ReservedKey is a key of another role, the admin key or the console's
+// read-only key, that no tenant or worker of a tenant file may have.
+// Name says which it is, in errors; the key itself is never shown.
+type ReservedKey struct{ Name, Key string }
+
 // OpenTenants loads the tenant config file at path, checking that every
-// tenant's lane, and every lane a worker entry names, is in topo (on every
-// reload too). An empty path uses fallback, a config that cannot be
-// reloaded.
-func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config) (*tenant.Live, error) {
+// tenant's lane, and every lane a worker entry names, is in topo, and
+// that no tenant or worker key is one of reserved (on every reload too).
+// An empty path uses fallback, a config that cannot be reloaded.
+func OpenTenants(path string, topo topology.Topology, fallback *tenant.Config, reserved ...ReservedKey) (*tenant.Live, error) {
 	check := func(cfg *tenant.Config) error {
+		// A tenant whose key was the admin key had the admin API, and one
+		// whose key was the read-only key read every tenant's dead
+		// letters in the console: the README says tenant keys are
+		// refused there (found in a security review).
+		for _, r := range reserved {
+			if r.Key == "" {
+				continue
+			}
+			if t, ok := cfg.Authenticate(r.Key); ok {
+				return fmt.Errorf("tenant %q has %s among its keys: give it a key of its own (a tenant with it would have that role's rights)", t.ID, r.Name)
+			}
+			if w, ok := cfg.AuthenticateWorker(r.Key); ok {
+				return fmt.Errorf("worker %q has %s among its keys: give it a key of its own", w.Name, r.Name)
+			}
+		}
 		for _, t := range cfg.Tenants() {
 			if _, ok := topo.Lane(t.Limits.Lane); !ok {
 				return fmt.Errorf("tenant %q uses lane %q, which the queue topology does not define (lanes: %s)", t.ID, t.Limits.Lane, strings.Join(laneNames(topo), ", "))

@@ -124,3 +124,53 @@ func TestWatcherErrorIsNoRefusedReload(t *testing.T) {
 		t.Errorf("refused file: %g refused reloads counted, want 1", n)
 	}
 }
+
+// TestTenantFileMayNotHoldReservedKeys: a tenant or worker of the tenant
+// file whose key is the admin key or the console's read-only key is
+// refused, at start and on reload (the previous config stays), naming
+// who has which and never the key. Such a tenant had the admin API, or
+// read every tenant's dead letters (found in a security review).
+func TestTenantFileMayNotHoldReservedKeys(t *testing.T) {
+	t.Parallel()
+	reserved := []ReservedKey{{Name: "the admin key", Key: "admin-key-1234"}, {Name: "the console's read-only key", Key: "readonly-key-99"}}
+	tests := []struct {
+		name, file, want string
+	}{
+		{"tenant with the admin key", "tenants:\n  - {id: carol, tier: standard, api_keys: [admin-key-1234]}\n", `tenant "carol" has the admin key among its keys`},
+		{"tenant with the read-only key", "tenants:\n  - {id: erin, tier: standard, api_keys: [erin-key-1, readonly-key-99]}\n", `tenant "erin" has the console's read-only key among its keys`},
+		{"worker with the admin key", "tenants:\n  - {id: acme, tier: standard, api_keys: [acme-key-1]}\nworkers:\n  - {name: pool, api_keys: [admin-key-1234]}\n", `worker "pool" has the admin key among its keys`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "tenants.yaml")
+			if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenTenants(path, topology.Default(), nil, reserved...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "admin-key-1234") || strings.Contains(err.Error(), "readonly-key-99") {
+				t.Fatalf("OpenTenants: %v, want an error saying %s and naming no key", err, tt.want)
+			}
+		})
+	}
+	t.Run("on reload", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "tenants.yaml")
+		if err := os.WriteFile(path, []byte(tests[2].file[:strings.Index(tests[2].file, "workers:")]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		live, err := OpenTenants(path, topology.Default(), nil, reserved...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(tests[0].file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if changed, err := live.Reload(); changed || err == nil || !strings.Contains(err.Error(), tests[0].want) {
+			t.Fatalf("reload: changed %v, %v; want it refused saying %s", changed, err, tests[0].want)
+		}
+		if _, ok := live.Config().Authenticate("admin-key-1234"); ok {
+			t.Fatal("the refused file's tenant with the admin key authenticates")
+		}
+	})
+}
