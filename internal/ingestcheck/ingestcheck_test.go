@@ -1,8 +1,14 @@
 package ingestcheck
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/serve"
@@ -81,4 +87,25 @@ func TestCeilingsAreTheGateways(t *testing.T) {
 	if MaxRequestBytes != serve.MaxRecvMsgBytes {
 		t.Errorf("MaxRequestBytes = %d, serve.MaxRecvMsgBytes = %d", MaxRequestBytes, serve.MaxRecvMsgBytes)
 	}
+}
+
+// FuzzSizeBound: sizeBound, which spares most jobs an encoding, is never
+// below the job's encoded size, whatever its payload, key, attributes and
+// durations.
+func FuzzSizeBound(f *testing.F) {
+	f.Add([]byte("payload"), "key-1", "k", "v", int64(3600), int64(60), uint8(3))
+	f.Add([]byte{}, "", "", "", int64(-1), int64(math.MaxInt64), uint8(200))
+	f.Fuzz(func(t *testing.T, payload []byte, key, k, v string, ttl, delay int64, n uint8) {
+		req := &ingestv1.SubmitRequest{Payload: payload, IdempotencyKey: key,
+			Ttl: durationpb.New(time.Duration(ttl)), Delay: durationpb.New(time.Duration(delay))}
+		if n > 0 {
+			req.Attributes = map[string]string{}
+			for i := range int(n) {
+				req.Attributes[fmt.Sprint(k, i)] = strings.Repeat(v, i%5)
+			}
+		}
+		if got, size := sizeBound(req), proto.Size(req); got < size {
+			t.Fatalf("sizeBound %d < encoded size %d", got, size)
+		}
+	})
 }
