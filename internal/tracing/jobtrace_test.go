@@ -310,7 +310,7 @@ func TestSpanTreeOfOneJob(t *testing.T) {
 		t.Fatalf("enqueue span's queue %q is not one of the lane's shards %v", shard, shards)
 	}
 	spillover, dlq := topo.SpilloverQueue("standard"), topo.DLQ("standard")
-	const refused = "permanent_failure: worker: rpc error: code = FailedPrecondition desc = cannot process this job"
+	const refused = "permanent_failure: worker: cannot process this job (FailedPrecondition)"
 	job := map[string]string{"sluice.job_id": jobID, "sluice.tenant": "acme", "sluice.lane": "standard"}
 	with := func(extra ...string) map[string]string {
 		m := map[string]string{}
