@@ -96,8 +96,10 @@ func FuzzSizeBound(f *testing.F) {
 	f.Add([]byte("payload"), "key-1", "k", "v", int64(3600), int64(60), uint8(3))
 	f.Add([]byte{}, "", "", "", int64(-1), int64(math.MaxInt64), uint8(200))
 	f.Fuzz(func(t *testing.T, payload []byte, key, k, v string, ttl, delay int64, n uint8) {
-		req := &ingestv1.SubmitRequest{Payload: payload, IdempotencyKey: key,
-			Ttl: durationpb.New(time.Duration(ttl)), Delay: durationpb.New(time.Duration(delay))}
+		req := &ingestv1.SubmitRequest{
+			Payload: payload, IdempotencyKey: key,
+			Ttl: durationpb.New(time.Duration(ttl)), Delay: durationpb.New(time.Duration(delay)),
+		}
 		if n > 0 {
 			req.Attributes = map[string]string{}
 			for i := range int(n) {
