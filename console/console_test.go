@@ -120,6 +120,33 @@ func TestChartLines(t *testing.T) {
 	}
 }
 
+// signIn signs in to c through the form, as a browser at remote (empty:
+// httptest's address) does: it gets the sign-in page for its CSRF cookie,
+// then posts key and next with it.
+func signIn(c *Console, remote, key, next string) *httptest.ResponseRecorder {
+	get := httptest.NewRecorder()
+	c.ServeHTTP(get, httptest.NewRequest(http.MethodGet, "/login?next="+url.QueryEscape(next), nil))
+	form := url.Values{"key": {key}, "next": {next}}
+	var login *http.Cookie
+	for _, ck := range get.Result().Cookies() {
+		if ck.Name == loginCookie {
+			login = ck
+			form.Set("csrf", ck.Value)
+		}
+	}
+	req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if remote != "" {
+		req.RemoteAddr = remote
+	}
+	if login != nil {
+		req.AddCookie(login)
+	}
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, req)
+	return w
+}
+
 // TestSignInStaysOnTheConsole signs in through the form with a next that
 // a browser reads as another site: the redirect must stay on the console.
 func TestSignInStaysOnTheConsole(t *testing.T) {
@@ -129,20 +156,7 @@ func TestSignInStaysOnTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, next := range []string{"/\t/evil.example/", "/\n/evil.example/", "//evil.example/"} {
-		get := httptest.NewRecorder()
-		c.ServeHTTP(get, httptest.NewRequest(http.MethodGet, "/login?next="+url.QueryEscape(next), nil))
-		var login *http.Cookie
-		for _, ck := range get.Result().Cookies() {
-			if ck.Name == loginCookie {
-				login = ck
-			}
-		}
-		form := url.Values{"csrf": {login.Value}, "key": {"admin-key"}, "next": {next}}
-		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(login)
-		w := httptest.NewRecorder()
-		c.ServeHTTP(w, req)
+		w := signIn(c, "", "admin-key", next)
 		if loc := w.Header().Get("Location"); w.Code != http.StatusSeeOther || loc != "/" {
 			t.Errorf("sign-in with next=%q: status %d, Location %q; want 303 to /", next, w.Code, loc)
 		}
@@ -162,20 +176,7 @@ func TestFailedSignInNamesOnlyConfiguredKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		get := httptest.NewRecorder()
-		c.ServeHTTP(get, httptest.NewRequest(http.MethodGet, "/login", nil))
-		var login *http.Cookie
-		for _, ck := range get.Result().Cookies() {
-			if ck.Name == loginCookie {
-				login = ck
-			}
-		}
-		form := url.Values{"csrf": {login.Value}, "key": {"sk_dev_tenant"}}
-		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(login)
-		w := httptest.NewRecorder()
-		c.ServeHTTP(w, req)
+		w := signIn(c, "", "sk_dev_tenant", "")
 		body := w.Body.String()
 		if w.Code != http.StatusUnauthorized || !strings.Contains(body, "Not the admin key") {
 			t.Fatalf("wrong key (read-only key %q): status %d, want 401 with the refusal:\n%s", tc.readOnlyKey, w.Code, body)
@@ -228,27 +229,11 @@ func TestRefusedSignInsArePaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signIn := func(remote, key string) int {
-		get := httptest.NewRecorder()
-		c.ServeHTTP(get, httptest.NewRequest(http.MethodGet, "/login", nil))
-		var login *http.Cookie
-		for _, ck := range get.Result().Cookies() {
-			if ck.Name == loginCookie {
-				login = ck
-			}
-		}
-		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(url.Values{"csrf": {login.Value}, "key": {key}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.RemoteAddr = remote
-		req.AddCookie(login)
-		w := httptest.NewRecorder()
-		c.ServeHTTP(w, req)
-		return w.Code
-	}
+	answer := func(remote, key string) int { return signIn(c, remote, key, "").Code }
 	guesser, admin := "192.0.2.7:5000", "192.0.2.8:5000"
 	refused := 0
 	for i := range 50 {
-		switch code := signIn(guesser, fmt.Sprint("guess-", i)); code {
+		switch code := answer(guesser, fmt.Sprint("guess-", i)); code {
 		case http.StatusUnauthorized:
 			refused++
 		case http.StatusTooManyRequests:
@@ -259,10 +244,10 @@ func TestRefusedSignInsArePaced(t *testing.T) {
 	if refused > failedSignInBurst+2 {
 		t.Errorf("%d of 50 quick guesses were looked at, want about %d", refused, failedSignInBurst)
 	}
-	if code := signIn(guesser, "admin-key-1"); code != http.StatusTooManyRequests {
+	if code := answer(guesser, "admin-key-1"); code != http.StatusTooManyRequests {
 		t.Errorf("the right key from the paced address: status %d, want 429 (the key is not looked at)", code)
 	}
-	if code := signIn(admin, "admin-key-1"); code != http.StatusSeeOther {
+	if code := answer(admin, "admin-key-1"); code != http.StatusSeeOther {
 		t.Errorf("the right key from another address: status %d, want 303", code)
 	}
 }
