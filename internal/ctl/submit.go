@@ -79,6 +79,11 @@ func setupSubmit(fs *flag.FlagSet) runFunc {
 		if vs := ingestcheck.UTF8(req); len(vs) > 0 {
 			return notEncodable(vs)
 		}
+		// As the Go client does: a payload no tenant may send was sent in
+		// full and refused with gRPC's bare RESOURCE_EXHAUSTED over 17 MiB.
+		if vs := ingestcheck.Oversize(req); len(vs) > 0 {
+			return fmt.Errorf("job not sent: field %s: %s", vs[0].GetField(), vs[0].GetDescription())
+		}
 		conn, err := cliconn.Dial(*addr, "--addr", *key, tlsc)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package ctl_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/gateway"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/faultqueue"
+	"github.com/sluice-dev/sluice/internal/ingestcheck"
 	"github.com/sluice-dev/sluice/internal/serve"
 	"github.com/sluice-dev/sluice/internal/topotest"
 	"github.com/sluice-dev/sluice/queue/embeddedqueue"
@@ -90,6 +92,19 @@ func TestSubmitTellsRefusalFromUnreachable(t *testing.T) {
 	closed.Close()
 	if _, err := run(t, "submit", "--addr", nowhere, "--key", "sk_test_key_1", "--timeout", "2s", "hello"); err == nil || !strings.Contains(err.Error(), "cannot reach the gateway at "+nowhere) {
 		t.Errorf("submit to a closed port: %v, want that the gateway cannot be reached", err)
+	}
+}
+
+// TestSubmitRefusesOversizePayload: a payload over what any tenant may
+// send is refused before it is sent, naming the field and the ceiling,
+// as the Go client refuses it; it went out whole.
+func TestSubmitRefusesOversizePayload(t *testing.T) {
+	t.Parallel()
+	// No gateway: the refusal comes before any dial.
+	_, err := run(t, "submit", "--addr", "127.0.0.1:1", "--key", "sk_test_key_1", strings.Repeat("x", ingestcheck.MaxPayloadBytes+1))
+	want := fmt.Sprintf("job not sent: field payload: is %d bytes, over the most any tenant may send, %d", ingestcheck.MaxPayloadBytes+1, ingestcheck.MaxPayloadBytes)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("submit of a %d-byte payload: %v, want an error saying %q", ingestcheck.MaxPayloadBytes+1, err, want)
 	}
 }
 
