@@ -166,8 +166,9 @@ func (f *Future) Done() <-chan struct{} { return f.done }
 // Wait waits until the job is settled, or ctx ends, and returns its
 // outcome as Client.Submit would: the accepted (or duplicate) job, or a
 // *JobError with the job's idempotency key and the last refusal
-// (*QuotaError, *BacklogError, *InvalidArgumentError) or call failure. A ctx that ends only stops the waiting, not the job; a
-// job settled already answers its outcome whatever ctx.
+// (*QuotaError, *BacklogError, *InvalidArgumentError) or call failure. A
+// ctx that ends only stops the waiting, not the job; a job settled
+// already answers its outcome whatever ctx.
 func (f *Future) Wait(ctx context.Context) (*Result, error) {
 	select {
 	case <-f.done:
@@ -208,8 +209,9 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 // ErrProducerClosed after Close, and with an *InvalidArgumentError for a
 // job that cannot be encoded (a string that is not valid UTF-8), which
 // would fail the whole batch it went in, or that is over the gateway's
-// hard ceilings (a payload over 160 KiB, a job over 17 MiB). Send copies the job's payload
-// and attributes, so the caller may reuse them once it returns.
+// hard ceilings (a payload over 160 KiB, a job over 17 MiB). Send copies
+// the job's payload and attributes, so the caller may reuse them once it
+// returns.
 func (p *Producer) Send(ctx context.Context, job Job) (*Future, error) {
 	req := job.request()
 	if err := checkRequest(req); err != nil {

@@ -645,7 +645,7 @@ var funcs = template.FuncMap{
 	"payload":   payloadText,
 	"reason":    func(d *adminv1.DeadLetter) string { return adminview.Printable(adminview.ShortReason(d)) },
 	"printable": adminview.Printable,
-	"cut":       cut,
+	"cut":       adminview.Cut,
 	"keys":      func(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) },
 	"total":     replayTotal,
 	"dryRun":    func(r *adminv1.Replay) string { return adminview.DryRunSummary(r, "most jobs") },
@@ -746,13 +746,6 @@ func trimPartialRune(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 func describeFilter(f *adminv1.DLQFilter) string {

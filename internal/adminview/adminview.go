@@ -61,3 +61,13 @@ func Printable(s string) string {
 func RedriveStatus(r *adminv1.RedriveTask) string {
 	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "STATUS_"))
 }
+
+// Cut shortens s to at most n characters (runes), the last of them an
+// ellipsis when it was longer: for table cells, in the console and
+// sluicectl alike.
+func Cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -398,7 +397,7 @@ func setupDLQList(fs *flag.FlagSet) runFunc {
 		fmt.Fprintln(tw, "JOB ID\tTENANT\tLANE\tREASON\tLAST ERROR\tATTEMPTS\tACCEPTED\tBYTES\tPAYLOAD")
 		for _, j := range resp.GetJobs() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", adminview.Printable(j.GetJobId()), adminview.Printable(j.GetTenant()), j.GetLane(),
-				truncate(adminview.Printable(adminview.ShortReason(j)), 40), truncate(adminview.Printable(j.GetLastError()), 60), j.GetAttempts(),
+				adminview.Cut(adminview.Printable(adminview.ShortReason(j)), 40), adminview.Cut(adminview.Printable(j.GetLastError()), 60), j.GetAttempts(),
 				accepted(j.GetEnqueuedAt()), j.GetPayloadBytes(), strconv.Quote(string(j.GetPayloadPreview())))
 		}
 		if err := tw.Flush(); err != nil {
@@ -425,14 +424,6 @@ func accepted(ts *timestamppb.Timestamp) string {
 
 func sortedKeys(m map[string]string) []string {
 	return slices.Sorted(maps.Keys(m))
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // dlqPageMax and dlqPreviewMax are the admin API's largest page and
