@@ -260,11 +260,12 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 // init checks or stamps the file format, replays the redo log and builds
 // the index.
 func (b *Backend) init(logPath string) error {
+	var upgraded string
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
 		if meta == nil {
 			if tx.Bucket(queuesBucket) != nil {
-				return errors.New("store written by an older sluice with another format; move the data directory aside")
+				return errors.New("store written by an older sluice with an unversioned format, which this build cannot read: deliver its jobs with the build that wrote it, then move the data directory aside")
 			}
 			var err error
 			if meta, err = tx.CreateBucket(metaBucket); err != nil {
@@ -277,10 +278,16 @@ func (b *Backend) init(logPath string) error {
 				return err
 			}
 		}
-		if got := string(meta.Get(formatKey)); got != format {
-			return fmt.Errorf("store format %q, this build reads %q", got, format)
+		switch got := string(meta.Get(formatKey)); got {
+		case format:
+		case upgradable:
+			if err := meta.Put(formatKey, []byte(format)); err != nil {
+				return err
+			}
+			upgraded = got
+		default:
+			return fmt.Errorf("store format %q, this build reads %q (and upgrades %q): a newer sluice wrote it; run that build, or deliver its jobs with it and move the data directory aside", got, format, upgradable)
 		}
-		// Added to format 1 without a new format: older builds ignore them.
 		for _, name := range [][]byte{keysBucket, keyExpiryBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -290,6 +297,10 @@ func (b *Backend) init(logPath string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if upgraded != "" {
+		b.opts.Logger.Info("store format upgraded: builds that read only the old format refuse this store from now on",
+			slog.String("from", upgraded), slog.String("to", format), slog.String("path", b.db.Path()))
 	}
 	if err := b.recoverLog(logPath); err != nil {
 		return err

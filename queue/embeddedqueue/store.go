@@ -15,9 +15,9 @@ import (
 	"github.com/sluice-dev/sluice/queue"
 )
 
-// On-disk layout, format 1:
+// On-disk layout, format 2:
 //
-//	meta                  "format" → "1"
+//	meta                  "format" → "2"
 //	queues                name → JSON storedSpec
 //	m/<queue>             seq (8 bytes, big-endian) → message ID (16 bytes) ‖ body; written once
 //	s/<queue>             seq → visibleAt (8) ‖ sentAt (8) ‖ receives (4) ‖ gen (4)
@@ -33,8 +33,16 @@ var (
 	formatKey    = []byte("format")
 )
 
+// The store's format, stamped in its meta bucket. A build reads its own
+// format and upgrades the one before it in place at Open; it refuses any
+// other, changing nothing. Format 1 was stamped by builds up to
+// 2026-11-29 while its redo log and idempotency keys changed layout under
+// the same stamp, so older builds read this build's stores wrongly
+// (ignoring keys, losing a redo log's jobs): format 2 is the same layout
+// as this build's format 1, stamped anew so that those builds refuse it.
 const (
-	format      = "1"
+	format      = "2"
+	upgradable  = "1"
 	fillPercent = 0.95
 	idLen       = 16
 	stateLen    = 24
