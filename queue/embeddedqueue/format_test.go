@@ -122,3 +122,51 @@ func TestFormatStamp(t *testing.T) {
 		})
 	}
 }
+
+// TestLostStoreBesideItsLogIsRefused: a store file deleted or emptied
+// while its redo log remains is refused at Open, saying what to do, and
+// the log is left as it was; a fresh directory, or one whose logs were
+// moved aside, opens empty.
+func TestLostStoreBesideItsLogIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, want string
+		lose       func(path string) error
+	}{
+		{"deleted", "is missing", os.Remove},
+		{"emptied", "is empty", func(path string) error { return os.Truncate(path, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "queues.db")
+			storeWithOneJob(t, path, format)
+			logs := logPaths(path)
+			before, err := os.ReadFile(logs[0])
+			if err != nil || len(before) < logHeaderLen {
+				t.Fatalf("redo log after a close: %d bytes, %v; the test needs one with records", len(before), err)
+			}
+			if err := tc.lose(path); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Open(path, Options{Logger: quiet})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "move "+logs[0]+" and "+logs[1]+" aside") {
+				t.Fatalf("Open with the store %s: %v, want a refusal saying it %s and what to move aside", tc.name, err, tc.want)
+			}
+			if after, _ := os.ReadFile(logs[0]); !bytes.Equal(before, after) {
+				t.Fatal("the refused Open changed the redo log")
+			}
+			for _, p := range logs {
+				if err := os.Rename(p, p+".aside"); err != nil && !os.IsNotExist(err) {
+					t.Fatal(err)
+				}
+			}
+			b, err := Open(path, Options{Logger: quiet})
+			if err != nil {
+				t.Fatalf("Open with the logs moved aside: %v", err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -576,7 +576,7 @@ func (b *Backend) replayLogs(tx *bolt.Tx) (int, error) {
 // store, then opens them for this run. Either file may hold either
 // epoch's records: a store written by an older build has one log file.
 func (b *Backend) recoverLog(path string) error {
-	paths := [2]string{path, path + ".1"}
+	paths := [2]string{path, path + ".1"} // logPaths of the store
 	var data [2][]byte
 	for i, p := range paths {
 		var err error
