@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -168,5 +169,60 @@ func TestLostStoreBesideItsLogIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestDamagedLogIsReportedAndKept: a redo log whose first record was
+// changed on disk, with whole records after it, replays up to the damage
+// (it cannot tell a change from a power loss's unsynced tail), says so at
+// ERROR with where, and keeps a copy of the log as it found it before the
+// log is written over.
+func TestDamagedLogIsReportedAndKept(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "queues.db")
+	// An interval this long leaves the records in the log: no checkpoint.
+	b, err := Open(path, Options{Logger: quiet, SyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	for _, body := range []string{"one", "two", "three"} {
+		sendOne(t, b, "q", body, 0)
+	}
+	dst := filepath.Join(t.TempDir(), "queues.db")
+	var damaged string
+	for _, suffix := range []string{"", ".wal", ".wal.1"} {
+		data, err := os.ReadFile(path + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path+suffix == b.log.f.Name() {
+			damaged = dst + suffix
+			data[logHeaderLen+2] ^= 0xff // inside the first record of the epoch
+		}
+		if err := os.WriteFile(dst+suffix, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, err := os.ReadFile(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	c, err := Open(dst, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatalf("open with a damaged log: %v", err)
+	}
+	defer c.Close()
+	if !strings.Contains(logged.String(), "level=ERROR") || !strings.Contains(logged.String(), "not whole") || !strings.Contains(logged.String(), "path="+damaged) {
+		t.Fatalf("log does not report the damage at ERROR naming %s:\n%s", damaged, logged.String())
+	}
+	copies, _ := filepath.Glob(damaged + ".damaged-*")
+	if len(copies) != 1 {
+		t.Fatalf("copies of the damaged log: %v, want one", copies)
+	}
+	if kept, _ := os.ReadFile(copies[0]); !bytes.Equal(kept, found) {
+		t.Fatal("the copy differs from the log as found")
 	}
 }

@@ -44,7 +44,10 @@ import (
 // checkpoint; after that commit the log is written again from its start. Open replays, in order, the records from the start of the file
 // that carry the store's epoch, and stops at the first that does not or
 // whose CRC fails: older records (already committed) or a record torn by
-// a power loss. The changes are physical (put, delete, set sequence,
+// a power loss. If whole records of the epoch follow the one it stopped
+// at, bytes were changed on disk or a power loss wrote back part of an
+// unsynced tail: Open says so at ERROR and keeps a copy of the log as it
+// found it (keepDamagedLog), since the replay cannot tell which. The changes are physical (put, delete, set sequence,
 // create bucket), so replaying a record whose changes a commit already
 // holds changes nothing.
 //
@@ -227,19 +230,54 @@ func cutVarlen(b []byte) (field, rest []byte, ok bool) {
 // replayLog applies to tx, in order, the records at the start of data
 // that carry epoch, and returns how many it applied and where they end.
 // A torn or older record ends the replay; a record that passes its CRC
-// but does not parse is an error.
-func replayLog(tx *bolt.Tx, data []byte, epoch uint64) (n int, end int64, err error) {
+// but does not parse is an error. When the record that ends the replay
+// is followed by whole records of epoch, it returns that as damage:
+// bytes changed in the middle of the log, or a power loss that wrote
+// back a later page of its unsynced tail and not an earlier one. The
+// replay stops there all the same, since which it was cannot be told,
+// but the caller says so (found in a filesystem walkthrough: 16 bytes
+// flipped, 104 acknowledged jobs gone with an INFO line).
+func replayLog(tx *bolt.Tx, data []byte, epoch uint64) (n int, end int64, damage *damagedLog, err error) {
 	for {
 		changes, size, ok := nextRecord(data[end:], epoch)
 		if !ok {
-			return n, end, nil
+			if next, found := wholeRecordAfter(data, end, epoch); found {
+				damage = &damagedLog{at: end, next: next}
+			}
+			return n, end, damage, nil
 		}
 		if err := applyChanges(tx, changes); err != nil {
-			return n, end, fmt.Errorf("redo log record %d: %w", n, err)
+			return n, end, nil, fmt.Errorf("redo log record %d: %w", n, err)
 		}
 		n++
 		end += int64(size)
 	}
+}
+
+// damagedLog says where a replay of a redo log stopped, at a record that
+// is not whole, and where the first whole record of the same epoch after
+// it starts. file is the log file's index (logPaths).
+type damagedLog struct {
+	file     int
+	at, next int64
+}
+
+// wholeRecordAfter returns the offset of the first whole record of epoch
+// that starts after from in data. A candidate must carry the epoch's
+// eight bytes where a record does, so the search costs about one pass.
+func wholeRecordAfter(data []byte, from int64, epoch uint64) (int64, bool) {
+	mark := binary.BigEndian.AppendUint64(nil, epoch)
+	for off := from + 1; off+logHeaderLen <= int64(len(data)); off++ {
+		i := bytes.Index(data[off+8:], mark)
+		if i < 0 {
+			return 0, false
+		}
+		off += int64(i)
+		if _, _, ok := nextRecord(data[off:], epoch); ok {
+			return off, true
+		}
+	}
+	return 0, false
 }
 
 // nextRecord returns the changes of the record at the start of data and
@@ -268,23 +306,32 @@ func nextRecord(data []byte, epoch uint64) (changes []byte, size int, ok bool) {
 // back), and are not replayed; if epoch's end short of there, the
 // epoch after is not replayed (a power loss kept it and lost their
 // tail).
-func replayEpochs(tx *bolt.Tx, files [2][]byte, epoch uint64, log *slog.Logger) (int, error) {
+func replayEpochs(tx *bolt.Tx, files [2][]byte, epoch uint64, log *slog.Logger) (int, []*damagedLog, error) {
 	end := int64(-1) // unknown: no record of the next epoch, or no mark
 	for _, d := range files {
 		if e, ok := prevEnd(d, epoch+1); ok {
 			end = e
 		}
 	}
+	var damage []*damagedLog
+	replay := func(i int, d []byte, epoch uint64) (int, int64, error) {
+		n, e, dmg, err := replayLog(tx, d, epoch)
+		if dmg != nil {
+			dmg.file = i
+			damage = append(damage, dmg)
+		}
+		return n, e, err
+	}
 	total, reached := 0, int64(0)
-	for _, d := range files {
+	for i, d := range files {
 		if end >= 0 && end < int64(len(d)) {
 			d = d[:end]
 		}
-		n, e, err := replayLog(tx, d, epoch)
+		n, e, err := replay(i, d, epoch)
 		if err != nil {
-			return total, err
+			return total, damage, err
 		}
-		if n > 0 {
+		if n > 0 || len(damage) > 0 {
 			total, reached = n, e
 			break
 		}
@@ -292,15 +339,16 @@ func replayEpochs(tx *bolt.Tx, files [2][]byte, epoch uint64, log *slog.Logger) 
 	if end >= 0 && reached != end {
 		log.Warn("redo log: the records of the last epoch do not follow on from those before, which end early (lost at a power loss); left out",
 			slog.Int64("want_end", end), slog.Int64("end", reached))
-		return total, nil
+		return total, damage, nil
 	}
-	for _, d := range files {
-		n, _, err := replayLog(tx, d, epoch+1)
-		if total += n; err != nil || n > 0 {
-			return total, err
+	for i, d := range files {
+		found := len(damage)
+		n, _, err := replay(i, d, epoch+1)
+		if total += n; err != nil || n > 0 || len(damage) > found {
+			return total, damage, err
 		}
 	}
-	return total, nil
+	return total, damage, nil
 }
 
 // appendPrevEnd adds the change that starts an epoch's first record: the

@@ -31,8 +31,8 @@ func logRecord(epoch uint64, key string) []byte {
 }
 
 // replayInto replays data at epoch into a fresh store with bucket "b" and
-// returns the keys it holds afterwards.
-func replayInto(t testing.TB, data []byte, epoch uint64) (int, []string, error) {
+// returns the keys it holds afterwards, and the damage the replay found.
+func replayInto(t testing.TB, data []byte, epoch uint64) (int, []string, *damagedLog, error) {
 	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "replay.db"), 0o600, nil)
 	if err != nil {
@@ -41,17 +41,18 @@ func replayInto(t testing.TB, data []byte, epoch uint64) (int, []string, error) 
 	defer db.Close()
 	var n int
 	var keys []string
+	var damage *damagedLog
 	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucket([]byte("b"))
 		if err != nil {
 			return err
 		}
-		if n, _, err = replayLog(tx, data, epoch); err != nil {
+		if n, _, damage, err = replayLog(tx, data, epoch); err != nil {
 			return err
 		}
 		return b.ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil })
 	})
-	return n, keys, err
+	return n, keys, damage, err
 }
 
 func TestReplayLog(t *testing.T) {
@@ -59,29 +60,41 @@ func TestReplayLog(t *testing.T) {
 	torn := logRecord(7, "c")
 	badCRC := logRecord(7, "c")
 	badCRC[len(badCRC)-1] ^= 1
+	a := len(logRecord(7, "a"))
 	tests := []struct {
 		name string
 		give [][]byte
 		want []string
+		// damage: where the replay stopped and the whole record of the
+		// epoch after it starts, when one does (-1: none).
+		damageAt, damageNext int
 	}{
-		{"empty", nil, nil},
-		{"current epoch in order", [][]byte{logRecord(7, "a"), logRecord(7, "b")}, []string{"a", "b"}},
-		{"older records after the current ones end it", [][]byte{logRecord(7, "a"), logRecord(6, "x"), logRecord(7, "z")}, []string{"a"}},
-		{"older records first: nothing", [][]byte{logRecord(6, "x"), logRecord(7, "a")}, nil},
-		{"torn last record", [][]byte{logRecord(7, "a"), torn[:len(torn)-3]}, []string{"a"}},
-		{"torn header", [][]byte{logRecord(7, "a"), torn[:5]}, []string{"a"}},
-		{"bad checksum ends it", [][]byte{logRecord(7, "a"), badCRC, logRecord(7, "d")}, []string{"a"}},
-		{"zeros after the end", [][]byte{logRecord(7, "a"), make([]byte, 64)}, []string{"a"}},
+		{"empty", nil, nil, -1, -1},
+		{"current epoch in order", [][]byte{logRecord(7, "a"), logRecord(7, "b")}, []string{"a", "b"}, -1, -1},
+		{"older records after the current ones end it", [][]byte{logRecord(7, "a"), logRecord(6, "x"), logRecord(6, "y")}, []string{"a"}, -1, -1},
+		{"a current record behind an older one", [][]byte{logRecord(7, "a"), logRecord(6, "x"), logRecord(7, "z")}, []string{"a"}, a, 2 * a},
+		{"older records first: nothing", [][]byte{logRecord(6, "x"), logRecord(7, "a")}, nil, 0, a},
+		{"torn last record", [][]byte{logRecord(7, "a"), torn[:len(torn)-3]}, []string{"a"}, -1, -1},
+		{"torn header", [][]byte{logRecord(7, "a"), torn[:5]}, []string{"a"}, -1, -1},
+		{"bad checksum ends it, whole records after", [][]byte{logRecord(7, "a"), badCRC, logRecord(7, "d")}, []string{"a"}, a, 2 * a},
+		{"bad checksum at the end", [][]byte{logRecord(7, "a"), badCRC}, []string{"a"}, -1, -1},
+		{"zeros after the end", [][]byte{logRecord(7, "a"), make([]byte, 64)}, []string{"a"}, -1, -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			n, keys, err := replayInto(t, bytes.Join(tt.give, nil), 7)
+			n, keys, damage, err := replayInto(t, bytes.Join(tt.give, nil), 7)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if n != len(tt.want) || fmt.Sprint(keys) != fmt.Sprint(tt.want) {
 				t.Fatalf("replayed %d records, keys %v; want %v", n, keys, tt.want)
+			}
+			switch {
+			case tt.damageAt < 0 && damage != nil:
+				t.Fatalf("damage reported at %d (next %d), want none", damage.at, damage.next)
+			case tt.damageAt >= 0 && (damage == nil || damage.at != int64(tt.damageAt) || damage.next != int64(tt.damageNext)):
+				t.Fatalf("damage %+v, want at %d, next whole record at %d", damage, tt.damageAt, tt.damageNext)
 			}
 		})
 	}
@@ -103,11 +116,11 @@ func FuzzReplayLog(f *testing.F) {
 		sealed = append(sealed, data...)
 		binary.BigEndian.PutUint32(sealed[4:], crc32.Checksum(sealed[8:], castagnoli))
 		for _, give := range [][]byte{data, sealed} {
-			n, _, err := replayInto(t, give, 1)
+			n, _, _, err := replayInto(t, give, 1)
 			if err == nil && n > 1 {
 				t.Fatalf("%d records applied from %d bytes", n, len(give))
 			}
-			if _, _, err := replayInto(t, give, 2); err != nil {
+			if _, _, _, err := replayInto(t, give, 2); err != nil {
 				t.Fatalf("a log of epoch 1 replayed at epoch 2: %v", err)
 			}
 		}
@@ -521,7 +534,7 @@ func TestReplayEpochs(t *testing.T) {
 						return err
 					}
 				}
-				if _, err := replayEpochs(tx, tt.files, 7, quiet); err != nil {
+				if _, _, err := replayEpochs(tx, tt.files, 7, quiet); err != nil {
 					return err
 				}
 				return tx.Bucket([]byte("b")).ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil })

@@ -569,7 +569,28 @@ func (b *Backend) replayLogs(tx *bolt.Tx) (int, error) {
 			return 0, err
 		}
 	}
-	return replayEpochs(tx, files, b.storeEpoch, b.opts.Logger)
+	n, damage, err := replayEpochs(tx, files, b.storeEpoch, b.opts.Logger)
+	for _, d := range damage {
+		b.opts.Logger.Error("redo log: rebuilding the open transaction, the replay stopped at a record that is not whole, with whole records after it; left out",
+			slog.String("path", b.logs[d.file].f.Name()), slog.Int64("at", d.at), slog.Int64("next_whole_record", d.next))
+	}
+	return n, err
+}
+
+// keepDamagedLog reports a replay of the redo log at path (its bytes,
+// data) that stopped at a record that is not whole, with whole records
+// after it, and copies the log aside before it is written over: its
+// records past the damage are left out, and may be acknowledged jobs.
+func keepDamagedLog(path string, data []byte, d *damagedLog, log *slog.Logger) {
+	copyPath := fmt.Sprintf("%s.damaged-%d", path, time.Now().Unix())
+	err := os.WriteFile(copyPath, data, 0o600)
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	log.Error("redo log: the replay stopped at a record that is not whole, and whole records of the same epoch follow it; they were left out. "+
+		"After a power loss this can be a tail that was never synced; otherwise the file was changed on disk and jobs acknowledged after that point are missing. The log as found is kept in copy",
+		slog.String("path", path), slog.Int64("at", d.at), slog.Int64("next_whole_record", d.next),
+		slog.Int64("bytes_after", int64(len(data))-d.next), slog.String("copy", copyPath), slog.Any("copy_error", err))
 }
 
 // recoverLog commits what the redo logs of an earlier run hold beyond the
@@ -589,9 +610,12 @@ func (b *Backend) recoverLog(path string) error {
 		if v := meta.Get(logEpochKey); len(v) == 8 {
 			b.epoch = binary.BigEndian.Uint64(v)
 		}
-		total, err := replayEpochs(tx, data, b.epoch, b.opts.Logger)
+		total, damage, err := replayEpochs(tx, data, b.epoch, b.opts.Logger)
 		if err != nil {
 			return err
+		}
+		for _, d := range damage {
+			keepDamagedLog(paths[d.file], data[d.file], d, b.opts.Logger)
 		}
 		if total > 0 {
 			b.opts.Logger.Info("replayed the redo log", slog.Int("num_records", total))
