@@ -101,8 +101,9 @@ func (o Options) validate() error {
 // knobs are test hooks that Options does not expose.
 type knobs struct {
 	maxSize int // bbolt MaxSize: a full disk at this file size
-	// checkpointEvery replaces the constant when positive.
-	checkpointEvery time.Duration
+	// checkpointEvery and fileCheckEvery replace the constants when
+	// positive.
+	checkpointEvery, fileCheckEvery time.Duration
 	// checkpointNow starts a checkpoint on each receive.
 	checkpointNow chan struct{}
 	beforeGroup   func() // run by the writer after taking a group's first operation
@@ -136,7 +137,16 @@ type Backend struct {
 	// LookupKey does not wait for a whole group's apply (b.mu).
 	keysMu sync.Mutex
 
-	ops        chan *op
+	ops chan *op
+	// opened is the store file as Open found it; gone is set, once, to
+	// the error new messages get when its path no longer names it
+	// (filewatch.go).
+	opened os.FileInfo
+	gone   atomic.Pointer[error]
+	// lastCommitErr is the final commit's failure, set by the writer as
+	// it stops (closeLog), read by Close after.
+	lastCommitErr error
+
 	closeMu    sync.RWMutex // read-held while handing an op to the writer
 	closed     atomic.Bool
 	closing    chan struct{}
@@ -253,6 +263,9 @@ func open(path string, opts Options, k knobs) (*Backend, error) {
 
 		checkpointDone: make(chan error, 1),
 		logSynced:      make(chan error, 1),
+	}
+	if b.opened, err = os.Stat(path); err != nil {
+		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
 	}
 	if err := b.init(path + ".wal"); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
@@ -542,6 +555,7 @@ func (b *Backend) Close() error {
 	close(b.closing)
 	<-b.writerDone
 	<-b.sweepDone
+	b.restoreGoneStore(b.lastCommitErr)
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -560,9 +574,15 @@ func (b *Backend) sweeper() {
 		case <-ctx.Done():
 		}
 	}()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		b.watchFile(ctx)
+	}()
 	periodic.Every(ctx, b.opts.SweepInterval, func(ctx context.Context) { // a negative interval never sweeps
 		if _, err := b.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, queue.ErrClosed) {
 			b.opts.Logger.Warn("retention sweep", slog.Any("error", err))
 		}
 	})
+	<-watched
 }

@@ -198,6 +198,12 @@ func (b *Backend) SendMany(ctx context.Context, sends []*queue.SendParams) ([][]
 	errs := make([]error, len(sends))
 	var todo []*preparedSend
 	size := 0
+	if err := b.goneErr(); err != nil {
+		for i, p := range sends {
+			errs[i] = fmt.Errorf("send %s: %w", p.Queue, err)
+		}
+		return results, errs
+	}
 	for i, p := range sends {
 		ps, err := b.prepareSend(p)
 		if err != nil {

@@ -689,8 +689,11 @@ func (b *Backend) closeLog() {
 	b.waitCheckpoint()
 	if b.broken == nil {
 		if err := b.flush(); err != nil {
+			b.lastCommitErr = err
 			b.opts.Logger.Error("final commit failed; the redo log keeps the changes for the next open", slog.Any("error", err))
 		}
+	} else {
+		b.lastCommitErr = b.broken
 	}
 	if b.tx != nil {
 		_ = b.tx.Rollback()
