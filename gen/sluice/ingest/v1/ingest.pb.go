@@ -33,11 +33,14 @@ type SubmitRequest struct {
 	// up to 128 bytes, values up to 1 KiB).
 	Attributes map[string]string `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Optional key that makes retries safe: a repeat of the same key by the
-	// same tenant within the idempotency window returns the first job's id
-	// with duplicate = true instead of enqueueing again. Up to 128 bytes.
+	// same tenant within the idempotency window (10 minutes by default)
+	// returns the first job's id with duplicate = true instead of enqueueing
+	// again. The key alone is compared: a repeat with another payload still
+	// returns the first job. Up to 128 bytes.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional time to live: a job not delivered within this time after it
-	// was accepted is dropped (counted and logged). Between 1 s and 14 days.
+	// was accepted is dropped (counted and logged). Between 1 s and 14 days,
+	// and longer than delay; leave it unset for none (zero is refused).
 	Ttl *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Optional delay before the job may be delivered, 0 to 15 minutes.
 	Delay         *durationpb.Duration `protobuf:"bytes,5,opt,name=delay,proto3" json:"delay,omitempty"`
@@ -323,12 +326,18 @@ func (x *SubmitBatchResult) GetError() *JobError {
 // this job.
 type JobError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// gRPC status code number (google.golang.org/grpc/codes).
-	Code    uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The status code, as a google.rpc.Code number (3 INVALID_ARGUMENT, 8
+	// RESOURCE_EXHAUSTED, 14 UNAVAILABLE, ...).
+	Code uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The status message. The QuotaFailure subject is not carried: a rate
+	// refusal's message starts "tenant <t> is over its submit rate", a
+	// backlog refusal's "lane <l> backlog of <n> jobs is at the".
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// For RESOURCE_EXHAUSTED: how long to wait before retrying this job.
+	// For RESOURCE_EXHAUSTED: how long to wait before retrying this job (the
+	// RetryInfo of a unary call).
 	RetryDelay *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
-	// For INVALID_ARGUMENT: which fields were wrong and why.
+	// For INVALID_ARGUMENT: which fields were wrong and why, named within
+	// the batch ("jobs[3].payload").
 	FieldViolations []*FieldViolation `protobuf:"bytes,4,rep,name=field_violations,json=fieldViolations,proto3" json:"field_violations,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

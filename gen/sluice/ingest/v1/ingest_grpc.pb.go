@@ -31,18 +31,25 @@ const (
 // an API key in the `authorization: Bearer <key>` metadata; the tenant is
 // known only from that key, never from a request field.
 //
+// A missing or unknown key is UNAUTHENTICATED.
+//
 // An OK answer means the job is durably stored: it will be delivered at
 // least once or end up in a dead-letter queue. Errors carry google.rpc
-// details: INVALID_ARGUMENT with BadRequest field violations,
-// RESOURCE_EXHAUSTED with QuotaFailure and RetryInfo, UNAVAILABLE when the
-// queue backend could not store the job (retry with the same idempotency
-// key).
+// details (in the grpc-status-details-bin trailer): INVALID_ARGUMENT with
+// BadRequest field violations, RESOURCE_EXHAUSTED with QuotaFailure and
+// RetryInfo, UNAVAILABLE when the queue backend could not store the job
+// (retry with the same idempotency key). The QuotaFailure's one violation
+// has subject "rate:<tenant>" (over the tenant's submit rate) or
+// "lane_backlog:<tenant>" (the lane's backlog is at the tier's high-water
+// mark); retry after the RetryInfo's delay. A RESOURCE_EXHAUSTED without
+// them comes from gRPC's message size limit. docs/protocol.md has every
+// rule.
 type IngestServiceClient interface {
 	// Submit admits and enqueues one job.
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
 	// SubmitBatch admits and enqueues up to 500 jobs, reporting each one's
 	// outcome separately. The call itself fails only for authentication or a
-	// malformed batch (empty, too many jobs).
+	// malformed batch (empty, over 500 jobs, over 16 MiB encoded).
 	SubmitBatch(ctx context.Context, in *SubmitBatchRequest, opts ...grpc.CallOption) (*SubmitBatchResponse, error)
 }
 
@@ -82,18 +89,25 @@ func (c *ingestServiceClient) SubmitBatch(ctx context.Context, in *SubmitBatchRe
 // an API key in the `authorization: Bearer <key>` metadata; the tenant is
 // known only from that key, never from a request field.
 //
+// A missing or unknown key is UNAUTHENTICATED.
+//
 // An OK answer means the job is durably stored: it will be delivered at
 // least once or end up in a dead-letter queue. Errors carry google.rpc
-// details: INVALID_ARGUMENT with BadRequest field violations,
-// RESOURCE_EXHAUSTED with QuotaFailure and RetryInfo, UNAVAILABLE when the
-// queue backend could not store the job (retry with the same idempotency
-// key).
+// details (in the grpc-status-details-bin trailer): INVALID_ARGUMENT with
+// BadRequest field violations, RESOURCE_EXHAUSTED with QuotaFailure and
+// RetryInfo, UNAVAILABLE when the queue backend could not store the job
+// (retry with the same idempotency key). The QuotaFailure's one violation
+// has subject "rate:<tenant>" (over the tenant's submit rate) or
+// "lane_backlog:<tenant>" (the lane's backlog is at the tier's high-water
+// mark); retry after the RetryInfo's delay. A RESOURCE_EXHAUSTED without
+// them comes from gRPC's message size limit. docs/protocol.md has every
+// rule.
 type IngestServiceServer interface {
 	// Submit admits and enqueues one job.
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
 	// SubmitBatch admits and enqueues up to 500 jobs, reporting each one's
 	// outcome separately. The call itself fails only for authentication or a
-	// malformed batch (empty, too many jobs).
+	// malformed batch (empty, over 500 jobs, over 16 MiB encoded).
 	SubmitBatch(context.Context, *SubmitBatchRequest) (*SubmitBatchResponse, error)
 	mustEmbedUnimplementedIngestServiceServer()
 }

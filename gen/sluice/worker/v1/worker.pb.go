@@ -30,7 +30,8 @@ const (
 	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
 	// ACK: done; the job is deleted and the credit comes back.
 	Outcome_OUTCOME_ACK Outcome = 1
-	// RETRY: failed; deliver again later, until the attempts run out.
+	// RETRY: failed; deliver again later, until the attempts run out (then
+	// the job is dead-lettered) or its TTL would pass first (then dropped).
 	Outcome_OUTCOME_RETRY Outcome = 2
 	// FAIL: failed for good; the job is dead-lettered at once.
 	Outcome_OUTCOME_FAIL Outcome = 3
@@ -298,7 +299,9 @@ type isConnectRequest_Message interface {
 }
 
 type ConnectRequest_Hello struct {
-	// Hello must be the first message, and only the first.
+	// Hello must be the first message, and only the first: a first message
+	// of another kind ends the stream with INVALID_ARGUMENT, a later Hello
+	// is Refused.
 	Hello *Hello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
 }
 
@@ -321,13 +324,19 @@ func (*ConnectRequest_Results) isConnectRequest_Message() {}
 // Hello opens a session.
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Lanes the worker serves; empty serves every lane its key allows.
+	// Lanes the worker serves; empty serves every lane its key allows. A
+	// lane the drainer lacks ends the stream with INVALID_ARGUMENT, one the
+	// key may not serve with PERMISSION_DENIED.
 	Lanes []string `protobuf:"bytes,1,rep,name=lanes,proto3" json:"lanes,omitempty"`
-	// The most jobs the worker runs at once, 0 to 10000. Zero asks for none
-	// yet (send Credits later).
+	// The most jobs the worker holds at once, 0 to 10000 (more ends the
+	// stream with INVALID_ARGUMENT). Zero asks for none yet (send Credits
+	// later).
 	Credits uint32 `protobuf:"varint,2,opt,name=credits,proto3" json:"credits,omitempty"`
 	// How long a job may go without an answer or an extend before sluice
-	// fails the attempt (it is retried); zero takes the drainer's default.
+	// fails the attempt (it is retried, and the worker gets no new job until
+	// it sends Results again). Unset: the drainer's --worker-lease-timeout
+	// (15 minutes by default). Set: 1s to 12h; anything else, a zero
+	// duration included, ends the stream with INVALID_ARGUMENT.
 	LeaseTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=lease_timeout,json=leaseTimeout,proto3" json:"lease_timeout,omitempty"`
 	// A name for logs, such as host/pid.
 	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
@@ -393,8 +402,14 @@ func (x *Hello) GetName() string {
 	return ""
 }
 
-// Credits sets the most jobs the worker runs at once. Zero asks for no more
-// jobs, for a graceful drain: the jobs it holds stay leased until answered.
+// Credits sets the most jobs the worker holds at once: an absolute window,
+// not an increment. Sluice sends a job only while the worker holds fewer
+// jobs (sent and not answered) than its credits; ACK, RETRY and FAIL free a
+// slot, EXTEND does not. A rise takes effect at once. A cut takes back the
+// jobs placed and not yet sent; jobs already sent stay held, and no new one
+// comes until the worker holds fewer than the new credits. Zero asks for no
+// more jobs, for a graceful drain: the jobs it holds stay leased until
+// answered. Over 10000 is Refused (INVALID_ARGUMENT) and changes nothing.
 type Credits struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Credits       uint32                 `protobuf:"varint,1,opt,name=credits,proto3" json:"credits,omitempty"`
@@ -439,7 +454,9 @@ func (x *Credits) GetCredits() uint32 {
 	return 0
 }
 
-// Results answers jobs, in any order.
+// Results answers jobs, in any order. Results taken get no answer. Any
+// Results message, even an empty one, ends the pause that follows a lease
+// timing out.
 type Results struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*Result              `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -489,9 +506,14 @@ type Result struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Lease   string                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
 	Outcome Outcome                `protobuf:"varint,2,opt,name=outcome,proto3,enum=sluice.worker.v1.Outcome" json:"outcome,omitempty"`
-	// RETRY: the least delay before the next attempt (zero: the drainer's
-	// backoff). EXTEND: the lease's new deadline, counted from now (zero: the
-	// session's lease timeout).
+	// 0 to 12h for any outcome, else the result is Refused. RETRY: the next
+	// attempt waits min(max(backoff, delay), 15 minutes), where backoff is
+	// the drainer's for that attempt (--retry-base, 2s, doubling with jitter
+	// up to --retry-cap): a delay never shortens the backoff, and is cut to
+	// 15 minutes. Zero or unset: the backoff alone. EXTEND: the lease's new
+	// deadline, counted from now (zero or unset: the session's lease
+	// timeout); one delivery lasts at most 12h 1m in all, however extended.
+	// ACK, FAIL: ignored.
 	Delay *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
 	// RETRY and FAIL: what went wrong, kept as the job's last error.
 	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
@@ -783,9 +805,11 @@ type Job struct {
 	// When the gateway accepted the job.
 	EnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
 	// The lease: name it in the job's Result. It is good only on this stream
-	// and only until the job is answered.
+	// and only until the job is answered or its lease times out (no message
+	// says so: a later answer is Refused with NOT_FOUND).
 	Lease string `protobuf:"bytes,8,opt,name=lease,proto3" json:"lease,omitempty"`
-	// W3C "traceparent" and "tracestate" of the delivery, if any.
+	// The delivery's W3C trace context: keys "traceparent" and, if any,
+	// "tracestate". Empty when the job has none.
 	TraceContext  map[string]string `protobuf:"bytes,9,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -885,14 +909,22 @@ func (x *Job) GetTraceContext() map[string]string {
 }
 
 // Refused answers a message or result that sluice could not take; nothing
-// changed.
+// changed and the stream goes on. Refusals come in their own messages,
+// interleaved with Jobs in any order.
 type Refused struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The result's lease, if the refusal is about one.
+	// The result's lease, if the refusal is about a result (it may be empty
+	// when the result's lease was); empty for a Hello, Credits or empty
+	// message.
 	Lease string `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
-	// A gRPC status code: NOT_FOUND for a stale or unknown lease,
-	// INVALID_ARGUMENT for a malformed message.
-	Code          uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// A google.rpc.Code number (the gRPC status code). NOT_FOUND (5): the
+	// lease is not held on this stream (answered already, timed out, given up
+	// by sluice, from an earlier stream, or not sent yet). INVALID_ARGUMENT
+	// (3): a malformed result (empty lease, unknown outcome, delay outside 0
+	// to 12h), a second Hello, Credits over 10000, or a message with nothing
+	// set.
+	Code uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// What was wrong, for logs.
 	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -37,8 +37,12 @@ const (
 //	NOT_FOUND, PERMISSION_DENIED,
 //	UNIMPLEMENTED, other codes           permanent: dead-letter
 //
-// A google.rpc.RetryInfo detail on a retryable status sets the minimum
-// delay before the next attempt.
+// A google.rpc.RetryInfo detail on a retryable status sets the least delay
+// before the next attempt (as Result.delay does for RETRY: raised to the
+// drainer's backoff, cut to 15 minutes); on another status it is ignored.
+// The call's deadline is the drainer's --handler-timeout; it carries the
+// job's W3C trace context as "traceparent" and "tracestate" metadata, and
+// no key.
 type WorkerServiceClient interface {
 	// Process handles one job. Workers must be idempotent on job_id: a job
 	// can be delivered more than once.
@@ -78,8 +82,12 @@ func (c *workerServiceClient) Process(ctx context.Context, in *ProcessRequest, o
 //	NOT_FOUND, PERMISSION_DENIED,
 //	UNIMPLEMENTED, other codes           permanent: dead-letter
 //
-// A google.rpc.RetryInfo detail on a retryable status sets the minimum
-// delay before the next attempt.
+// A google.rpc.RetryInfo detail on a retryable status sets the least delay
+// before the next attempt (as Result.delay does for RETRY: raised to the
+// drainer's backoff, cut to 15 minutes); on another status it is ignored.
+// The call's deadline is the drainer's --handler-timeout; it carries the
+// job's W3C trace context as "traceparent" and "tracestate" metadata, and
+// no key.
 type WorkerServiceServer interface {
 	// Process handles one job. Workers must be idempotent on job_id: a job
 	// can be delivered more than once.
@@ -164,18 +172,27 @@ const (
 // its --worker-listen address): a worker dials it and pulls jobs over one
 // stream, so workers need no inbound port and no load balancer. Calls carry
 // "authorization: Bearer <worker key>"; worker keys are separate from
-// tenant keys and the admin key.
+// tenant keys and the admin key. No key is UNAUTHENTICATED, a key that is
+// not a worker key PERMISSION_DENIED. The listener allows keepalive pings
+// every 10s at most (with or without a call); more often, gRPC closes the
+// connection (GOAWAY too_many_pings). docs/protocol.md has every rule.
 type PullServiceClient interface {
-	// Connect is one worker's session. The worker sends Hello first, naming
-	// the lanes it serves and its credits (the most jobs it runs at once).
-	// Sluice answers Welcome, then sends jobs in batches, never more than the
-	// credits outstanding. The worker answers in batches of results: ack,
-	// retry, fail, or extend a lease. While the stream is up, sluice keeps
-	// every held job's message invisible to other consumers; when it ends,
-	// for any reason, the jobs the worker still holds go back to their
-	// queues at once and are redelivered. A result that sluice cannot take
-	// (a stale or unknown lease, a malformed result) is answered with
-	// Refused and changes nothing.
+	// Connect is one worker's session. The worker sends Hello first, within
+	// 10s, naming the lanes it serves and its credits (the most jobs it holds
+	// at once). Sluice answers Welcome, then sends jobs in batches of at most
+	// about 1 MiB, never more jobs than the credits free. The worker answers
+	// in batches of results: ack, retry, fail, or extend a lease. A result
+	// taken gets no answer; one that sluice cannot take (a stale or unknown
+	// lease, a malformed result) is answered with Refused and changes
+	// nothing, and the stream goes on. A bad Hello ends the stream with a
+	// status instead (INVALID_ARGUMENT, PERMISSION_DENIED). While the stream
+	// is up, sluice keeps every held job's message invisible to other
+	// consumers; when it ends, for any reason (the worker closing its side
+	// included), the jobs the worker still holds go back to their queues at
+	// once and are redelivered with no attempt counted. Results in flight
+	// then may or may not have been applied: delivery is at least once. When
+	// sluice stops, the stream ends with UNAVAILABLE ("sluice is shutting
+	// down: reconnect to another drainer"): reconnect.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 }
 
@@ -208,18 +225,27 @@ type PullService_ConnectClient = grpc.BidiStreamingClient[ConnectRequest, Connec
 // its --worker-listen address): a worker dials it and pulls jobs over one
 // stream, so workers need no inbound port and no load balancer. Calls carry
 // "authorization: Bearer <worker key>"; worker keys are separate from
-// tenant keys and the admin key.
+// tenant keys and the admin key. No key is UNAUTHENTICATED, a key that is
+// not a worker key PERMISSION_DENIED. The listener allows keepalive pings
+// every 10s at most (with or without a call); more often, gRPC closes the
+// connection (GOAWAY too_many_pings). docs/protocol.md has every rule.
 type PullServiceServer interface {
-	// Connect is one worker's session. The worker sends Hello first, naming
-	// the lanes it serves and its credits (the most jobs it runs at once).
-	// Sluice answers Welcome, then sends jobs in batches, never more than the
-	// credits outstanding. The worker answers in batches of results: ack,
-	// retry, fail, or extend a lease. While the stream is up, sluice keeps
-	// every held job's message invisible to other consumers; when it ends,
-	// for any reason, the jobs the worker still holds go back to their
-	// queues at once and are redelivered. A result that sluice cannot take
-	// (a stale or unknown lease, a malformed result) is answered with
-	// Refused and changes nothing.
+	// Connect is one worker's session. The worker sends Hello first, within
+	// 10s, naming the lanes it serves and its credits (the most jobs it holds
+	// at once). Sluice answers Welcome, then sends jobs in batches of at most
+	// about 1 MiB, never more jobs than the credits free. The worker answers
+	// in batches of results: ack, retry, fail, or extend a lease. A result
+	// taken gets no answer; one that sluice cannot take (a stale or unknown
+	// lease, a malformed result) is answered with Refused and changes
+	// nothing, and the stream goes on. A bad Hello ends the stream with a
+	// status instead (INVALID_ARGUMENT, PERMISSION_DENIED). While the stream
+	// is up, sluice keeps every held job's message invisible to other
+	// consumers; when it ends, for any reason (the worker closing its side
+	// included), the jobs the worker still holds go back to their queues at
+	// once and are redelivered with no attempt counted. Results in flight
+	// then may or may not have been applied: delivery is at least once. When
+	// sluice stops, the stream ends with UNAVAILABLE ("sluice is shutting
+	// down: reconnect to another drainer"): reconnect.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	mustEmbedUnimplementedPullServiceServer()
 }
