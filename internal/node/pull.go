@@ -147,7 +147,7 @@ func startPull(ctx context.Context, cfg DrainConfig, hub *pull.Hub) (*pullServer
 	opts := append([]grpc.ServerOption{
 		// Find dead workers' connections (a worker's SIGKILL closes its
 		// socket at once; a lost host does not).
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		serve.Keepalive(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}, cfg.WorkerTLS...)
 	srv := serve.NewServer(cfg.Logger, nil, nil, opts...)

@@ -5,6 +5,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -60,10 +61,18 @@ const (
 // maxConnectionIdle is how long a connection with no call under way is
 // kept: gRPC clients reconnect at their next call. Connections opened and
 // left idle (the HTTP/2 preface alone, no key) were held for ever, and
-// with them a descriptor each (found in a security review). Servers given
-// keepalive parameters of their own (the pull-worker listener) replace
-// these.
+// with them a descriptor each (found in a security review). A server
+// that needs keepalive parameters of its own passes Keepalive, not
+// grpc.KeepaliveParams, which replaces the whole set: the pull-worker
+// listener's did, and its idle connections stayed (found in review).
 var maxConnectionIdle = 5 * time.Minute
+
+// Keepalive returns the option that sets p as a server's keepalive
+// parameters, with the idle limit every server keeps unless p sets one.
+func Keepalive(p keepalive.ServerParameters) grpc.ServerOption {
+	p.MaxConnectionIdle = cmp.Or(p.MaxConnectionIdle, maxConnectionIdle)
+	return grpc.KeepaliveParams(p)
+}
 
 // NewServer returns a gRPC server whose interceptors run in the order
 // recover panics → log the call → the given ones (authentication), with
@@ -85,7 +94,7 @@ func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []g
 	}, stream...)
 	all := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes), grpc.MaxHeaderListSize(MaxHeaderListBytes),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxConnectionIdle}),
+		Keepalive(keepalive.ServerParameters{}),
 	}
 	all = append(all, opts...)
 	all = append(all, grpc.ChainUnaryInterceptor(u...), grpc.ChainStreamInterceptor(s...))

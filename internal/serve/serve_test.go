@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -235,7 +236,22 @@ func TestListenRefusesAnEmptyAddress(t *testing.T) {
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	defer func(d time.Duration) { maxConnectionIdle = d }(maxConnectionIdle)
 	maxConnectionIdle = 300 * time.Millisecond
-	srv := NewServer(slog.New(slog.DiscardHandler), nil, nil)
+	for _, tc := range []struct {
+		name string
+		opts []grpc.ServerOption
+	}{
+		{"default", nil},
+		// The pull-worker listener pings its clients; it set its
+		// parameters with grpc.KeepaliveParams, which dropped the limit.
+		{"own keepalive parameters", []grpc.ServerOption{Keepalive(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkIdleConnectionClosed(t, NewServer(slog.New(slog.DiscardHandler), nil, nil, tc.opts...))
+		})
+	}
+}
+
+func checkIdleConnectionClosed(t *testing.T, srv *Server) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
