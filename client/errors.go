@@ -190,6 +190,9 @@ func quotaFromStatus(st *status.Status) error {
 func jobStatus(je *ingestv1.JobError) *status.Status {
 	st := status.New(codes.Code(je.GetCode()), je.GetMessage())
 	var details []protoadapt.MessageV1
+	if s := je.GetQuotaSubject(); s != "" {
+		details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: s, Description: je.GetMessage()}}})
+	}
 	if d := je.GetRetryDelay(); d != nil {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: d})
 	}

@@ -105,7 +105,7 @@ func TestGatewayRefusals(t *testing.T) {
 	results, err := tiny.SubmitBatch(ctx, []client.Job{{Payload: []byte("a")}, {Payload: []byte("b")}})
 	for i, r := range results {
 		var q *client.QuotaError
-		if !errors.As(r.Err, &q) || q.RetryAfter < 10*time.Second || r.JobID != "" {
+		if !errors.As(r.Err, &q) || q.Subject != "rate:tiny" || q.RetryAfter < 10*time.Second || r.JobID != "" {
 			t.Errorf("batch job %d over rate: %+v, want a QuotaError", i, r)
 		}
 	}
@@ -130,8 +130,8 @@ func TestGatewayRefusals(t *testing.T) {
 		t.Fatalf("backlog error %+v, want %+v and RetryAfter ≥ 1s", backlog, want)
 	}
 	results, _ = crowd.SubmitBatch(ctx, []client.Job{{Payload: []byte("x")}})
-	if !errors.As(results[0].Err, &backlog) || backlog.Lane != "standard" || backlog.Subject != "" {
-		t.Fatalf("batch over the mark: %+v, want a BacklogError read from the message", results[0])
+	if !errors.As(results[0].Err, &backlog) || backlog.Lane != "standard" || backlog.Subject != "lane_backlog:crowd" {
+		t.Fatalf("batch over the mark: %+v, want a BacklogError with the subject and the lane read from the message", results[0])
 	}
 
 	acme := newClient(t, addr, "acme-key", cfg)

@@ -60,8 +60,8 @@ func TestQuotaRefusalForms(t *testing.T) {
 		t.Errorf("unary RetryInfo %v, want a positive delay", d)
 	}
 	for i, e := range refused {
-		if codes.Code(e.GetCode()) != codes.ResourceExhausted || e.GetMessage() != st.Message() || e.GetRetryDelay().AsDuration() <= 0 || len(e.GetFieldViolations()) != 0 {
-			t.Errorf("batch refusal %d: %v, want RESOURCE_EXHAUSTED, %q and a positive retry delay", i, e, st.Message())
+		if codes.Code(e.GetCode()) != codes.ResourceExhausted || e.GetMessage() != st.Message() || e.GetRetryDelay().AsDuration() <= 0 || len(e.GetFieldViolations()) != 0 || e.GetQuotaSubject() != "rate:tiny" {
+			t.Errorf("batch refusal %d: %v, want RESOURCE_EXHAUSTED, %q, a positive retry delay and quota subject rate:tiny", i, e, st.Message())
 		}
 	}
 }

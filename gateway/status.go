@@ -62,6 +62,7 @@ func (r *result) jobError() *ingestv1.JobError {
 	je := &ingestv1.JobError{Code: uint32(r.err.Code()), Message: r.err.Message()}
 	if r.quotaSubject != "" {
 		je.RetryDelay = durationpb.New(r.retry)
+		je.QuotaSubject = r.quotaSubject
 		return je
 	}
 	for _, d := range r.err.Details() {

@@ -329,9 +329,7 @@ type JobError struct {
 	// The status code, as a google.rpc.Code number (3 INVALID_ARGUMENT, 8
 	// RESOURCE_EXHAUSTED, 14 UNAVAILABLE, ...).
 	Code uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	// The status message. The QuotaFailure subject is not carried: a rate
-	// refusal's message starts "tenant <t> is over its submit rate", a
-	// backlog refusal's "lane <l> backlog of <n> jobs is at the".
+	// The status message.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// For RESOURCE_EXHAUSTED: how long to wait before retrying this job (the
 	// RetryInfo of a unary call).
@@ -339,8 +337,15 @@ type JobError struct {
 	// For INVALID_ARGUMENT: which fields were wrong and why, named within
 	// the batch ("jobs[3].payload").
 	FieldViolations []*FieldViolation `protobuf:"bytes,4,rep,name=field_violations,json=fieldViolations,proto3" json:"field_violations,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For RESOURCE_EXHAUSTED: the quota that refused the job, as the
+	// QuotaFailure subject of a unary call: "rate:<tenant>" (over the
+	// tenant's submit rate) or "lane_backlog:<tenant>" (the lane's backlog
+	// is at the tier's high-water mark). Gateways before this field leave
+	// it empty; their message tells the two apart ("tenant <t> is over its
+	// submit rate", "lane <l> backlog of <n> jobs is at the ...").
+	QuotaSubject  string `protobuf:"bytes,5,opt,name=quota_subject,json=quotaSubject,proto3" json:"quota_subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobError) Reset() {
@@ -399,6 +404,13 @@ func (x *JobError) GetFieldViolations() []*FieldViolation {
 		return x.FieldViolations
 	}
 	return nil
+}
+
+func (x *JobError) GetQuotaSubject() string {
+	if x != nil {
+		return x.QuotaSubject
+	}
+	return ""
 }
 
 // FieldViolation names a bad request field, as google.rpc.BadRequest does.
@@ -480,13 +492,14 @@ const file_sluice_ingest_v1_ingest_proto_rawDesc = "" +
 	"\x11SubmitBatchResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x120\n" +
-	"\x05error\x18\x03 \x01(\v2\x1a.sluice.ingest.v1.JobErrorR\x05error\"\xc1\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x1a.sluice.ingest.v1.JobErrorR\x05error\"\xe6\x01\n" +
 	"\bJobError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12:\n" +
 	"\vretry_delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryDelay\x12K\n" +
-	"\x10field_violations\x18\x04 \x03(\v2 .sluice.ingest.v1.FieldViolationR\x0ffieldViolations\"H\n" +
+	"\x10field_violations\x18\x04 \x03(\v2 .sluice.ingest.v1.FieldViolationR\x0ffieldViolations\x12#\n" +
+	"\rquota_subject\x18\x05 \x01(\tR\fquotaSubject\"H\n" +
 	"\x0eFieldViolation\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription2\xb8\x01\n" +
