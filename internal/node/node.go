@@ -727,7 +727,8 @@ func AdminKey(flagValue, dataDir string) (string, error) {
 // SecretFile returns the secret stored in path, creating a random one with
 // the given prefix on first use, so development keys survive restarts. A
 // file that holds only white space, or a key shorter than tenant.MinKeyLen, is an
-// error.
+// error. A new key is written whole or not at all (writeFileAtomic): a
+// failed write leaves no file, and the next start makes one.
 func SecretFile(path, prefix string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err == nil {
@@ -752,10 +753,76 @@ func SecretFile(path, prefix string) (string, error) {
 	buf := make([]byte, 20)
 	_, _ = rand.Read(buf)
 	key := prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(buf))
-	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+	if err := writeFileAtomic(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", err
 	}
 	return key, nil
+}
+
+// writeFileAtomic makes path hold data, or leaves it as it was: data goes
+// to a temporary file in path's directory, which is synced, renamed over
+// path, and the directory synced. os.WriteFile left an empty key file
+// when the write failed (a full disk at the first start) or the machine
+// stopped before the file reached the disk (an ext4 abort emptied
+// admin-key and worker-key), and an empty key file stops every start
+// until the operator acts, one file per restart (found by a tester). The
+// error names path once: the *PathError of a write named the temporary
+// file, or path twice.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, bareError(err))
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+			err = fmt.Errorf("write %s: %w", path, bareError(err))
+		}
+	}()
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	// The rename is durable once the directory is synced.
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir fsyncs the directory dir, making a file created or renamed in
+// it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// bareError is err without the file name an *os.PathError or
+// *os.LinkError carries, for a message that names the file itself:
+// "write data/admin-key: no space left on device", not "write
+// data/admin-key: write data/admin-key: …".
+func bareError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }
 
 // PolicyFlags registers the drain policy flags shared by both binaries.

@@ -1,9 +1,13 @@
 package node
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sluice-dev/sluice/tenant"
@@ -84,5 +88,64 @@ func TestShortKeysRefused(t *testing.T) {
 	}
 	if key, err := SecretFile(path, "sk_worker_"); err == nil || !strings.Contains(err.Error(), path+" holds a key of 2 characters") {
 		t.Errorf("short worker key file: %q, %v; want it refused", key, err)
+	}
+}
+
+// TestSecretFileFailedWriteLeavesNoFile makes a key file in a child
+// process whose file size limit (RLIMIT_FSIZE, which root is held to as
+// well) stops its write: at the first byte, as on a disk that is full at
+// the first start, or within the key. The start fails naming the file
+// once, and leaves no file behind, so the next start simply makes one.
+// os.WriteFile left the file empty (every later start refused it:
+// "admin-key is empty") or holding part of a key, and its error named
+// the file twice (found by a tester filling the disk).
+func TestSecretFileFailedWriteLeavesNoFile(t *testing.T) {
+	if path := os.Getenv("SLUICE_TEST_SECRET_FILE"); path != "" {
+		limit, err := strconv.ParseUint(os.Getenv("SLUICE_TEST_FSIZE"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: limit, Max: limit}); err != nil {
+			t.Fatal(err)
+		}
+		key, err := SecretFile(path, "sk_admin_")
+		fmt.Printf("key %q\nerror: %v\n", key, err)
+		return
+	}
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		limit uint64
+	}{
+		{"full at the first byte", 0},
+		{"full within the key", 12},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "admin-key")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSecretFileFailedWriteLeavesNoFile$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "SLUICE_TEST_SECRET_FILE="+path, fmt.Sprintf("SLUICE_TEST_FSIZE=%d", tt.limit))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			want := "error: write " + path + ": file too large"
+			if !strings.Contains(string(out), want) || strings.Count(string(out), path) != 1 {
+				t.Errorf("child said:\n%s\nwant %q, naming the file once", out, want)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+				t.Errorf("the failed write left %s holding %q", e.Name(), data)
+			}
+			// The next start makes the key.
+			if key, err := SecretFile(path, "sk_admin_"); err != nil || !strings.HasPrefix(key, "sk_admin_") {
+				t.Errorf("next start: key %q, %v", key, err)
+			}
+		})
 	}
 }
