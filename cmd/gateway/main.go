@@ -153,8 +153,10 @@ func run(ctx context.Context, args []string, hup <-chan os.Signal, stdout, stder
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.backend.DataDir, 0o750); err != nil {
-		return fmt.Errorf("create data directory (--data-dir): %w", err)
+	// Made before the keys are written in it; OpenBackend then tells a
+	// new store from one this host had.
+	if err := c.backend.MakeDataDir(); err != nil {
+		return err
 	}
 	// The admin and read-only keys are read before the tenant file, whose
 	// tenants and workers may not have them.

@@ -304,3 +304,38 @@ func TestMisspelledEnvironmentIsNamed(t *testing.T) {
 		t.Errorf("warnings %q, want %q", c.strayEnv, want)
 	}
 }
+
+// TestStartLogTellsANewStore: a gateway started on a data directory that
+// does not exist warns that it made a new, empty one, though it writes its
+// keys there before it opens the store; started again, it says the store
+// is open with the jobs it holds, and warns of nothing. Both starts
+// logged only "embedded store open", and jobs submitted while the volume
+// was not mounted were hidden under the mountpoint (found by a tester).
+func TestStartLogTellsANewStore(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "vol", "data")
+	for _, tt := range []struct {
+		name, want, absent string
+	}{
+		{"first start", `"level":"WARN","msg":"created a new, empty data directory and store in it: if this host had jobs before, stop now: is the volume mounted, and is --data-dir right?","path":"` + dir + `"`, ""},
+		{"second start", `"msg":"embedded store open","path":"` + filepath.Join(dir, "queues.db") + `","messages":0`, "created a new"},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var logs, out syncbuf.Buffer
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", ""}, nil, &out, &logs)
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(out.String(), "sluice is running") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: run: %v", tt.name, err)
+		}
+		if !strings.Contains(logs.String(), tt.want) || (tt.absent != "" && strings.Contains(logs.String(), tt.absent)) {
+			t.Errorf("%s: log:\n%s\nwant %s", tt.name, logs.String(), tt.want)
+		}
+	}
+}

@@ -78,6 +78,58 @@ type BackendFlags struct {
 	// SyncInterval is the embedded backend's --fsync: zero for always
 	// (fsync before every OK), else interval:<SyncInterval>.
 	SyncInterval time.Duration
+
+	// dirChecked and dirMade record MakeDataDir's finding, for
+	// OpenBackend's log.
+	dirChecked, dirMade bool
+}
+
+// MakeDataDir creates --data-dir if it does not exist, remembering
+// whether it did: OpenBackend warns of a new, empty store in a directory
+// made by this start. A binary that writes to the data directory before
+// it opens the backend (the gateway's keys) calls it first, with the
+// BackendFlags it then gives OpenBackend; OpenBackend calls it when it
+// was not.
+func (f *BackendFlags) MakeDataDir() error {
+	_, err := os.Stat(f.DataDir)
+	f.dirChecked, f.dirMade = true, errors.Is(err, fs.ErrNotExist)
+	if err := os.MkdirAll(f.DataDir, 0o750); err != nil {
+		return fmt.Errorf("create data directory (--data-dir): %w", err)
+	}
+	return nil
+}
+
+// newStoreWarning is the warning logged when this start made the store,
+// and maybe its directory: a missing data directory (or volume not
+// mounted) was created without a word, and jobs submitted then were
+// hidden under the mountpoint once the volume was mounted again (found by
+// a tester).
+const newStoreWarning = "if this host had jobs before, stop now: is the volume mounted, and is --data-dir right?"
+
+// storedMessages counts the messages of every queue b holds (waiting,
+// delayed or in flight, dead letters included), for the start-up log: a
+// store that should hold jobs and opens with none says so. ok is false
+// when b cannot list its queues or count them.
+func storedMessages(ctx context.Context, b queue.Backend) (n int64, ok bool) {
+	l, isLister := b.(queue.Lister)
+	if !isLister {
+		return 0, false
+	}
+	names, err := l.ListQueues(ctx, "")
+	if err != nil {
+		return 0, false
+	}
+	if len(names) == 0 {
+		return 0, true
+	}
+	stats, err := b.Stats(ctx, &queue.StatsParams{Queues: names})
+	if err != nil {
+		return 0, false
+	}
+	for _, s := range stats {
+		n += s.Visible + s.InFlight + s.Delayed
+	}
+	return n, true
 }
 
 // fsyncFlag is --fsync: "always" or "interval:<duration>".
@@ -214,10 +266,14 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		if len(sqsFlags) > 0 {
 			return nil, fmt.Errorf("%s: these apply to --backend sqs only, and the backend is embedded (files in --data-dir); add --backend sqs, or leave them out", strings.Join(sqsFlags, ", "))
 		}
-		if err := os.MkdirAll(f.DataDir, 0o750); err != nil {
-			return nil, fmt.Errorf("create data directory (--data-dir): %w", err)
+		if !f.dirChecked {
+			if err := f.MakeDataDir(); err != nil {
+				return nil, err
+			}
 		}
 		path := filepath.Join(f.DataDir, "queues.db")
+		_, statErr := os.Stat(path)
+		newStore := errors.Is(statErr, fs.ErrNotExist)
 		// The process is the store's only consumer (its file lock keeps
 		// others out): what was in flight when it last stopped, a crash
 		// included, goes back at once rather than after its visibility
@@ -226,9 +282,20 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		if err != nil {
 			return nil, err
 		}
+		switch {
+		case f.dirMade:
+			log.WarnContext(ctx, "created a new, empty data directory and store in it: "+newStoreWarning, slog.String("path", f.DataDir))
+		case newStore:
+			log.WarnContext(ctx, "created a new, empty store: "+newStoreWarning, slog.String("path", path))
+		}
 		// The durability in force was nowhere to be seen once the process
 		// ran (found in a walkthrough).
-		log.InfoContext(ctx, "embedded store open", slog.String("path", path), slog.String("fsync", fsyncFlag{&f.SyncInterval}.String()))
+		attrs := []any{slog.String("path", path)}
+		if n, ok := storedMessages(ctx, eb); ok {
+			attrs = append(attrs, slog.Int64("messages", n))
+		}
+		attrs = append(attrs, slog.String("fsync", fsyncFlag{&f.SyncInterval}.String()))
+		log.InfoContext(ctx, "embedded store open", attrs...)
 		b = eb
 	case "sqs":
 		if f.SyncInterval != 0 {
