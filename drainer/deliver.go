@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/scheduler"
@@ -255,7 +256,9 @@ func (d *Drainer) release(j *job) {
 func (d *Drainer) acked(j *job, err error) {
 	if err != nil {
 		// The job ran; it will be delivered again (at least once).
-		d.jobLogger(j).Warn("delete after delivery failed", slog.Any("error", err))
+		d.deleteFailed.Do(func(skipped int64) {
+			d.jobLogger(j).Warn("delete after delivery failed", slog.Any("error", err), ratelog.Suppressed(skipped))
+		})
 		if errors.Is(err, ErrLeaseLost) {
 			d.counts.leaseLost.Add(1)
 			d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionLeaseLost, "")

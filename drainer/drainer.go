@@ -36,6 +36,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/queue"
@@ -196,6 +197,11 @@ type Drainer struct {
 	stopOnce       sync.Once
 	stopErr        error
 
+	// deleteFailed bounds the "delete after delivery failed" lines: on
+	// a full or read-only disk every delivered job logged one, on what
+	// is often the same disk (found by a tester).
+	deleteFailed ratelog.Line
+
 	counts struct {
 		delivered, retried, spilled, backlogged, dropped, deadLettered,
 		deferred, requeued, leaseLost, moveFailed, panicked, released atomic.Int64
@@ -265,6 +271,7 @@ func New(cfg Config) (*Drainer, error) {
 		moves:      make(chan struct{}, max(cfg.Concurrency, movesMin)),
 		runs:       make(chan *scheduler.Ticket[*job]),
 	}
+	d.deleteFailed.Now = cfg.Now
 	for _, l := range cfg.Topology.Lanes {
 		p := cfg.Policy
 		p.StalenessBound = time.Duration(l.StalenessBound)

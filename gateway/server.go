@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/envelope"
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/internal/startstop"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
@@ -88,6 +89,11 @@ type Server struct {
 	idem    *idempotency
 	tracer  trace.Tracer
 	life    startstop.Runner
+
+	// enqueueFailed bounds the "enqueue failed" lines: with the backend
+	// down (a full or read-only disk) every refused call logged one, on
+	// what is often the same disk (found by a tester).
+	enqueueFailed ratelog.Line
 }
 
 type laneQueues struct {
@@ -112,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, lanes: map[string]*laneQueues{}, buckets: NewBuckets(), idem: newIdempotency(cfg.IdempotencyWindow, cfg.Backend),
-		tracer: tracing.Tracer(cfg.TracerProvider),
+		tracer: tracing.Tracer(cfg.TracerProvider), enqueueFailed: ratelog.Line{Now: cfg.Now},
 	}
 	for _, l := range cfg.Topology.Lanes {
 		lq := &laneQueues{lane: l}
@@ -730,8 +736,10 @@ func (b *batch) settle(q string, rs []*result, out []queue.SendResult, err error
 		sent++
 	}
 	if firstErr != nil {
-		b.s.cfg.Logger.WarnContext(b.ctx, "enqueue failed", slog.String("tenant", b.tenant.ID), slog.String("queue", q),
-			slog.Int("failed_jobs", len(rs)-sent), slog.Int("jobs", len(rs)), slog.Any("error", firstErr))
+		b.s.enqueueFailed.Do(func(skipped int64) {
+			b.s.cfg.Logger.WarnContext(b.ctx, "enqueue failed", slog.String("tenant", b.tenant.ID), slog.String("queue", q),
+				slog.Int("failed_jobs", len(rs)-sent), slog.Int("jobs", len(rs)), slog.Any("error", firstErr), ratelog.Suppressed(skipped))
+		})
 	}
 	b.s.cfg.Depth.Add(q, int64(sent))
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +15,7 @@ import (
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
 	"github.com/sluice-dev/sluice/internal/faultqueue"
+	"github.com/sluice-dev/sluice/internal/syncbuf"
 	"github.com/sluice-dev/sluice/metrics"
 	"github.com/sluice-dev/sluice/metrics/metricstest"
 	"github.com/sluice-dev/sluice/queue"
@@ -130,60 +131,83 @@ func storedJobs(t *testing.T, tb *testBundle) int64 {
 	return n
 }
 
-// countingHandler counts the records logged at each level.
-type countingHandler struct {
-	mu sync.Mutex
-	n  map[slog.Level]int
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.n[r.Level]++
-	return nil
-}
-
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *countingHandler) count(l slog.Level) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.n[l]
-}
-
-// TestFailedSendLogsOnce fails every Send of the gateway's backend under a
-// batch of many jobs: each failed Send is logged once, with its jobs
-// counted, not once per job (a 500-job batch was 500 warnings, and a
-// backend outage under load flooded the log).
-func TestFailedSendLogsOnce(t *testing.T) {
+// TestFailedSendsLogALine fails every Send of the gateway's backend: a
+// failed Send is logged with its jobs counted, not once per job (a
+// 500-job batch was 500 warnings), and failed Sends are logged once per
+// ratelog.Every, the next line counting those left out: with the disk
+// full every refused call logged a line (with gRPC's, two), on what is
+// often the same disk (found by a tester).
+func TestFailedSendsLogALine(t *testing.T) {
 	t.Parallel()
-	h := &countingHandler{n: map[slog.Level]int{}}
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	var logs syncbuf.Buffer
 	var fq *faultqueue.Backend
-	tb := setupWrapped(t, Config{Logger: slog.New(h)}, func(b queue.Backend) queue.Backend {
+	tb := setupWrapped(t, Config{Now: now, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, func(b queue.Backend) queue.Backend {
 		fq = faultqueue.New(b)
 		return fq
 	})
 	fq.Sleep(faultqueue.OpSend)
-	const jobs = 100
-	req := &ingestv1.SubmitBatchRequest{}
-	for range jobs {
-		req.Jobs = append(req.Jobs, &ingestv1.SubmitRequest{Payload: []byte("x")})
+	ctx := key(t.Context(), "bench-key-1")
+	lines := func() []string {
+		var out []string
+		for l := range strings.Lines(logs.String()) {
+			if strings.Contains(l, `msg="enqueue failed"`) {
+				out = append(out, l)
+			}
+		}
+		return out
 	}
-	resp, err := tb.client.SubmitBatch(key(t.Context(), "bench-key-1"), req)
-	if err != nil {
-		t.Fatal(err)
+	submit := func() error {
+		_, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")})
+		if status.Code(err) != codes.Unavailable {
+			return fmt.Errorf("submit with the backend down: %w, want UNAVAILABLE", err)
+		}
+		return nil
 	}
-	for i, r := range resp.GetResults() {
-		if c := codes.Code(r.GetError().GetCode()); c != codes.Unavailable {
-			t.Fatalf("job %d with the backend down: %v, want UNAVAILABLE", i, r)
+	steps := []struct {
+		name    string
+		advance time.Duration // the clock moves so before the step
+		submit  func() error
+		lines   int
+	}{
+		{"a batch of 100", 0, func() error {
+			req := &ingestv1.SubmitBatchRequest{}
+			for range 100 {
+				req.Jobs = append(req.Jobs, &ingestv1.SubmitRequest{Payload: []byte("x")})
+			}
+			resp, err := tb.client.SubmitBatch(ctx, req)
+			for i, r := range resp.GetResults() {
+				if c := codes.Code(r.GetError().GetCode()); c != codes.Unavailable {
+					return fmt.Errorf("job %d with the backend down: %v, want UNAVAILABLE", i, r)
+				}
+			}
+			return err
+		}, 1},
+		{"5 submits at once", 0, func() error {
+			for range 5 {
+				if err := submit(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, 1},
+		{"a submit 9s later", 9 * time.Second, submit, 1},
+		{"a submit 10s after the first", time.Second, submit, 2},
+	}
+	for _, st := range steps {
+		clock.Add(int64(st.advance))
+		if err := st.submit(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := lines(); len(got) != st.lines {
+			t.Fatalf("after %s: %d lines, want %d:\n%s", st.name, len(got), st.lines, strings.Join(got, ""))
 		}
 	}
-	sends := int(fq.Failed(faultqueue.OpSend))
-	if got := h.count(slog.LevelWarn); got != sends {
-		t.Fatalf("%d warnings for %d failed sends of %d jobs, want one per send", got, sends, jobs)
+	sends := fq.Failed(faultqueue.OpSend)
+	if want := fmt.Sprintf("suppressed_since_last_line=%d\n", sends-2); !strings.HasSuffix(lines()[1], want) {
+		t.Errorf("second line %q: want it to count the %d failed sends between the lines (%s)", lines()[1], sends-2, want)
 	}
 }
 

@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/internal/ratelog"
 )
 
 // NewLogger returns a JSON logger at level ("debug", "info", "warn",
@@ -84,13 +86,14 @@ func NewServer(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []g
 		log.ErrorContext(ctx, "panic in handler", slog.Any("panic", p))
 		return status.Error(codes.Internal, "internal error")
 	})
+	cl := &callLog{log: log}
 	u := append([]grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(recoverOpt),
-		unaryLog(log),
+		cl.unary,
 	}, unary...)
 	s := append([]grpc.StreamServerInterceptor{
 		recovery.StreamServerInterceptor(recoverOpt),
-		streamLog(log),
+		cl.stream,
 	}, stream...)
 	all := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgBytes), grpc.MaxHeaderListSize(MaxHeaderListBytes),
@@ -118,46 +121,68 @@ func callLevel(code codes.Code) slog.Level {
 	}
 }
 
-// unaryLog and streamLog log each finished call at its callLevel, with the
-// fields go-grpc-middleware's logging interceptor uses. They build the
-// fields only when the level is enabled: at info, a successful call costs
-// a clock reading and nothing else.
-func unaryLog(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		start := time.Now()
-		resp, err := handler(ctx, req)
-		logCall(ctx, log, info.FullMethod, "unary", start, err)
-		return resp, err
-	}
+// callLog logs each finished call at its callLevel, with the fields
+// go-grpc-middleware's logging interceptor uses. It builds the fields
+// only when the level is enabled: at info, a successful call costs a
+// clock reading and nothing else. Lines at warn and above are logged at
+// most once per ratelog.Every for each method and code, the next
+// counting those left out: with the backend down (a full or read-only
+// disk) every refused Submit logged one, and a client retrying flooded
+// the log, often on that same disk (found by a tester). Debug lines,
+// asked for, are all logged.
+type callLog struct {
+	log   *slog.Logger
+	lines ratelog.Lines[callKind]
 }
 
-func streamLog(log *slog.Logger) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		start := time.Now()
-		err := handler(srv, ss)
-		kind := "server_stream"
-		switch {
-		case info.IsClientStream && info.IsServerStream:
-			kind = "bidi_stream"
-		case info.IsClientStream:
-			kind = "client_stream"
-		}
-		logCall(ss.Context(), log, info.FullMethod, kind, start, err)
-		return err
-	}
+// callKind is what the log lines of failed calls are limited by.
+type callKind struct {
+	method string
+	code   codes.Code
 }
 
-func logCall(ctx context.Context, log *slog.Logger, method, kind string, start time.Time, err error) {
+func (c *callLog) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	c.finished(ctx, info.FullMethod, "unary", start, err)
+	return resp, err
+}
+
+func (c *callLog) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	kind := "server_stream"
+	switch {
+	case info.IsClientStream && info.IsServerStream:
+		kind = "bidi_stream"
+	case info.IsClientStream:
+		kind = "client_stream"
+	}
+	c.finished(ss.Context(), info.FullMethod, kind, start, err)
+	return err
+}
+
+func (c *callLog) finished(ctx context.Context, method, kind string, start time.Time, err error) {
 	code := status.Code(err)
 	level := callLevel(code)
-	if !log.Enabled(ctx, level) {
+	if !c.log.Enabled(ctx, level) {
 		return
 	}
+	if level < slog.LevelWarn {
+		logCall(ctx, c.log, level, method, kind, start, err, 0)
+		return
+	}
+	c.lines.Do(callKind{method, code}, func(skipped int64) {
+		logCall(ctx, c.log, level, method, kind, start, err, skipped)
+	})
+}
+
+func logCall(ctx context.Context, log *slog.Logger, level slog.Level, method, kind string, start time.Time, err error, skipped int64) {
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	attrs := []slog.Attr{
 		slog.String("protocol", "grpc"), slog.String("grpc.component", "server"),
 		slog.String("grpc.service", service), slog.String("grpc.method", name), slog.String("grpc.method_type", kind),
-		slog.String("grpc.start_time", start.Format(time.RFC3339)), slog.String("grpc.code", code.String()),
+		slog.String("grpc.start_time", start.Format(time.RFC3339)), slog.String("grpc.code", status.Code(err).String()),
 		slog.String("grpc.time_ms", fmt.Sprintf("%.3f", float64(time.Since(start).Microseconds())/1000)),
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
@@ -165,6 +190,9 @@ func logCall(ctx context.Context, log *slog.Logger, method, kind string, start t
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("grpc.error", err.Error()))
+	}
+	if skipped > 0 {
+		attrs = append(attrs, ratelog.Suppressed(skipped))
 	}
 	log.LogAttrs(ctx, level, "finished call", attrs...)
 }

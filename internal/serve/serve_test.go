@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -279,5 +281,71 @@ func checkIdleConnectionClosed(t *testing.T, srv *Server) {
 	// into its 10 s deadline.
 	if took := time.Since(start); err != nil || took > 8*time.Second {
 		t.Fatalf("idle connection: read ended after %s with %v, want the server to close it after %s and gRPC's 5 s", took, err, maxConnectionIdle)
+	}
+}
+
+// TestFailedCallLogIsBounded: the "finished call" lines of failed calls
+// (warn and above) are logged once per ratelog.Every for each method and
+// code; debug lines, asked for, all are. With the disk full every
+// refused Submit logged a warning, and retrying clients flooded the log,
+// often on that same disk (found by a tester).
+func TestFailedCallLogIsBounded(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		level slog.Level
+		calls []codes.Code
+		want  map[string]int // lines per code
+	}{
+		{"UNAVAILABLE", slog.LevelInfo, slices.Repeat([]codes.Code{codes.Unavailable}, 50), map[string]int{"Unavailable": 1}},
+		{
+			"two codes", slog.LevelInfo, slices.Repeat([]codes.Code{codes.Unavailable, codes.Internal, codes.DeadlineExceeded}, 20),
+			map[string]int{"Unavailable": 1, "Internal": 1, "DeadlineExceeded": 1},
+		},
+		{"OK at debug", slog.LevelDebug, slices.Repeat([]codes.Code{codes.OK}, 20), map[string]int{"OK": 20}},
+		{"refusals at debug", slog.LevelDebug, slices.Repeat([]codes.Code{codes.ResourceExhausted}, 20), map[string]int{"ResourceExhausted": 20}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf strings.Builder
+			var mu sync.Mutex
+			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: tt.level}))
+			// The request's length is the code the call fails with.
+			fail := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				if c := codes.Code(len(req.(*wrapperspb.BytesValue).GetValue())); c != codes.OK {
+					return nil, status.Error(c, "refused")
+				}
+				return h(ctx, req)
+			}
+			srv := NewServer(log, []grpc.UnaryServerInterceptor{fail}, nil)
+			srv.GRPC.RegisterService(&sizeDesc, struct{}{})
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = srv.GRPC.Serve(lis) }()
+			defer srv.GRPC.Stop()
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			for _, c := range tt.calls {
+				if _, err := measure(t.Context(), conn, int(c)); status.Code(err) != c {
+					t.Fatalf("call: %v, want %v", err, c)
+				}
+			}
+			mu.Lock()
+			got := map[string]int{}
+			for l := range strings.Lines(buf.String()) {
+				_, code, _ := strings.Cut(l, "grpc.code=")
+				code, _, _ = strings.Cut(code, " ")
+				got[code]++
+			}
+			mu.Unlock()
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("lines per code %v, want %v:\n%s", got, tt.want, buf.String())
+			}
+		})
 	}
 }

@@ -7,20 +7,16 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync/atomic"
 	"syscall"
-	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/sluice-dev/sluice/internal/ratelog"
 )
 
-// handshakeLogEvery is how often at most a listener logs a refused
-// handshake; those in between are counted in the next line.
-const handshakeLogEvery = 10 * time.Second
-
 // handshakeLog is a server's TLS credentials that log each refused
-// handshake (at most one line each handshakeLogEvery): grpc-go closes
+// handshake (at most one line each ratelog.Every, the next counting those
+// in between): grpc-go closes
 // the connection and says nothing in sluice's log, so a client with the
 // wrong CA, no certificate or no TLS at all saw its calls fail while the
 // server's log stayed silent (found in a walkthrough). Connections closed
@@ -28,14 +24,13 @@ const handshakeLogEvery = 10 * time.Second
 // refusals.
 type handshakeLog struct {
 	credentials.TransportCredentials
-	log     *slog.Logger
-	mtls    bool
-	every   *rate.Sometimes
-	skipped *atomic.Int64
+	log   *slog.Logger
+	mtls  bool
+	every *ratelog.Line // shared by the clones
 }
 
 func newHandshakeLog(creds credentials.TransportCredentials, log *slog.Logger, mtls bool) *handshakeLog {
-	return &handshakeLog{TransportCredentials: creds, log: log, mtls: mtls, every: &rate.Sometimes{Interval: handshakeLogEvery}, skipped: new(atomic.Int64)}
+	return &handshakeLog{TransportCredentials: creds, log: log, mtls: mtls, every: &ratelog.Line{}}
 }
 
 // ServerHandshake is the wrapped credentials' handshake, logging a
@@ -56,21 +51,16 @@ func (h *handshakeLog) Clone() credentials.TransportCredentials {
 }
 
 func (h *handshakeLog) report(conn net.Conn, err error) {
-	logged := false
-	h.every.Do(func() {
-		logged = true
+	h.every.Do(func(skipped int64) {
 		attrs := []slog.Attr{
 			slog.String("listener", conn.LocalAddr().String()), slog.String("client", conn.RemoteAddr().String()),
 			slog.String("error", err.Error()), slog.String("hint", handshakeHint(err.Error(), h.mtls)),
 		}
-		if n := h.skipped.Swap(0); n > 0 {
-			attrs = append(attrs, slog.Int64("more_refused_since_last_line", n))
+		if skipped > 0 {
+			attrs = append(attrs, slog.Int64("more_refused_since_last_line", skipped))
 		}
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "TLS handshake refused: the client's calls fail", attrs...)
 	})
-	if !logged {
-		h.skipped.Add(1)
-	}
 }
 
 // silent reports whether err is a connection that closed or reset before

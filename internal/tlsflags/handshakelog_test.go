@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/internal/syncbuf"
 	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
@@ -77,7 +77,7 @@ func TestRefusalsBetweenLinesAreCounted(t *testing.T) {
 	t.Parallel()
 	var logs syncbuf.Buffer
 	h := newHandshakeLog(insecure.NewCredentials(), slog.New(slog.NewTextHandler(&logs, nil)), false)
-	h.every = &rate.Sometimes{Interval: 200 * time.Millisecond}
+	h.every = &ratelog.Line{Interval: 200 * time.Millisecond}
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
