@@ -106,8 +106,16 @@ func invalidStatus(field string) *status.Status {
 
 var (
 	errUnavailable = status.Error(codes.Unavailable, "job not stored: disk full")
-	errRate        = func(d time.Duration) error { return quotaStatus("rate", d).Err() }
-	errBacklog     = func(d time.Duration) error { return quotaStatus("lane_backlog", d).Err() }
+	// errUnavailableHinted is the gateway's UNAVAILABLE, with its RetryInfo.
+	errUnavailableHinted = func() error {
+		st, err := status.New(codes.Unavailable, "job not stored: disk full").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+		if err != nil {
+			panic(err)
+		}
+		return st.Err()
+	}()
+	errRate    = func(d time.Duration) error { return quotaStatus("rate", d).Err() }
+	errBacklog = func(d time.Duration) error { return quotaStatus("lane_backlog", d).Err() }
 )
 
 // answerSubmit answers the n-th Submit with errs[n] (the last one repeats);
@@ -170,6 +178,20 @@ func TestSubmitRetries(t *testing.T) {
 		{
 			name: "unavailable until the attempts run out", answers: []error{errUnavailable}, cfg: client.Config{MaxAttempts: 3},
 			wantCalls: 3, wantErr: isCode(codes.Unavailable),
+		},
+		// The gateway's UNAVAILABLE carries a RetryInfo (1 s): the client
+		// keeps its own backoff and counts the attempts, as without one.
+		{
+			name: "unavailable with a RetryInfo, then accepted", answers: []error{errUnavailableHinted, errUnavailableHinted, nil},
+			wantCalls: 3, minGaps: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond},
+		},
+		{
+			name: "unavailable with a RetryInfo until the attempts run out", answers: []error{errUnavailableHinted}, cfg: client.Config{MaxAttempts: 3},
+			wantCalls: 3, wantErr: func(err error) bool {
+				var q *client.QuotaError
+				var b *client.BacklogError
+				return status.Code(err) == codes.Unavailable && !errors.As(err, &q) && !errors.As(err, &b)
+			},
 		},
 		{
 			name: "invalid argument is not retried", answers: []error{invalidStatus("payload").Err()},

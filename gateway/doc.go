@@ -16,5 +16,6 @@
 //  5. lane high-water mark, graduated by tier: RESOURCE_EXHAUSTED with
 //     QuotaFailure and a RetryInfo of the time the lane needs to drain back
 //     under the tenant's threshold (the token is given back)
-//  6. route and enqueue: UNAVAILABLE if the backend did not store the job
+//  6. route and enqueue: UNAVAILABLE with a RetryInfo of 1s if the backend
+//     did not store the job
 package gateway

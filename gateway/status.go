@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ingestv1 "github.com/sluice-dev/sluice/gen/sluice/ingest/v1"
@@ -36,14 +39,30 @@ func quotaDetails(st *status.Status, subject string, retry time.Duration) *statu
 	)
 }
 
-// unavailable maps a backend failure. The job was not stored: the client
-// should retry with the same idempotency key.
-func unavailable(err error) *status.Status {
-	code := codes.Unavailable
-	if errors.Is(err, queue.ErrBodyTooLarge) || errors.Is(err, queue.ErrInvalidArgument) {
-		code = codes.InvalidArgument
+// unavailableRetry is the RetryInfo delay of an UNAVAILABLE answer (the
+// backend could not store the job). It had none, and clients that retry
+// at once spun against a full disk (found by a tester); the Go client
+// backs off on its own, and ignores it.
+const unavailableRetry = time.Second
+
+// unavailableRetryInfo is unavailableRetry's RetryInfo, encoded once: a
+// batch refused whole has one status per job.
+var unavailableRetryInfo = func() *anypb.Any {
+	a, err := anypb.New(&errdetails.RetryInfo{RetryDelay: durationpb.New(unavailableRetry)})
+	if err != nil {
+		panic(err)
 	}
-	return status.Newf(code, "job not stored: %v", err)
+	return a
+}()
+
+// unavailable maps a backend failure. The job was not stored: the client
+// should retry with the same idempotency key, after unavailableRetry.
+func unavailable(err error) *status.Status {
+	msg := fmt.Sprintf("job not stored: %v", err)
+	if errors.Is(err, queue.ErrBodyTooLarge) || errors.Is(err, queue.ErrInvalidArgument) {
+		return status.New(codes.InvalidArgument, msg)
+	}
+	return status.FromProto(&spb.Status{Code: int32(codes.Unavailable), Message: msg, Details: []*anypb.Any{unavailableRetryInfo}})
 }
 
 func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Status {
@@ -60,9 +79,13 @@ func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Sta
 // fifths of the CPU of a refused job.
 func (r *result) jobError() *ingestv1.JobError {
 	je := &ingestv1.JobError{Code: uint32(r.err.Code()), Message: r.err.Message()}
-	if r.quotaSubject != "" {
+	switch {
+	case r.quotaSubject != "":
 		je.RetryDelay = durationpb.New(r.retry)
 		je.QuotaSubject = r.quotaSubject
+		return je
+	case r.err.Code() == codes.Unavailable:
+		je.RetryDelay = durationpb.New(unavailableRetry)
 		return je
 	}
 	for _, d := range r.err.Details() {

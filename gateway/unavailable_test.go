@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -272,5 +274,61 @@ func TestLateFailedSendGivesNoExtraBurst(t *testing.T) {
 	count(tb.client.SubmitBatch(ctx, batch("b"))) // same instant
 	if stored > 3 {
 		t.Fatalf("%d jobs stored at one instant by a tenant with burst 3 (rate 0.001/s)", stored)
+	}
+}
+
+// TestUnavailableSaysWhenToRetry: a job the backend could not store is
+// answered UNAVAILABLE with a RetryInfo of unavailableRetry, by Submit in
+// the status and by SubmitBatch in the job's result, so that clients back
+// off instead of spinning against a full disk; it had none (found by a
+// tester). A job the backend refuses as too large is INVALID_ARGUMENT,
+// with none.
+func TestUnavailableSaysWhenToRetry(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		sendErr   error
+		wantCode  codes.Code
+		wantRetry time.Duration // 0: no RetryInfo
+	}{
+		{"disk full", errors.New("commit: write queues.db.wal: no space left on device"), codes.Unavailable, time.Second},
+		{"backend unavailable", queue.ErrUnavailable, codes.Unavailable, time.Second},
+		{"body too large", queue.ErrBodyTooLarge, codes.InvalidArgument, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setupWrapped(t, Config{}, func(b queue.Backend) queue.Backend {
+				fq := faultqueue.New(b)
+				fq.Inject(func(c faultqueue.Call) error {
+					if c.Op == faultqueue.OpSend {
+						return tt.sendErr
+					}
+					return nil
+				})
+				return fq
+			})
+			ctx := key(t.Context(), "bench-key-1")
+			_, err := tb.client.Submit(ctx, &ingestv1.SubmitRequest{Payload: []byte("x")})
+			st := status.Convert(err)
+			var retry time.Duration
+			for _, d := range st.Details() {
+				if ri, ok := d.(*errdetails.RetryInfo); ok {
+					retry = ri.GetRetryDelay().AsDuration()
+				}
+			}
+			if st.Code() != tt.wantCode || retry != tt.wantRetry {
+				t.Errorf("Submit: %v with RetryInfo %s, want %v with %s", st.Code(), retry, tt.wantCode, tt.wantRetry)
+			}
+			resp, err := tb.client.SubmitBatch(ctx, &ingestv1.SubmitBatchRequest{Jobs: []*ingestv1.SubmitRequest{{Payload: []byte("a")}, {Payload: []byte("b")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range resp.GetResults() {
+				je := r.GetError()
+				if codes.Code(je.GetCode()) != tt.wantCode || je.GetRetryDelay().AsDuration() != tt.wantRetry || (tt.wantRetry == 0) != (je.GetRetryDelay() == nil) {
+					t.Errorf("SubmitBatch job %d: %v, want code %v with retry delay %s", i, je, tt.wantCode, tt.wantRetry)
+				}
+			}
+		})
 	}
 }

@@ -331,8 +331,8 @@ type JobError struct {
 	Code uint32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
 	// The status message.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// For RESOURCE_EXHAUSTED: how long to wait before retrying this job (the
-	// RetryInfo of a unary call).
+	// For RESOURCE_EXHAUSTED and UNAVAILABLE: how long to wait before
+	// retrying this job (the RetryInfo of a unary call).
 	RetryDelay *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
 	// For INVALID_ARGUMENT: which fields were wrong and why, named within
 	// the batch ("jobs[3].payload").

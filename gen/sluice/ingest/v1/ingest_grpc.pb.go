@@ -37,11 +37,11 @@ const (
 // least once or end up in a dead-letter queue. Errors carry google.rpc
 // details (in the grpc-status-details-bin trailer): INVALID_ARGUMENT with
 // BadRequest field violations, RESOURCE_EXHAUSTED with QuotaFailure and
-// RetryInfo, UNAVAILABLE when the queue backend could not store the job
-// (retry with the same idempotency key). The QuotaFailure's one violation
-// has subject "rate:<tenant>" (over the tenant's submit rate) or
-// "lane_backlog:<tenant>" (the lane's backlog is at the tier's high-water
-// mark); retry after the RetryInfo's delay. A RESOURCE_EXHAUSTED without
+// RetryInfo, UNAVAILABLE with RetryInfo (1s) when the queue backend could
+// not store the job (retry with the same idempotency key). The
+// QuotaFailure's one violation has subject "rate:<tenant>" (over the
+// tenant's submit rate) or "lane_backlog:<tenant>" (the lane's backlog is
+// at the tier's high-water mark); retry after the RetryInfo's delay. A RESOURCE_EXHAUSTED without
 // them comes from gRPC's message size limit. docs/protocol.md has every
 // rule.
 type IngestServiceClient interface {
@@ -95,11 +95,11 @@ func (c *ingestServiceClient) SubmitBatch(ctx context.Context, in *SubmitBatchRe
 // least once or end up in a dead-letter queue. Errors carry google.rpc
 // details (in the grpc-status-details-bin trailer): INVALID_ARGUMENT with
 // BadRequest field violations, RESOURCE_EXHAUSTED with QuotaFailure and
-// RetryInfo, UNAVAILABLE when the queue backend could not store the job
-// (retry with the same idempotency key). The QuotaFailure's one violation
-// has subject "rate:<tenant>" (over the tenant's submit rate) or
-// "lane_backlog:<tenant>" (the lane's backlog is at the tier's high-water
-// mark); retry after the RetryInfo's delay. A RESOURCE_EXHAUSTED without
+// RetryInfo, UNAVAILABLE with RetryInfo (1s) when the queue backend could
+// not store the job (retry with the same idempotency key). The
+// QuotaFailure's one violation has subject "rate:<tenant>" (over the
+// tenant's submit rate) or "lane_backlog:<tenant>" (the lane's backlog is
+// at the tier's high-water mark); retry after the RetryInfo's delay. A RESOURCE_EXHAUSTED without
 // them comes from gRPC's message size limit. docs/protocol.md has every
 // rule.
 type IngestServiceServer interface {
