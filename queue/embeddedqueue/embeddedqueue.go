@@ -19,6 +19,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluice-dev/sluice/internal/periodic"
+	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -146,6 +147,8 @@ type Backend struct {
 	// lastCommitErr is the final commit's failure, set by the writer as
 	// it stops (closeLog), read by Close after.
 	lastCommitErr error
+	// checkpointFailedLine bounds the log of failed checkpoints.
+	checkpointFailedLine ratelog.Line
 
 	closeMu    sync.RWMutex // read-held while handing an op to the writer
 	closed     atomic.Bool

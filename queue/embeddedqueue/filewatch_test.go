@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,4 +96,50 @@ func TestStoreFileRemovedWhileRunning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFullStoreLogsCheckpointFailuresSparingly: on a full disk every
+// commit fails, and the failure is logged once per ratelog.Every, not
+// once per commit (about 20 lines a second onto what is often the same
+// disk, found in a filesystem walkthrough).
+func TestFullStoreLogsCheckpointFailuresSparingly(t *testing.T) {
+	t.Parallel()
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	h := slog.NewTextHandler(&lockedWriter{w: &logged, mu: &mu}, nil)
+	b, err := open(filepath.Join(t.TempDir(), "queues.db"), Options{Logger: slog.New(h)}, knobs{maxSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	var failed atomic.Int64
+	b.ObserveCheckpoints(func(_ time.Duration, err error) {
+		if err != nil {
+			failed.Add(1)
+		}
+	})
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+	if _, err := fillStore(t, b, 200); err == nil {
+		t.Fatal("the store never filled")
+	}
+	for range 5 { // each fails to commit, the store being degraded
+		_, _ = fillStore(t, b, 1)
+	}
+	mu.Lock()
+	lines := strings.Count(logged.String(), "checkpoint failed")
+	mu.Unlock()
+	if failed.Load() < 2 || lines != 1 {
+		t.Fatalf("%d failed checkpoints logged in %d lines, want several in one", failed.Load(), lines)
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -397,7 +397,7 @@ func (b *Backend) endCheckpoint(err error) {
 	deferred := b.deferred
 	b.deferred = nil // bbolt keeps the slices it is given until its commit
 	if err != nil {
-		b.opts.Logger.Error("checkpoint failed; committing every call until one succeeds", slog.Any("error", err))
+		b.logCheckpointFailed(err)
 		b.degraded = true
 		b.rebuild()
 		return
@@ -435,8 +435,18 @@ func (b *Backend) waitCheckpoint() {
 func (b *Backend) checkpoint() {
 	b.waitCheckpoint()
 	if err := b.flush(); err != nil {
-		b.opts.Logger.Error("checkpoint failed; committing every call until one succeeds", slog.Any("error", err))
+		b.logCheckpointFailed(err)
 	}
+}
+
+// logCheckpointFailed logs a failed checkpoint, at most once per
+// ratelog.Every: on a full or read-only disk each group's commit fails
+// (the store is degraded), and the line came 20 times a second onto what
+// is often the same disk (found in a filesystem walkthrough).
+func (b *Backend) logCheckpointFailed(err error) {
+	b.checkpointFailedLine.Do(func(skipped int64) {
+		b.opts.Logger.Error("checkpoint failed; committing every call until one succeeds", slog.Any("error", err), slog.Int64("suppressed_since_last_line", skipped))
+	})
 }
 
 // flush commits the open transaction to the store file, stamped with the
