@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -228,13 +229,28 @@ func Open(path string, opts Options) (*Backend, error) {
 	return open(path, opts, knobs{})
 }
 
-func open(path string, opts Options, k knobs) (*Backend, error) {
+func open(path string, opts Options, k knobs) (_ *Backend, err error) {
+	// bbolt reads the store through a memory map and checks its pages with
+	// panics: a damaged page panicked, and a file cut short faulted
+	// (SIGBUS), ending the process with a Go trace and no word of what to
+	// do (found in a filesystem walkthrough). checkPages walks the pages
+	// bbolt's open walks, where such damage can be answered; Open's own
+	// reads of the store are answered so too.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = damaged(path, r)
+		}
+	}()
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if err := checkLogWithoutStore(path); err != nil {
 		return nil, fmt.Errorf("open queue store: %w", err)
+	}
+	if r := checkPages(path, opts.LockTimeout); r != nil {
+		return nil, damaged(path, r)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:        opts.LockTimeout,
@@ -302,6 +318,47 @@ func checkLogWithoutStore(path string) error {
 		}
 	}
 	return nil
+}
+
+// damaged is the error of a store file that bbolt cannot read (r, what
+// it panicked with).
+func damaged(path string, r any) error {
+	return fmt.Errorf("open queue store: the store file %s is damaged and cannot be read (%v): restore the data directory from a copy or your volume's protection, or move it aside to start empty", path, r)
+}
+
+// checkPages reads, in this goroutine, the pages of the store at path
+// that bbolt's open walks in one of its own to rebuild the free list,
+// where a damaged page's panic or a short file's fault would end the
+// process; it returns what a read panicked with, or nil. A store it
+// cannot open read-only (none yet, or held by another process) is left
+// to bolt.Open to report.
+func checkPages(path string, lockTimeout time.Duration) (panicked any) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() { panicked = recover() }()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	_ = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error {
+			walkBucket(b)
+			return nil
+		})
+	})
+	return nil
+}
+
+// walkBucket visits every key of b and of the buckets within it.
+func walkBucket(b *bolt.Bucket) {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				walkBucket(nb)
+			}
+		}
+	}
 }
 
 // logPaths returns the redo log files of the store at path.

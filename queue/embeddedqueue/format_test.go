@@ -2,6 +2,7 @@ package embeddedqueue
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -230,5 +231,56 @@ func TestDamagedLogIsReportedAndKept(t *testing.T) {
 	}
 	if kept, _ := os.ReadFile(copies[0]); !bytes.Equal(kept, found) {
 		t.Fatal("the copy differs from the log as found")
+	}
+}
+
+// TestDamagedStoreFileIsRefused: a store file whose pages were changed,
+// or that was cut short, is refused at Open with what to do, where bbolt
+// panicked or the process died of SIGBUS.
+func TestDamagedStoreFileIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		damage func(data []byte) []byte
+	}{
+		{"pages changed", func(data []byte) []byte {
+			for page := 2; (page+1)*4096 <= len(data); page++ {
+				copy(data[page*4096:], bytes.Repeat([]byte{0xa5}, 64))
+			}
+			return data
+		}},
+		{"cut short", func(data []byte) []byte { return data[:len(data)/2] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "queues.db")
+			b, err := Open(path, Options{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+			for i := range 300 {
+				sendOne(t, b, "q", strings.Repeat("x", 1000)+fmt.Sprint(i), 0)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, tc.damage(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Open(path, Options{Logger: quiet})
+			if err == nil {
+				_ = c.Close()
+				t.Fatalf("a store file with its %s opened", tc.name)
+			}
+			if !strings.Contains(err.Error(), "is damaged") {
+				t.Fatalf("error %q, want one saying the store file is damaged", err)
+			}
+			t.Log(err)
+		})
 	}
 }
