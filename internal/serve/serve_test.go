@@ -164,7 +164,11 @@ func TestCallerOptionsOverrideDefaults(t *testing.T) {
 
 func TestCallLevel(t *testing.T) {
 	t.Parallel()
-	for code, want := range map[codes.Code]string{codes.OK: "DEBUG", codes.Unauthenticated: "DEBUG", codes.Unavailable: "WARN", codes.Internal: "ERROR"} {
+	for code, want := range map[codes.Code]string{
+		codes.OK: "DEBUG", codes.Unauthenticated: "DEBUG", codes.FailedPrecondition: "DEBUG",
+		codes.Unavailable: "WARN", codes.Unimplemented: "WARN",
+		codes.Internal: "ERROR", codes.Unknown: "ERROR", codes.DataLoss: "ERROR",
+	} {
 		if got := slog.Level(callLevel(code)).String(); got != want {
 			t.Errorf("callLevel(%v) = %s, want %s", code, got, want)
 		}
