@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ import (
 func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	files := tlstest.New(t)
-	serverTLS, err := tlsflags.Server{CertFile: files.ServerCert, KeyFile: files.ServerKey, ClientCAFile: files.CA}.Config("")
+	serverTLS, err := tlsflags.Server{CertFile: files.ServerCert, KeyFile: files.ServerKey, ClientCAFile: files.CA}.Config("", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestMutualTLS(t *testing.T) {
 func TestTLSMismatch(t *testing.T) {
 	t.Parallel()
 	files := tlstest.New(t)
-	serverTLS, err := tlsflags.Server{CertFile: files.ServerCert, KeyFile: files.ServerKey}.Config("")
+	serverTLS, err := tlsflags.Server{CertFile: files.ServerCert, KeyFile: files.ServerKey}.Config("", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,7 +42,7 @@ func callCtx(t *testing.T, key string) context.Context {
 // certificate of pki.
 func startTLSWorker(t *testing.T, pki tlstest.Files) *worker {
 	t.Helper()
-	cfg, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}.Config("")
+	cfg, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}.Config("", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -266,7 +267,7 @@ func TestKeysFromEnvironmentAreNotPrinted(t *testing.T) {
 func TestTLSMismatchSaysSo(t *testing.T) {
 	t.Parallel()
 	pki := tlstest.New(t)
-	serverTLS, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}.Config("")
+	serverTLS, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}.Config("", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 	}
 	tlsAddr := serveGRPC(grpc.Creds(credentials.NewTLS(serverTLS)))
 	plainAddr := serveGRPC()
-	mutualTLS, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CA}.Config("")
+	mutualTLS, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CA}.Config("", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func given(fs *flag.FlagSet, name string) bool {
 
 // servePush serves the push worker API (WorkerService) on listen.
 func servePush(ctx context.Context, log *slog.Logger, listen string, tlsServer tlsflags.Server, handler worker.Handler) error {
-	tlsCfg, err := tlsServer.Config("listen-")
+	tlsCfg, err := tlsServer.Config("listen-", log)
 	if err != nil {
 		return err
 	}

@@ -46,12 +46,13 @@ func (f *TLSFlags) Resolve(log *slog.Logger) (TLS, error) {
 	if out.Ingest, err = f.shared.ServerOptions("", log); err != nil {
 		return TLS{}, err
 	}
-	admin, prefix := f.shared, ""
+	admin := f.shared
+	out.Admin = out.Ingest // one reader of the shared files, one log of their loads
 	if f.admin.Enabled() {
-		admin, prefix = f.admin, "admin-"
-	}
-	if out.Admin, err = admin.ServerOptions(prefix, log); err != nil {
-		return TLS{}, err
+		admin = f.admin
+		if out.Admin, err = admin.ServerOptions("admin-", log); err != nil {
+			return TLS{}, err
+		}
 	}
 	if out.Worker, err = f.worker.DialOption("worker-"); err != nil {
 		return TLS{}, err

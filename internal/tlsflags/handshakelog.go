@@ -15,8 +15,9 @@ import (
 )
 
 // handshakeLog is a server's TLS credentials that log each refused
-// handshake (at most one line each ratelog.Every, the next counting those
-// in between): grpc-go closes
+// handshake (at most one line each ratelog.Every per listener, the next
+// counting those in between; the listeners of one TLS setting share
+// one): grpc-go closes
 // the connection and says nothing in sluice's log, so a client with the
 // wrong CA, no certificate or no TLS at all saw its calls fail while the
 // server's log stayed silent (found in a walkthrough). Connections closed
@@ -26,11 +27,11 @@ type handshakeLog struct {
 	credentials.TransportCredentials
 	log   *slog.Logger
 	mtls  bool
-	every *ratelog.Line // shared by the clones
+	every *ratelog.Lines[string] // per listener address; shared by the clones
 }
 
 func newHandshakeLog(creds credentials.TransportCredentials, log *slog.Logger, mtls bool) *handshakeLog {
-	return &handshakeLog{TransportCredentials: creds, log: log, mtls: mtls, every: &ratelog.Line{}}
+	return &handshakeLog{TransportCredentials: creds, log: log, mtls: mtls, every: &ratelog.Lines[string]{}}
 }
 
 // ServerHandshake is the wrapped credentials' handshake, logging a
@@ -51,7 +52,7 @@ func (h *handshakeLog) Clone() credentials.TransportCredentials {
 }
 
 func (h *handshakeLog) report(conn net.Conn, err error) {
-	h.every.Do(func(skipped int64) {
+	h.every.Do(conn.LocalAddr().String(), func(skipped int64) {
 		attrs := []slog.Attr{
 			slog.String("listener", conn.LocalAddr().String()), slog.String("client", conn.RemoteAddr().String()),
 			slog.String("error", err.Error()), slog.String("hint", handshakeHint(err.Error(), h.mtls)),

@@ -13,13 +13,10 @@ package tlsflags
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -54,15 +51,16 @@ func (s Server) Or(def Server) Server {
 }
 
 // Config returns the server TLS config, or nil when s is not enabled.
-// flagPrefix names the flags in errors.
-func (s Server) Config(flagPrefix string) (*tls.Config, error) {
+// flagPrefix names the flags in errors; log gets the certificate's
+// loads, reloads and nearing expiry (keypair.go).
+func (s Server) Config(flagPrefix string, log *slog.Logger) (*tls.Config, error) {
 	if !s.Enabled() {
 		return nil, nil
 	}
 	if s.CertFile == "" || s.KeyFile == "" {
 		return nil, fmt.Errorf("--%[1]stls-cert and --%[1]stls-key go together (and --%[1]stls-client-ca needs both)", flagPrefix)
 	}
-	kp, err := newKeyPair(s.CertFile, s.KeyFile)
+	kp, err := newKeyPair(s.CertFile, s.KeyFile, log.With(slog.String("listener", "--"+flagPrefix+"tls-cert")))
 	if err != nil {
 		return nil, fmt.Errorf("--%stls-cert/--%stls-key: %w", flagPrefix, flagPrefix, err)
 	}
@@ -82,7 +80,7 @@ func (s Server) Config(flagPrefix string) (*tls.Config, error) {
 // off. Each refused handshake is logged to log, at most one line every
 // 10 s, with a hint of what the client lacks.
 func (s Server) ServerOptions(flagPrefix string, log *slog.Logger) ([]grpc.ServerOption, error) {
-	cfg, err := s.Config(flagPrefix)
+	cfg, err := s.Config(flagPrefix, log)
 	if err != nil || cfg == nil {
 		return nil, err
 	}
@@ -160,61 +158,4 @@ func loadPool(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", path)
 	}
 	return pool, nil
-}
-
-// keyPair serves a certificate and key from files, reading them again
-// when either file's modification time changes (checked at most once a
-// second), so a rotated certificate is served without a restart. A pair
-// that fails to load (say, the certificate written but not yet its key)
-// is skipped: the previous one stays in use until the files agree again.
-type keyPair struct {
-	certFile, keyFile string
-
-	mu        sync.Mutex
-	cert      *tls.Certificate
-	stamp     [2]time.Time
-	checkedAt time.Time
-}
-
-func newKeyPair(certFile, keyFile string) (*keyPair, error) {
-	kp := &keyPair{certFile: certFile, keyFile: keyFile}
-	stamp, err := kp.stamps()
-	if err != nil {
-		return nil, err
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	kp.cert, kp.stamp, kp.checkedAt = &cert, stamp, time.Now()
-	return kp, nil
-}
-
-func (kp *keyPair) stamps() ([2]time.Time, error) {
-	var out [2]time.Time
-	for i, p := range []string{kp.certFile, kp.keyFile} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return out, err
-		}
-		out[i] = fi.ModTime()
-	}
-	return out, nil
-}
-
-func (kp *keyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	if now := time.Now(); now.Sub(kp.checkedAt) >= time.Second {
-		kp.checkedAt = now
-		if stamp, err := kp.stamps(); err == nil && stamp != kp.stamp {
-			if cert, err := tls.LoadX509KeyPair(kp.certFile, kp.keyFile); err == nil {
-				kp.cert, kp.stamp = &cert, stamp
-			}
-		}
-	}
-	if kp.cert == nil {
-		return nil, errors.New("no server certificate")
-	}
-	return kp.cert, nil
 }

@@ -1,6 +1,7 @@
 package tlsflags
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"io"
@@ -124,7 +125,7 @@ func TestConfigErrors(t *testing.T) {
 		{"CA not PEM", Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: notPEM}, "--admin-tls-client-ca: " + notPEM + " holds no PEM certificate"},
 	}
 	for _, tt := range servers {
-		if _, err := tt.s.Config("admin-"); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := tt.s.Config("admin-", slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
 		}
 	}
@@ -141,7 +142,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
 		}
 	}
-	if cfg, err := (Server{}).Config(""); cfg != nil || err != nil {
+	if cfg, err := (Server{}).Config("", slog.New(slog.DiscardHandler)); cfg != nil || err != nil {
 		t.Errorf("no files: %v, %v; want plaintext", cfg, err)
 	}
 }
@@ -174,22 +175,62 @@ func TestFlagsAndFallback(t *testing.T) {
 func TestCertificateRotation(t *testing.T) {
 	t.Parallel()
 	first, second := tlstest.New(t), tlstest.New(t)
-	kp, err := newKeyPair(first.ServerCert, first.ServerKey)
+	var logged bytes.Buffer
+	kp, err := newKeyPair(first.ServerCert, first.ServerKey, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	before, _ := kp.get(nil)
 	copyFile(t, second.ServerCert, first.ServerCert)
-	// Written the certificate but not yet its key: the old pair stays.
-	kp.checkedAt, kp.stamp = time.Time{}, [2]time.Time{}
-	if got, _ := kp.get(nil); got != before {
-		t.Fatal("a half-written pair replaced the certificate")
+	// Written the certificate but not yet its key: the old pair stays,
+	// and the failed reload is logged once, not at every handshake.
+	for range 3 {
+		kp.checkedAt = time.Time{}
+		if got, _ := kp.get(nil); got != before {
+			t.Fatal("a half-written pair replaced the certificate")
+		}
 	}
 	copyFile(t, second.ServerKey, first.ServerKey)
 	kp.checkedAt, kp.stamp = time.Time{}, [2]time.Time{}
 	after, err := kp.get(nil)
 	if err != nil || after == before || string(after.Certificate[0]) == string(before.Certificate[0]) {
 		t.Fatalf("certificate not rotated: %v", err)
+	}
+	for _, want := range []struct {
+		line string
+		n    int
+	}{{"msg=\"TLS certificate loaded\"", 1}, {"level=ERROR msg=\"TLS certificate files changed but do not load", 1}, {"msg=\"TLS certificate reloaded\"", 1}} {
+		if got := strings.Count(logged.String(), want.line); got != want.n {
+			t.Errorf("%d lines %s, want %d; log:\n%s", got, want.line, want.n, logged.String())
+		}
+	}
+}
+
+// TestCertificateExpiryWarned: a certificate that has expired, or expires
+// within two weeks, is warned of when it is loaded; a later one is not.
+func TestCertificateExpiryWarned(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		notAfter time.Duration
+		want     string
+	}{
+		{"expired", -time.Hour, "TLS certificate has expired"},
+		{"expires in 3 days", 72 * time.Hour, "TLS certificate expires soon"},
+		{"expires in 60 days", 60 * 24 * time.Hour, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			files := tlstest.NewUntil(t, time.Now().Add(tc.notAfter))
+			var logged bytes.Buffer
+			if _, err := newKeyPair(files.ServerCert, files.ServerKey, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.Contains(logged.String(), "level=WARN")
+			if tc.want == "" && warned || tc.want != "" && !strings.Contains(logged.String(), "level=WARN msg=\""+tc.want) {
+				t.Fatalf("log after loading a certificate that %s:\n%s", tc.name, logged.String())
+			}
+		})
 	}
 }
 

@@ -29,17 +29,33 @@ type Files struct {
 }
 
 // New generates a CA with a server and a client certificate in a
-// temporary directory of t. Each call makes an unrelated CA, so two sets
-// do not trust each other.
+// temporary directory of t, valid for a day. Each call makes an
+// unrelated CA, so two sets do not trust each other.
 func New(t testing.TB) Files {
 	t.Helper()
+	return NewUntil(t, time.Now().Add(24*time.Hour))
+}
+
+// NewUntil is New with server and client certificates that expire at
+// notAfter, which may be past.
+func NewUntil(t testing.TB, notAfter time.Time) Files {
+	t.Helper()
+	now := time.Now()
+	from := now // the certificates' start, before notAfter
+	if notAfter.Before(now) {
+		from = notAfter
+	}
+	caUntil := now.Add(24 * time.Hour) // the CA's end, after notAfter
+	if notAfter.After(caUntil) {
+		caUntil = notAfter
+	}
 	dir := t.TempDir()
 	caKey := newKey(t)
 	caTmpl := &x509.Certificate{
 		SerialNumber:          serial(t),
 		Subject:               pkix.Name{CommonName: "sluice test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotBefore:             from.Add(-2 * time.Hour),
+		NotAfter:              caUntil,
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -60,8 +76,8 @@ func New(t testing.TB) Files {
 		tmpl := &x509.Certificate{
 			SerialNumber: serial(t),
 			Subject:      pkix.Name{CommonName: name},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
+			NotBefore:    from.Add(-time.Hour),
+			NotAfter:     notAfter,
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		}
