@@ -67,8 +67,11 @@ type Config struct {
 	// MaxAttempts bounds the calls made for one job, the first included.
 	// Defaults to 8; 1 turns retries off. With the default backoff the
 	// retries after UNAVAILABLE then span 5.6 to 11 s, longer than a
-	// gateway takes to restart (5 attempts spanned 0.75 to 1.5 s, and jobs
-	// submitted across a restart were refused: found in a walkthrough).
+	// gateway with a small store takes to restart (5 attempts spanned 0.75
+	// to 1.5 s, and jobs submitted across a restart were refused: found in
+	// a walkthrough). Opening an embedded store of millions of jobs takes
+	// about 10 s (5 million: 10-14 s): raise MaxAttempts or BackoffMax for
+	// such a gateway.
 	MaxAttempts int
 	// BackoffBase is the wait before the first retry after UNAVAILABLE; it
 	// doubles with each attempt up to BackoffMax, and a random half of it

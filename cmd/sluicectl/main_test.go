@@ -376,6 +376,7 @@ func TestCommands(t *testing.T) {
 	}{
 		{[]string{}, "give a command"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"--admin-addr", c.admin, "stats"}, "flags go after the command: sluicectl <command> --admin-addr"},
 		{[]string{"dlq", "frobnicate"}, "dlq needs a subcommand"},
 		{[]string{"stats", "--no-such-flag"}, "sluicectl stats --help lists the flags"},
 		{[]string{"submit", "--addr", c.addr, "x"}, "no API key"},

@@ -112,6 +112,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		usage(stderr, "dlq ")
 		return fmt.Errorf("dlq needs a subcommand: list, show, replay, status, cancel or redrive (not %q)", strings.TrimPrefix(name, "dlq "))
 	}
+	if !ok && strings.HasPrefix(name, "-") {
+		// Flags belong to a command ("sluicectl --admin-addr X stats" was
+		// answered unknown command "--admin-addr", found in a scale test).
+		usage(stderr, "")
+		return fmt.Errorf("flags go after the command: sluicectl <command> %s … (see the list above)", name)
+	}
 	if !ok {
 		usage(stderr, "")
 		return fmt.Errorf("unknown command %q (see the list above)", name)

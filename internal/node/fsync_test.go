@@ -102,7 +102,7 @@ func TestStartLogSaysTheDurability(t *testing.T) {
 				t.Fatal(err)
 			}
 			log := logs.String()
-			if !strings.Contains(log, `msg="embedded store open"`) || !strings.Contains(log, filepath.Join(dir, "queues.db")) || !strings.Contains(log, " "+tt.want+"\n") {
+			if !strings.Contains(log, `msg="embedded store open"`) || !strings.Contains(log, filepath.Join(dir, "queues.db")) || !strings.Contains(log, " "+tt.want+" took=") {
 				t.Errorf("log:\n%s\nwant the line that says the store is open to name its file and %s", log, tt.want)
 			}
 		})

@@ -95,7 +95,7 @@ func TestStartLogTellsANewStore(t *testing.T) {
 				t.Errorf("log:\n%s\nwant no warning for an existing store", log)
 			}
 			open := fmt.Sprintf(`level=INFO msg="embedded store open" path=%s messages=%d fsync=always`, filepath.Join(f.DataDir, "queues.db"), tt.messages)
-			if !strings.Contains(log, open+"\n") {
+			if !strings.Contains(log, open+" took=") {
 				t.Errorf("log:\n%s\nwant %s", log, open)
 			}
 			if _, err := os.Stat(f.DataDir); err != nil {
