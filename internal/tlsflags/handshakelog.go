@@ -76,7 +76,12 @@ func handshakeHint(msg string, mtls bool) string {
 	case strings.Contains(msg, "does not look like a TLS handshake"):
 		return "the client speaks plaintext to a TLS listener: give it the CA that signed --tls-cert (sluicectl and workers: --tls-ca; client.Config: TLS)"
 	case strings.Contains(msg, "didn't provide a certificate"):
-		return "this listener requires a client certificate (--tls-client-ca): give the client one that CA signed (--tls-cert and --tls-key)"
+		// A Go client (sluicectl, client, worker) sends its certificate
+		// only when its issuer is among the CAs this listener names, so a
+		// certificate from another CA arrives as none: the hint said the
+		// client gave none when it had (found by a tester).
+		return "the client sent no certificate, or one not signed by --tls-client-ca (Go clients withhold a certificate " +
+			"the listener's CA list does not cover): give the client one that CA signed (--tls-cert and --tls-key)"
 	case mtls && (strings.Contains(msg, "failed to verify certificate") || strings.Contains(msg, "unknown authority")):
 		return "the client's certificate is not signed by --tls-client-ca, or has expired"
 	case strings.Contains(msg, "remote error"):

@@ -32,8 +32,15 @@ func TestRefusedHandshakesAreLogged(t *testing.T) {
 	}{
 		{"plaintext client", tlsServer, Client{}, "the client speaks plaintext to a TLS listener"},
 		{"client trusting another CA", tlsServer, Client{CAFile: other.CA}, "the client refused this server's certificate"},
-		{"no client certificate", mtlsServer, Client{CAFile: pki.CA}, "this listener requires a client certificate"},
-		{"client certificate of another CA", mtlsServer, Client{CAFile: pki.CA, CertFile: other.ClientCert, KeyFile: other.ClientKey}, "not signed by --tls-client-ca"},
+		{"no client certificate", mtlsServer, Client{CAFile: pki.CA}, "the client sent no certificate, or one not signed by --tls-client-ca"},
+		// The Go client withholds a certificate whose CA the listener
+		// does not name, and the listener logged that the client gave
+		// none (found by a tester).
+		{
+			"client certificate of another CA", mtlsServer,
+			Client{CAFile: pki.CA, CertFile: other.ClientCert, KeyFile: other.ClientKey},
+			"the client sent no certificate, or one not signed by --tls-client-ca (Go clients withhold a certificate",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

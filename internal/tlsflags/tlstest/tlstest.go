@@ -30,7 +30,9 @@ type Files struct {
 
 // New generates a CA with a server and a client certificate in a
 // temporary directory of t, valid for a day. Each call makes an
-// unrelated CA, so two sets do not trust each other.
+// unrelated CA, with a name of its own, so two sets do not trust each
+// other, and a Go client withholds its certificate from a server that
+// asks for another set's (as it does from another CA in the field).
 func New(t testing.TB) Files {
 	t.Helper()
 	return NewUntil(t, time.Now().Add(24*time.Hour))
@@ -51,9 +53,10 @@ func NewUntil(t testing.TB, notAfter time.Time) Files {
 	}
 	dir := t.TempDir()
 	caKey := newKey(t)
+	caSerial := serial(t)
 	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
-		Subject:               pkix.Name{CommonName: "sluice test CA"},
+		SerialNumber:          caSerial,
+		Subject:               pkix.Name{CommonName: "sluice test CA " + caSerial.Text(16)},
 		NotBefore:             from.Add(-2 * time.Hour),
 		NotAfter:              caUntil,
 		IsCA:                  true,
