@@ -1,8 +1,10 @@
 package client
 
 import (
+	"crypto/x509"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,7 +22,11 @@ func (c *Client) connHint(err error) (hint string, final bool) {
 	if !ok || st.Code() != codes.Unavailable {
 		return "", false
 	}
-	m := tlshint.Classify(st.Message(), !c.cfg.Insecure)
+	var own *x509.Certificate // the client's certificate, if out of date
+	if c.cfg.TLS != nil {
+		own = tlshint.OutOfDate(c.cfg.TLS.Certificates, time.Now())
+	}
+	m := tlshint.Diagnose(st.Message(), !c.cfg.Insecure, own)
 	switch m {
 	case tlshint.ServerWantsTLS:
 		hint = "if the gateway serves TLS (it was given --tls-cert), leave Config.Insecure unset; " +
@@ -32,6 +38,19 @@ func (c *Client) connHint(err error) (hint string, final bool) {
 	case tlshint.ClientCertRefused:
 		hint = "the gateway takes only clients with a certificate signed by a CA in its --tls-client-ca: " +
 			"give one in Config.TLS (LoadTLS's certFile and keyFile)"
+	case tlshint.ClientCertExpired:
+		if own != nil {
+			hint = "the client certificate (Config.TLS, LoadTLS's certFile) " + tlshint.Validity(own, time.Now()) + ": give a current one"
+		} else {
+			hint = "the gateway refused the client certificate (Config.TLS, LoadTLS's certFile) as expired or not yet valid: " +
+				"give a current one, or check the gateway's clock"
+		}
+	case tlshint.ServerCertExpired:
+		hint = "the gateway's certificate (its --tls-cert) has expired or is not yet valid: renew it on the gateway " +
+			"(it serves the new files within a second), or check this machine's clock"
+	case tlshint.Dropped:
+		hint = "the gateway closed the connection after the TLS handshake, as it does a client certificate it refuses: " +
+			"if it has --tls-client-ca, give Config.TLS a certificate a CA in it signed (LoadTLS's certFile and keyFile)"
 	}
 	return hint, m.Certain()
 }

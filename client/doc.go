@@ -27,7 +27,8 @@
 //   - UNAVAILABLE (the gateway could not store the job, or could not be
 //     reached): after an exponential backoff with jitter; but not a TLS
 //     mismatch that is certain (a TLS client answered in plaintext, a
-//     certificate not trusted), which comes back at once. The error of a
+//     certificate not trusted, the client's or the gateway's certificate
+//     expired or not yet valid), which comes back at once. The error of a
 //     mismatch, or of a likely one, ends with a hint of what to change;
 //   - DEADLINE_EXCEEDED of one attempt when Config.AttemptTimeout is set
 //     and the caller's context is still live.

@@ -81,6 +81,31 @@ func TestTLSMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An expired client certificate, of a CA the gateway takes, and a
+	// gateway whose own certificate has expired: the client retried 8
+	// times and ended with "remote error: tls: expired certificate", or
+	// "write: broken pipe" (found by a tester).
+	expired := tlstest.NewUntil(t, time.Now().Add(-time.Hour))
+	takesExpired, err := tlsflags.Server{CertFile: files.ServerCert, KeyFile: files.ServerKey, ClientCAFile: expired.CA}.Config("", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtlsGateway := &scripted{submit: answerSubmit(nil)}
+	serveScripted(t, mtlsGateway, grpc.Creds(credentials.NewTLS(takesExpired)))
+	expiredCert, err := client.LoadTLS(files.CA, expired.ClientCert, expired.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredServerTLS, err := tlsflags.Server{CertFile: expired.ServerCert, KeyFile: expired.ServerKey}.Config("", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredGateway := &scripted{submit: answerSubmit(nil)}
+	serveScripted(t, expiredGateway, grpc.Creds(credentials.NewTLS(expiredServerTLS)))
+	trustsExpired, err := client.LoadTLS(expired.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		addr     string
@@ -90,22 +115,29 @@ func TestTLSMismatch(t *testing.T) {
 	}{
 		{"TLS to plaintext", plainGateway.addr, client.Config{TLS: trusted}, "the gateway serves plaintext: set Config.Insecure", 1},
 		{"untrusted certificate", tlsGateway.addr, client.Config{TLS: &tls.Config{MinVersion: tls.VersionTLS12}}, "not signed by a CA the client trusts", 1},
+		{"expired client certificate", mtlsGateway.addr, client.Config{TLS: expiredCert}, "the client certificate (Config.TLS, LoadTLS's certFile) CN=sluice-test-client expired at", 1},
+		{"expired gateway certificate", expiredGateway.addr, client.Config{TLS: trustsExpired}, "the gateway's certificate (its --tls-cert) has expired or is not yet valid", 1},
 		// A stopping gateway closes connections the same way: retried.
 		{"plaintext to TLS", tlsGateway.addr, client.Config{Insecure: true, MaxAttempts: 2, BackoffBase: time.Millisecond}, "leave Config.Insecure unset", 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := dial(t, tc.addr, tc.cfg).Submit(t.Context(), client.Job{Payload: []byte("x")})
-			if err == nil || !strings.Contains(err.Error(), tc.hint) {
-				t.Fatalf("Submit: %v; want an error saying %q", err, tc.hint)
-			}
-			if status.Code(err) != codes.Unavailable {
-				t.Errorf("code %v, want Unavailable", status.Code(err))
-			}
-			retried := strings.Contains(err.Error(), "gave up after")
-			if want := tc.attempts > 1; retried != want {
-				t.Errorf("Submit: %v; retried %t, want %t", err, retried, want)
+			// Several times: a refused client certificate reaches the
+			// client as the server's alert or, the alert lost, as
+			// "write: broken pipe", about half the time each.
+			for range 4 {
+				_, err := dial(t, tc.addr, tc.cfg).Submit(t.Context(), client.Job{Payload: []byte("x")})
+				if err == nil || !strings.Contains(err.Error(), tc.hint) {
+					t.Fatalf("Submit: %v; want an error saying %q", err, tc.hint)
+				}
+				if status.Code(err) != codes.Unavailable {
+					t.Errorf("code %v, want Unavailable", status.Code(err))
+				}
+				retried := strings.Contains(err.Error(), "gave up after")
+				if want := tc.attempts > 1; retried != want {
+					t.Errorf("Submit: %v; retried %t, want %t", err, retried, want)
+				}
 			}
 		})
 	}

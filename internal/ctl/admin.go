@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,6 +32,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/cliconn"
 	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
+	"github.com/sluice-dev/sluice/internal/tlshint"
 )
 
 // adminFlags are the connection flags every admin command takes.
@@ -131,6 +133,22 @@ func keyFromEnv(flagValue, env string) string {
 // the server was running, which it was.
 func tlsHint(msg string, c tlsflags.Client) string {
 	on := c != (tlsflags.Client{})
+	// A certificate out of its validity, the client's or the server's:
+	// an expired --tls-cert was told to check the server's CA, its alert
+	// lost to "write: broken pipe" (found by a tester).
+	var own *x509.Certificate
+	if c.CertFile != "" {
+		own = tlshint.FileOutOfDate(c.CertFile, time.Now())
+	}
+	switch tlshint.Diagnose(msg, on, own) {
+	case tlshint.ClientCertExpired:
+		if own != nil {
+			return "; --tls-cert " + tlshint.Validity(own, time.Now()) + ": give a current certificate"
+		}
+		return "; it refused --tls-cert as expired or not yet valid: give a current certificate (or check the server's clock)"
+	case tlshint.ServerCertExpired:
+		return "; its certificate (its --tls-cert) has expired or is not yet valid: renew it there (it serves the new files within a second), or check this machine's clock"
+	}
 	switch {
 	case !on && strings.Contains(msg, "error reading server preface"):
 		return "; if it serves TLS, add --tls-ca (or --tls, for a certificate the system trusts)"

@@ -289,6 +289,21 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 	}
 	mtlsAddr := serveGRPC(grpc.Creds(credentials.NewTLS(mutualTLS)))
 	other := tlstest.New(t) // a client certificate of a CA the server does not know
+	// Expired certificates, of a CA the server takes: the client's (its
+	// alert often lost to "write: broken pipe", and the hint sent the
+	// user to the server's CA) and the server's (found by a tester).
+	expired := tlstest.NewUntil(t, time.Now().Add(-time.Hour))
+	takesExpired, err := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: expired.CA}.Config("", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	takesExpiredAddr := serveGRPC(grpc.Creds(credentials.NewTLS(takesExpired)))
+	expiredServer, err := tlsflags.Server{CertFile: expired.ServerCert, KeyFile: expired.ServerKey}.Config("", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredAddr := serveGRPC(grpc.Creds(credentials.NewTLS(expiredServer)))
+	expiredClient := []string{"--tls-ca", pki.CA, "--tls-cert", expired.ClientCert, "--tls-key", expired.ClientKey}
 	tests := []struct {
 		name string
 		args []string
@@ -301,6 +316,9 @@ func TestTLSMismatchSaysSo(t *testing.T) {
 		{"stats without a client certificate to mutual TLS", []string{"stats", "--admin-addr", mtlsAddr, "--admin-key", "k", "--tls-ca", pki.CA}, "add --tls-cert and --tls-key"},
 		{"submit without a client certificate to mutual TLS", []string{"submit", "--addr", mtlsAddr, "--key", "k", "--tls-ca", pki.CA, "x"}, "add --tls-cert and --tls-key"},
 		{"stats with an untrusted client certificate to mutual TLS", []string{"stats", "--admin-addr", mtlsAddr, "--admin-key", "k", "--tls-ca", pki.CA, "--tls-cert", other.ClientCert, "--tls-key", other.ClientKey}, "--tls-client-ca"},
+		{"submit with an expired client certificate", append([]string{"submit", "--addr", takesExpiredAddr, "--key", "k", "x"}, expiredClient...), "--tls-cert CN=sluice-test-client expired at"},
+		{"stats with an expired client certificate", append([]string{"stats", "--admin-addr", takesExpiredAddr, "--admin-key", "k"}, expiredClient...), "--tls-cert CN=sluice-test-client expired at"},
+		{"submit to an expired server certificate", []string{"submit", "--addr", expiredAddr, "--key", "k", "--tls-ca", expired.CA, "x"}, "its certificate (its --tls-cert) has expired or is not yet valid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,8 +3,10 @@ package ctl
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/tlsflags"
+	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
 
 // TestTLSHint: what each TLS mismatch tells the user to fix. A server
@@ -16,6 +18,10 @@ func TestTLSHint(t *testing.T) {
 	t.Parallel()
 	withCert := tlsflags.Client{CAFile: "ca.pem", CertFile: "rogue.pem", KeyFile: "rogue-key.pem"}
 	caOnly := tlsflags.Client{CAFile: "ca.pem"}
+	// An expired client certificate, its alert lost or not: the hint
+	// said to check the server's CA (found by a tester).
+	expired := tlstest.NewUntil(t, time.Now().Add(-time.Hour))
+	expiredCert := tlsflags.Client{CAFile: "ca.pem", CertFile: expired.ClientCert, KeyFile: expired.ClientKey}
 	tests := []struct {
 		name string
 		msg  string
@@ -30,6 +36,10 @@ func TestTLSHint(t *testing.T) {
 		{"alert lost, no certificate", "write: broken pipe", caOnly, "add --tls-cert and --tls-key"},
 		{"untrusted certificate", "remote error: tls: unknown certificate authority", withCert, "does not trust --tls-cert"},
 		{"not TLS at all", "connection refused", tlsflags.Client{}, ""},
+		{"expired certificate, alert lost", "write: broken pipe", expiredCert, "--tls-cert CN=sluice-test-client expired at"},
+		{"expired certificate", "remote error: tls: expired certificate", expiredCert, "--tls-cert CN=sluice-test-client expired at"},
+		{"expired certificate, not read", "remote error: tls: expired certificate", withCert, "it refused --tls-cert as expired or not yet valid"},
+		{"expired server certificate", "x509: certificate has expired or is not yet valid: current time", caOnly, "its certificate (its --tls-cert) has expired"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
