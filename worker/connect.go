@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,7 +104,8 @@ var (
 var cancelGrace = 5 * time.Second
 
 // ErrRefused is returned by Connect when sluice refuses the worker's key or
-// Hello: retrying would not help.
+// Hello, or the connection's TLS cannot work until the worker's own
+// settings change: retrying would not help.
 var ErrRefused = errors.New("refused by sluice")
 
 // Connect pulls jobs from the sluice process at addr, authenticating with
@@ -121,6 +124,22 @@ var ErrRefused = errors.New("refused by sluice")
 // closes the stream and returns nil. It returns an error wrapping
 // ErrRefused if sluice refuses the key or the Hello (a session ended by a
 // reload that revoked or narrowed the key is tried again: that answers).
+//
+// A TLS failure is logged with what to change on each reconnect. One
+// whose fix lies in the worker's own TLS settings ends Connect with
+// ErrRefused, as a refused key does: its own client certificate expired
+// or not yet valid, none given to a sluice that requires one, sluice's
+// certificate signed by a CA the worker does not trust, TLS dialled to a
+// plaintext listener, or plaintext to a TLS one (confirmed by a TLS probe
+// of addr, as a stopping sluice or a proxy with no backend also closes
+// the connection at once). One that sluice's side can heal while the
+// worker waits is retried: sluice's certificate expired (it reloads a
+// renewed one without a restart), the worker's certificate from a CA
+// sluice does not take (sluice may be restarted with a new
+// --tls-client-ca), or a connection closed after the handshake with the
+// reason lost ("write: broken pipe"). Workers looped on all of these for
+// ever, about half the lines naming nothing to change (found by a
+// tester).
 func Connect(ctx context.Context, addr, key string, handler Handler, opts ConnectOptions) error {
 	if handler == nil {
 		return errors.New("worker: Connect needs a handler")
@@ -188,8 +207,14 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		// is refused if the key is gone, or is served the lanes the key
 		// still allows (Connect stopped for good on a narrowed key; found
 		// in review).
+		hint, final := tlsHint(err, opts.TLS)
+		if !welcomed && opts.TLS == nil && hint != "" && speaksTLS(ctx, addr, opts.DialOptions) {
+			hint, final = "sluice's --worker-listen serves TLS (it answered a TLS handshake): dial it with TLS (ConnectOptions.TLS; sluicectl worker --tls-ca)", true
+		}
 		if st, ok := status.FromError(err); ok && !welcomed {
 			switch {
+			case final && st.Code() == codes.Unavailable:
+				return fmt.Errorf("worker: %w: %s (%s)", ErrRefused, st.Message(), hint)
 			case refusedCode(st.Code()):
 				return fmt.Errorf("worker: %w: %s", ErrRefused, st.Message())
 			case st.Code() == codes.Unimplemented:
@@ -201,7 +226,7 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		}
 		after := wait.next(welcomed, time.Since(start), jitter)
 		attrs := []any{slog.Any("error", err), slog.Duration("after", after)}
-		if hint := tlsHint(err, opts.TLS != nil); hint != "" {
+		if hint != "" {
 			attrs = append(attrs, slog.String("hint", hint))
 		}
 		c.log.WarnContext(ctx, "pull stream ended; reconnecting", attrs...)
@@ -264,25 +289,84 @@ func (w *reconnectWait) next(welcomed bool, lasted time.Duration, jitter func(ti
 func jitter(d time.Duration) time.Duration { return rand.N(d + 1) }
 
 // tlsHint says what to fix when err looks like a TLS mismatch between the
-// worker and sluice's --worker-listen. Connect keeps retrying (a
-// certificate rotation can heal it), but the raw handshake errors it
-// logged, over and over, named nothing to change (found in a
-// walkthrough).
-func tlsHint(err error, tlsOn bool) string {
+// worker, dialling with cfg (nil: plaintext), and sluice's
+// --worker-listen; final reports that only a change of the worker's own
+// settings heals it (see Connect). The raw handshake errors it logged,
+// over and over, named nothing to change (found in a walkthrough).
+func tlsHint(err error, cfg *tls.Config) (hint string, final bool) {
 	if err == nil {
-		return ""
+		return "", false
 	}
-	switch tlshint.Classify(err.Error(), tlsOn) {
+	var own *x509.Certificate // the worker's certificate, if out of date
+	hasCert := false
+	if cfg != nil {
+		own = tlshint.OutOfDate(cfg.Certificates, time.Now())
+		hasCert = len(cfg.Certificates) > 0 || cfg.GetClientCertificate != nil
+	}
+	switch tlshint.Diagnose(err.Error(), cfg != nil, own) {
 	case tlshint.ServerWantsTLS:
-		return "if sluice's --worker-listen serves TLS, dial it with TLS (ConnectOptions.TLS; sluicectl worker --tls-ca)"
+		return "if sluice's --worker-listen serves TLS, dial it with TLS (ConnectOptions.TLS; sluicectl worker --tls-ca)", false
 	case tlshint.ServerPlaintext:
-		return "sluice's --worker-listen serves plain text: dial it without TLS"
+		return "sluice's --worker-listen serves plain text: dial it without TLS", true
 	case tlshint.UnknownAuthority:
-		return "the CA given (--tls-ca) did not sign sluice's certificate (its --tls-cert)"
+		return "the CA given (--tls-ca) did not sign sluice's certificate (its --tls-cert)", true
 	case tlshint.ClientCertRefused:
-		return "sluice takes only workers with a client certificate signed by a CA in its --tls-client-ca: give one (--tls-cert, --tls-key) from that CA"
+		if !hasCert {
+			return "sluice takes only workers with a client certificate signed by a CA in its --tls-client-ca: give one (--tls-cert, --tls-key) from that CA", true
+		}
+		return "sluice did not take the worker's client certificate (--tls-cert): use one signed by a CA in its --tls-client-ca " +
+			"(a Go client withholds a certificate whose CA sluice does not name)", false
+	case tlshint.ClientCertExpired:
+		if own != nil {
+			return "the worker's client certificate (--tls-cert) " + tlshint.Validity(own, time.Now()) + ": give a current one", true
+		}
+		return "sluice refused the worker's client certificate (--tls-cert) as expired or not yet valid: give a current one, or check sluice's clock", true
+	case tlshint.ServerCertExpired:
+		return "sluice's certificate (its --tls-cert) has expired or is not yet valid: renew it there (it serves the new files within a second), or check this machine's clock", false
+	case tlshint.Dropped:
+		if !hasCert {
+			return "sluice closed the connection after the TLS handshake, as it does a worker without a client certificate: " +
+				"if it has --tls-client-ca, give the worker one a CA in it signed (--tls-cert, --tls-key)", false
+		}
+		return "sluice closed the connection after the TLS handshake, as it does a client certificate it refuses: " +
+			"if it has --tls-client-ca, check that a CA in it signed the worker's --tls-cert", false
 	}
-	return ""
+	return "", false
+}
+
+// probeWait bounds speaksTLS.
+const probeWait = 2 * time.Second
+
+// speaksTLS reports whether addr, which closed a plaintext worker's
+// connection before its first frame, answers a TLS handshake with a
+// certificate: then the worker's missing TLS is the fault, not a sluice
+// that is stopping or a proxy with no backend, which close connections
+// the same way. The probe makes no call, and trusts the certificate only
+// to see that one came.
+func speaksTLS(ctx context.Context, addr string, dialOpts []grpc.DialOption) bool {
+	var saw atomic.Bool
+	probe := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, //nolint:gosec // only to see whether a certificate comes; nothing is sent
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			saw.Store(len(raw) > 0)
+			return nil
+		},
+	}
+	conn, err := grpc.NewClient(addr, append(slices.Clone(dialOpts), grpc.WithTransportCredentials(credentials.NewTLS(probe)))...)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	conn.Connect()
+	for s := conn.GetState(); !saw.Load() && s != connectivity.Ready && s != connectivity.TransientFailure; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			break
+		}
+	}
+	return saw.Load()
 }
 
 func refusedCode(c codes.Code) bool {

@@ -8,6 +8,15 @@
 // serves sluice's worker gRPC service (sluice.worker.v1.WorkerService)
 // from the same handler.
 //
+// Connect reconnects when the stream breaks, and stops with ErrRefused
+// when retrying cannot help until the worker's own settings change: a
+// refused key or Hello, an address without the worker API, or a TLS
+// failure that lies with the worker (its client certificate expired or
+// missing, sluice's certificate from a CA it does not trust, TLS and
+// plaintext crossed). A TLS failure sluice's side can heal while the
+// worker waits (sluice's certificate expired, the worker's from a CA
+// sluice does not take yet) is retried, each warning with a hint.
+//
 // What the handler returns decides the job's fate, pulled or pushed (in
 // parentheses, the status a push worker answers):
 //

@@ -84,8 +84,8 @@ func TestAddressesFromEnvironment(t *testing.T) {
 // worker pointed at a --worker-listen that serves TLS printed "pulling
 // jobs" and then nothing (found in a walkthrough). With --tls-ca it dials
 // TLS: against a TLS server that has no worker API the handshake
-// succeeds and the worker stops, told so. Without it, the failed
-// handshakes are logged as it retries.
+// succeeds and the worker stops, told so. Without it, it stops too,
+// saying the listener serves TLS.
 func TestPullsOverTLS(t *testing.T) {
 	t.Parallel()
 	files := tlstest.New(t)
@@ -115,9 +115,11 @@ func TestPullsOverTLS(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		var out syncbuf.Buffer
-		_ = run(ctx, []string{"--addr", addr, "--key", "k"}, &out)
-		if !strings.Contains(out.String(), "pull stream ended; reconnecting") {
-			t.Fatalf("output does not show why no job comes:\n%s", out.String())
+		err := run(ctx, []string{"--addr", addr, "--key", "k"}, &out)
+		// The server answers a TLS probe: no retry helps until the
+		// worker dials TLS, so it stops, saying so.
+		if !errors.Is(err, worker.ErrRefused) || !strings.Contains(err.Error(), "serves TLS") {
+			t.Fatalf("run: %v, want ErrRefused saying the listener serves TLS\n%s", err, out.String())
 		}
 	})
 	t.Run("push flag", func(t *testing.T) {

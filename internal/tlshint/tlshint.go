@@ -32,7 +32,8 @@ const (
 	// None: the error says nothing about TLS.
 	None Mismatch = iota
 	// ServerWantsTLS: a plain-text client's connection was closed before
-	// the server's first frame, as a TLS server does. A server or proxy
+	// the server's first frame (or under its first writes: "broken
+	// pipe"), as a TLS server does. A server or proxy
 	// that closed it for another reason (one stopping) looks the same, so
 	// it is only likely.
 	ServerWantsTLS
@@ -65,7 +66,9 @@ const (
 // with TLS (tlsOn) or without.
 func Classify(msg string, tlsOn bool) Mismatch {
 	switch {
-	case !tlsOn && strings.Contains(msg, "error reading server preface"):
+	case !tlsOn && (strings.Contains(msg, "error reading server preface") || closed(msg)):
+		// A TLS server closes a plaintext client's connection on its
+		// first bytes; the client's next write can meet the closed socket.
 		return ServerWantsTLS
 	case tlsOn && strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return ServerPlaintext
@@ -77,10 +80,16 @@ func Classify(msg string, tlsOn bool) Mismatch {
 		return ClientCertExpired
 	case strings.Contains(msg, "certificate required"), strings.Contains(msg, "bad certificate"), strings.Contains(msg, "unknown certificate authority"):
 		return ClientCertRefused
-	case tlsOn && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer")):
+	case tlsOn && closed(msg):
 		return Dropped
 	}
 	return None
+}
+
+// closed reports whether msg is a connection the other end closed or
+// reset under a write or read.
+func closed(msg string) bool {
+	return strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer")
 }
 
 // Diagnose is Classify for a client whose own certificate's leaf is own

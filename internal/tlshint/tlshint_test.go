@@ -29,7 +29,7 @@ func TestClassify(t *testing.T) {
 		{"server certificate expired", `tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time 2026-11-29T16:00:15Z is after 2026-11-29T15:00:15Z`, true, ServerCertExpired},
 		{"alert lost", `write tcp 127.0.0.1:59146->127.0.0.1:45927: write: broken pipe`, true, Dropped},
 		{"reset", `read tcp 127.0.0.1:59146->127.0.0.1:45927: read: connection reset by peer`, true, Dropped},
-		{"broken pipe without TLS", `write: broken pipe`, false, None},
+		{"broken pipe without TLS", `write: broken pipe`, false, ServerWantsTLS},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,8 +43,10 @@ func TestClassify(t *testing.T) {
 
 func TestCertain(t *testing.T) {
 	t.Parallel()
-	for m, want := range map[Mismatch]bool{None: false, ServerWantsTLS: false, ServerPlaintext: true, UnknownAuthority: true, ClientCertRefused: true,
-		ClientCertExpired: true, ServerCertExpired: true, Dropped: false} {
+	for m, want := range map[Mismatch]bool{
+		None: false, ServerWantsTLS: false, ServerPlaintext: true, UnknownAuthority: true, ClientCertRefused: true,
+		ClientCertExpired: true, ServerCertExpired: true, Dropped: false,
+	} {
 		if got := m.Certain(); got != want {
 			t.Errorf("Mismatch(%d).Certain() = %t, want %t", m, got, want)
 		}
@@ -101,7 +103,7 @@ func TestDiagnose(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var leaf = own
+			leaf := own
 			if !tc.own {
 				leaf = nil
 			}
