@@ -131,10 +131,17 @@ func tenantFile(ctx context.Context, env *Env, rec *Recorder, n int, fig Figure)
 	return nil
 }
 
-// logDuration reads a slog duration attribute (nanoseconds in JSON).
+// logDuration reads a slog duration attribute: a string ("1.5s") as the
+// binaries log it (serve.NewLogger), or JSON nanoseconds.
 func logDuration(v any) time.Duration {
-	f, _ := v.(float64)
-	return time.Duration(f)
+	switch v := v.(type) {
+	case string:
+		d, _ := time.ParseDuration(v)
+		return d
+	case float64:
+		return time.Duration(v)
+	}
+	return 0
 }
 
 func memory(ctx context.Context, env *Env, rec *Recorder, o MemoryOptions, fig Figure) error {

@@ -29,13 +29,23 @@ import (
 )
 
 // NewLogger returns a JSON logger at level ("debug", "info", "warn",
-// "error").
+// "error"). Durations are written as Go writes them ("1.5s"), not as
+// JSON's integer nanoseconds, which read "took":5000000 in the start-up
+// log.
 func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: readableDuration})), nil
+}
+
+// readableDuration writes a duration attribute as a string.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // Server is a gRPC server with its health service.

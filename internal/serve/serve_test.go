@@ -353,3 +353,17 @@ func TestFailedCallLogIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestLoggerWritesDurationsReadably: "took":"5ms", not "took":5000000.
+func TestLoggerWritesDurationsReadably(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	log, err := NewLogger(&out, "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("opened", slog.Duration("took", 5*time.Millisecond), slog.Group("g", slog.Duration("wait", 1500*time.Millisecond)))
+	if got := out.String(); !strings.Contains(got, `"took":"5ms"`) || !strings.Contains(got, `"wait":"1.5s"`) {
+		t.Fatalf("log line %s, want durations as strings", got)
+	}
+}
