@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/syncbuf"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -104,10 +104,8 @@ func TestStoreFileRemovedWhileRunning(t *testing.T) {
 // disk, found in a filesystem walkthrough).
 func TestFullStoreLogsCheckpointFailuresSparingly(t *testing.T) {
 	t.Parallel()
-	var logged bytes.Buffer
-	var mu sync.Mutex
-	h := slog.NewTextHandler(&lockedWriter{w: &logged, mu: &mu}, nil)
-	b, err := open(filepath.Join(t.TempDir(), "queues.db"), Options{Logger: slog.New(h)}, knobs{maxSize: 4 << 20})
+	var logged syncbuf.Buffer
+	b, err := open(filepath.Join(t.TempDir(), "queues.db"), Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))}, knobs{maxSize: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,21 +123,8 @@ func TestFullStoreLogsCheckpointFailuresSparingly(t *testing.T) {
 	for range 5 { // each fails to commit, the store being degraded
 		_, _ = fillStore(t, b, 1)
 	}
-	mu.Lock()
 	lines := strings.Count(logged.String(), "checkpoint failed")
-	mu.Unlock()
 	if failed.Load() < 2 || lines != 1 {
 		t.Fatalf("%d failed checkpoints logged in %d lines, want several in one", failed.Load(), lines)
 	}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
