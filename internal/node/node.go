@@ -110,32 +110,6 @@ const newStoreWarning = "if this host had jobs before, stop now: is the volume m
 // line before, as well as after.
 const slowOpenBytes = 1 << 30
 
-// storedMessages counts the messages of every queue b holds (waiting,
-// delayed or in flight, dead letters included), for the start-up log: a
-// store that should hold jobs and opens with none says so. ok is false
-// when b cannot list its queues or count them.
-func storedMessages(ctx context.Context, b queue.Backend) (n int64, ok bool) {
-	l, isLister := b.(queue.Lister)
-	if !isLister {
-		return 0, false
-	}
-	names, err := l.ListQueues(ctx, "")
-	if err != nil {
-		return 0, false
-	}
-	if len(names) == 0 {
-		return 0, true
-	}
-	stats, err := b.Stats(ctx, &queue.StatsParams{Queues: names})
-	if err != nil {
-		return 0, false
-	}
-	for _, s := range stats {
-		n += s.Visible + s.InFlight + s.Delayed
-	}
-	return n, true
-}
-
 // fsyncFlag is --fsync: "always" or "interval:<duration>".
 type fsyncFlag struct{ d *time.Duration }
 
@@ -303,9 +277,7 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		// The durability in force was nowhere to be seen once the process
 		// ran (found in a walkthrough).
 		attrs := []any{slog.String("path", path)}
-		if n, ok := storedMessages(ctx, eb); ok {
-			attrs = append(attrs, slog.Int64("messages", n))
-		}
+		attrs = append(attrs, slog.Int("messages", eb.Messages()))
 		attrs = append(attrs, slog.String("fsync", fsyncFlag{&f.SyncInterval}.String()), slog.Duration("took", took.Round(time.Millisecond)))
 		log.InfoContext(ctx, "embedded store open", attrs...)
 		b = eb

@@ -52,7 +52,7 @@ func (b *Backend) watchFile(ctx context.Context) {
 		b.gone.Store(&gone)
 		b.opts.Logger.Error("the store file was "+what+" while sluice ran (was the data directory deleted or its volume changed?). "+
 			"New jobs are refused; the jobs it holds are still delivered from the open file; stop this process normally (SIGTERM, not SIGKILL) and it writes them back",
-			slog.String("path", b.db.Path()), slog.Int("messages", b.messageCount()))
+			slog.String("path", b.db.Path()), slog.Int("messages", b.Messages()))
 	})
 }
 
@@ -65,8 +65,9 @@ func (b *Backend) goneErr() error {
 	return nil
 }
 
-// messageCount is the number of messages the store holds.
-func (b *Backend) messageCount() int {
+// Messages returns the number of messages the store holds, in every
+// queue: waiting, in flight and delayed.
+func (b *Backend) Messages() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
@@ -94,7 +95,7 @@ func (b *Backend) restoreGoneStore(lastCommit error) {
 	if err == nil {
 		err = syncDir(filepath.Dir(path))
 	}
-	log := b.opts.Logger.With(slog.String("path", path), slog.Int("messages", b.messageCount()))
+	log := b.opts.Logger.With(slog.String("path", path), slog.Int("messages", b.Messages()))
 	switch {
 	case err != nil:
 		log.Error("could not write back the store whose file was removed; its jobs are lost when this process exits", slog.Any("error", err))
