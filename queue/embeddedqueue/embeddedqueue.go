@@ -286,7 +286,7 @@ func open(path string, opts Options, k knobs) (_ *Backend, err error) {
 	if b.opened, err = os.Stat(path); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
 	}
-	if err := b.init(path + ".wal"); err != nil {
+	if err := b.init(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open %s: %w", path, err), db.Close())
 	}
 	go b.writer()
@@ -366,7 +366,7 @@ func logPaths(path string) [2]string { return [2]string{path + ".wal", path + ".
 
 // init checks or stamps the file format, replays the redo log and builds
 // the index.
-func (b *Backend) init(logPath string) error {
+func (b *Backend) init() error {
 	var upgraded string
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
@@ -409,7 +409,7 @@ func (b *Backend) init(logPath string) error {
 		b.opts.Logger.Info("store format upgraded: builds that read only the old format refuse this store from now on",
 			slog.String("from", upgraded), slog.String("to", format), slog.String("path", b.db.Path()))
 	}
-	if err := b.recoverLog(logPath); err != nil {
+	if err := b.recoverLog(); err != nil {
 		return err
 	}
 	b.mu.Lock()

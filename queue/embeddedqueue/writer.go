@@ -606,8 +606,8 @@ func keepDamagedLog(path string, data []byte, d *damagedLog, log *slog.Logger) {
 // recoverLog commits what the redo logs of an earlier run hold beyond the
 // store, then opens them for this run. Either file may hold either
 // epoch's records: a store written by an older build has one log file.
-func (b *Backend) recoverLog(path string) error {
-	paths := [2]string{path, path + ".1"} // logPaths of the store
+func (b *Backend) recoverLog() error {
+	paths := logPaths(b.db.Path())
 	var data [2][]byte
 	for i, p := range paths {
 		var err error
@@ -658,7 +658,7 @@ func (b *Backend) recoverLog(path string) error {
 	}
 	// A log file just created must not vanish with its directory entry
 	// at a power loss, taking answered records with it.
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := syncDir(filepath.Dir(paths[0])); err != nil {
 		return errors.Join(err, b.logs[0].close(), b.logs[1].close())
 	}
 	b.log = b.logs[b.epoch%2]
