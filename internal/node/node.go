@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/admin"
 	"github.com/sluice-dev/sluice/drainer"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
+	"github.com/sluice-dev/sluice/internal/dirsync"
 	"github.com/sluice-dev/sluice/internal/flagconf"
 	"github.com/sluice-dev/sluice/internal/periodic"
 	"github.com/sluice-dev/sluice/internal/serve"
@@ -847,17 +848,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 		return err
 	}
 	// The rename is durable once the directory is synced.
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir fsyncs the directory dir, making a file created or renamed in
-// it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
+	return dirsync.Sync(filepath.Dir(path))
 }
 
 // bareError is err without the file name an *os.PathError or

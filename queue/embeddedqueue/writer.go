@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/sluice-dev/sluice/internal/dirsync"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -677,16 +678,8 @@ func randomEpoch() (uint64, error) {
 
 // syncDir makes the entries of directory dir durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync data directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync data directory %s: %w", dir, err)
+	if err := dirsync.Sync(dir); err != nil {
+		return fmt.Errorf("sync data directory: %w", err) // err names dir
 	}
 	return nil
 }
