@@ -277,10 +277,8 @@ func OpenBackend(ctx context.Context, f BackendFlags, topo topology.Topology, lo
 		}
 		// The durability in force was nowhere to be seen once the process
 		// ran (found in a walkthrough).
-		attrs := []any{slog.String("path", path)}
-		attrs = append(attrs, slog.Int("messages", eb.Messages()))
-		attrs = append(attrs, slog.String("fsync", fsyncFlag{&f.SyncInterval}.String()), slog.Duration("took", took.Round(time.Millisecond)))
-		log.InfoContext(ctx, "embedded store open", attrs...)
+		log.InfoContext(ctx, "embedded store open", slog.String("path", path), slog.Int("messages", eb.Messages()),
+			slog.String("fsync", fsyncFlag{&f.SyncInterval}.String()), slog.Duration("took", took.Round(time.Millisecond)))
 		b = eb
 	case "sqs":
 		if f.SyncInterval != 0 {
