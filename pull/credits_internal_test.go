@@ -602,3 +602,49 @@ func TestGivenUpJobsCreditIsNotOffered(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyRevokedWhileConnecting: a reload that revokes a worker's key
+// after Connect authenticated it, and whose key check ran before the
+// session joined the hub, leaves the session out: it is refused when it
+// joins, and gets no job. It joined and took jobs until the next sweep
+// (found by CI, as a flake of TestRevokedKeyGetsNoJobAfterTheReload).
+func TestKeyRevokedWhileConnecting(t *testing.T) {
+	t.Parallel()
+	var revoked atomic.Bool
+	var version atomic.Pointer[tenant.Version]
+	version.Store(&tenant.Version{})
+	h, err := New(Config{
+		Authenticate: func(string) (*tenant.Worker, bool) { return &tenant.Worker{Name: "w"}, !revoked.Load() },
+		KeysVersion:  version.Load,
+		Lanes:        []string{"std"},
+		Capacity:     func(int, map[string]int) {},
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Stop(context.Background()) })
+	fs, connected := fakeConnect(t, h)
+	fs.out = make(chan *workerv1.ConnectResponse) // the Welcome's send waits for the test
+	fs.in <- &workerv1.ConnectRequest{Message: &workerv1.ConnectRequest_Hello{Hello: &workerv1.Hello{Credits: 1}}}
+	// Connect has authenticated the key and is sending the Welcome: the
+	// reload lands, and its key check runs, before the session joins.
+	waitFor(t, func() bool { return len(fs.in) == 0 })
+	revoked.Store(true)
+	version.Store(&tenant.Version{})
+	h.checkKeys()
+	if m := <-fs.out; m.GetWelcome() == nil {
+		t.Fatalf("want Welcome, got %v", m)
+	}
+	select {
+	case err := <-connected:
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("Connect after the revocation: %v, want PERMISSION_DENIED", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Connect still serving 5s after the revocation, with %d sessions in the hub", h.Workers())
+	}
+	if n := h.Workers(); n != 0 {
+		t.Fatalf("%d sessions in the hub after the revocation, want 0", n)
+	}
+}

@@ -381,16 +381,24 @@ func (h *Hub) capacityLocked() {
 	}
 }
 
-func (h *Hub) add(s *session) bool {
+// add puts s among the sessions that take jobs, or says why it may not.
+// Its key is checked again here, under the lock place assigns under: a
+// reload whose key check ran between Connect's authentication and this
+// add did not see s, and without this check s took jobs under a revoked
+// or narrowed key until the next sweep (found by CI).
+func (h *Hub) add(s *session) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return false
+		return errHubStopped
+	}
+	if err := h.keyRefusal(s); err != nil {
+		return err
 	}
 	h.sessions = append(h.sessions, s)
 	h.capacityLocked()
 	h.creditFreedLocked() // its credits are free: a delivery waiting for one takes it now
-	return true
+	return nil
 }
 
 func (h *Hub) remove(s *session) {

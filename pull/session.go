@@ -126,8 +126,8 @@ func (h *Hub) Connect(stream workerv1.PullService_ConnectServer) error {
 	}}}); err != nil {
 		return err
 	}
-	if !h.add(s) {
-		return errHubStopped
+	if err := h.add(s); err != nil {
+		return err
 	}
 	s.log.InfoContext(ctx, "pull worker connected", slog.Any("lanes", lanes), slog.Int("credits", s.credits))
 	var sender sync.WaitGroup
