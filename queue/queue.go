@@ -299,6 +299,18 @@ type MultiSender interface {
 	SendMany(ctx context.Context, sends []*SendParams) (results [][]SendResult, errs []error)
 }
 
+// FreshReceiver is implemented by backends that can receive a queue's
+// newer messages without reading through its older ones (the embedded
+// backend). ReceiveSentAfter is Receive restricted to the messages whose
+// SentAt is at or after after; older visible messages stay where they
+// are, to be received later. A drainer whose shard's head holds a
+// backlog left by an outage reads the fresh jobs behind it this way at
+// once; reading through millions of old jobs first took minutes. On SQS,
+// whose receives are not in send order, there is no such call.
+type FreshReceiver interface {
+	ReceiveSentAfter(ctx context.Context, params *ReceiveParams, after time.Time) ([]Message, error)
+}
+
 // Mover is implemented by backends that can move received messages to
 // another queue in one step (the embedded backend). Each moved message is
 // stored in To and its original deleted in the same commit, so a move

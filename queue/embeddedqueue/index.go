@@ -88,6 +88,11 @@ type memQueue struct {
 	// while it commits, the store cannot be read, and a receive reads
 	// them here (writer.go). The writer's.
 	recent, committing records
+	// freshSeq is where ReceiveSentAfter's last search for messages
+	// sent at or after freshAfter found the first (fresh.go); 0 until
+	// one ran.
+	freshSeq   uint64
+	freshAfter int64
 }
 
 // records are message records by sequence number, from first on.

@@ -440,6 +440,22 @@ func (b *Backend) Move(ctx context.Context, p *queue.MoveParams) ([]queue.SendRe
 // waiting up to p.Wait for the first. Messages past the queue's max
 // receive count are moved to its dead-letter queue on the way.
 func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
+	return b.receive(ctx, p, headPicker{})
+}
+
+// ReceiveSentAfter is Receive restricted to the messages stored in the
+// queue at or after after (queue.FreshReceiver): the visible ones among
+// them, lowest sequence first. Older visible messages stay where they
+// are. It finds the first such message without reading the older ones
+// again: the queue remembers where the last call's bound ended (a
+// backlog of millions is passed over once, in steps of
+// freshScanStep), and a call with an earlier bound starts over.
+func (b *Backend) ReceiveSentAfter(ctx context.Context, p *queue.ReceiveParams, after time.Time) ([]queue.Message, error) {
+	return b.receive(ctx, p, &freshPicker{after: after.UnixNano()})
+}
+
+// receive is Receive with the messages chosen by pick.
+func (b *Backend) receive(ctx context.Context, p *queue.ReceiveParams, pick picker) ([]queue.Message, error) {
 	switch {
 	case p.Max < 1 || p.Max > queue.MaxBatch:
 		return nil, fmt.Errorf("receive %s: %w: max %d, want 1 to %d", p.Queue, queue.ErrInvalidArgument, p.Max, queue.MaxBatch)
@@ -460,7 +476,11 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 			return nil, fmt.Errorf("receive %s: %w", p.Queue, queue.ErrQueueNotFound)
 		}
 		now := b.opts.Clock().UnixNano()
-		ready := q.hasVisible(now)
+		ready, passing := pick.has(q, now)
+		if passing {
+			b.mu.Unlock()
+			continue // a search past old messages goes on, the lock let go between its steps
+		}
 		wait := time.Until(deadline)
 		var signal <-chan struct{}
 		if !ready && wait > 0 {
@@ -473,7 +493,7 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 
 		switch {
 		case ready:
-			msgs, err := b.claim(ctx, p)
+			msgs, err := b.claim(ctx, p, pick)
 			if err != nil || len(msgs) > 0 {
 				return msgs, err
 			}
@@ -501,20 +521,21 @@ func (b *Backend) Receive(ctx context.Context, p *queue.ReceiveParams) ([]queue.
 // count, moves it to the dead-letter queue in the same transaction. It
 // may return fewer than p.Max, none at all, when its redrives fill it
 // (writeTx.full); Receive then claims again.
-func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Message, error) {
+func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams, pick picker) ([]queue.Message, error) {
 	var out []queue.Message
 	err := b.doLazy(ctx, 0, func(w *writeTx) error {
 		q := b.queues[p.Queue]
 		if q == nil {
 			return nil // gone with a failed commit's EnsureQueues
 		}
+		pick.begin() // an operation held back for the store runs again
 		vis := int64(cmp.Or(p.VisibilityTimeout, q.spec.VisibilityTimeout))
 		dlq := b.queues[q.spec.DeadLetterQueue]
 		changed := false
 		start := len(w.log) // of this operation's changes in the group's record
 		for len(out) < p.Max && (!changed || !w.full(start)) {
 			if w.tx == nil { // a checkpoint is committing: memory only
-				if seq, ok := q.peekVisible(w.now); ok {
+				if seq, ok := pick.peek(q, w.now); ok {
 					if _, inMemory := q.record(seq); !inMemory {
 						if !changed {
 							return errNeedsStore
@@ -524,7 +545,7 @@ func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams) ([]queue.Me
 				}
 			}
 			changed = true
-			seq, ok := q.popVisible(w.now)
+			seq, ok := pick.pop(q, w.now)
 			if !ok {
 				break
 			}

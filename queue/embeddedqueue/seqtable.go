@@ -190,6 +190,20 @@ func (t *seqTable) thin(i int) {
 	t.holes++
 }
 
+// lowest returns a sequence number no live message is below: the
+// first chunk's first, or a thinned message's below it; the largest
+// number there is when the table is empty.
+func (t *seqTable) lowest() uint64 {
+	low := t.first * chunkLen
+	if len(t.chunks) == 0 {
+		low = ^uint64(0)
+	}
+	for seq := range t.sparse {
+		low = min(low, seq)
+	}
+	return low
+}
+
 // all yields every message's sequence number and state: the chunks' in
 // order, then the thinned ones in no order.
 func (t *seqTable) all() iter.Seq2[uint64, msgState] {

@@ -1,0 +1,110 @@
+package embeddedqueue
+
+// Receiving past a backlog: Receive takes a queue's visible messages
+// lowest sequence first; ReceiveSentAfter takes the lowest among those
+// sent at or after a time, leaving the older ones where they are. A
+// drainer whose shard holds millions of jobs left by an outage reads its
+// fresh jobs that way at once, instead of after reading (and moving
+// aside) the whole backlog first, which took minutes.
+
+// freshScanStep bounds the old messages one call passes over while
+// looking for the first fresh one, so that a backlog of millions holds
+// the index's lock for a few milliseconds at a time; the next call goes
+// on from there.
+const freshScanStep = 1 << 18
+
+// picker chooses the messages a receive claims.
+type picker interface {
+	// has reports whether pop would find a message; passing, that it
+	// does not know yet and is to be asked again (after the index's lock
+	// was let go).
+	has(q *memQueue, now int64) (found, passing bool)
+	// peek returns the message pop would take, leaving it.
+	peek(q *memQueue, now int64) (uint64, bool)
+	// pop takes the next message; the caller re-files it with put or
+	// drops it with remove.
+	pop(q *memQueue, now int64) (uint64, bool)
+	// begin starts a claim (again, when it was held back).
+	begin()
+}
+
+// headPicker takes the visible message with the lowest sequence number.
+type headPicker struct{}
+
+func (headPicker) has(q *memQueue, now int64) (bool, bool)    { return q.hasVisible(now), false }
+func (headPicker) peek(q *memQueue, now int64) (uint64, bool) { return q.peekVisible(now) }
+func (headPicker) pop(q *memQueue, now int64) (uint64, bool)  { return q.popVisible(now) }
+func (headPicker) begin()                                     {}
+
+// freshPicker takes the visible message with the lowest sequence number
+// among those sent at or after after (unix nanoseconds). Its messages
+// keep their entries in the ready heap: claimed, their state's ver moves
+// on and the entries are dropped when they surface, as for any re-filed
+// message.
+type freshPicker struct {
+	after int64
+	next  uint64 // the lowest sequence number the claim may still take
+}
+
+func (p *freshPicker) begin() { p.next = 0 }
+
+func (p *freshPicker) has(q *memQueue, now int64) (found, passing bool) {
+	if _, ok := q.freshFrom(p.after); !ok {
+		return false, true
+	}
+	_, found = p.find(q, now, p.next)
+	return found, false
+}
+
+func (p *freshPicker) peek(q *memQueue, now int64) (uint64, bool) {
+	return p.find(q, now, p.next)
+}
+
+func (p *freshPicker) pop(q *memQueue, now int64) (uint64, bool) {
+	seq, ok := p.find(q, now, p.next)
+	if ok {
+		p.next = seq + 1
+	}
+	return seq, ok
+}
+
+// find returns the lowest visible message at or above from sent at or
+// after p.after. It passes over the messages held in flight since that
+// point (a drainer's read-ahead), not the old ones before it.
+func (p *freshPicker) find(q *memQueue, now int64, from uint64) (uint64, bool) {
+	start, ok := q.freshFrom(p.after)
+	if !ok {
+		return 0, false // still passing over old messages
+	}
+	q.promote(now)
+	for seq := max(start, from); seq < q.nextSeq; seq++ {
+		if m, ok := q.msgs.get(seq); ok && m.class == classVisible && m.sentAt >= p.after {
+			return seq, true
+		}
+	}
+	return 0, false
+}
+
+// freshFrom returns the lowest sequence number that may hold a message
+// sent at or after after: every message below it is gone or older. It
+// remembers where it got to, so that calls with a later bound pass over
+// each old message once; a call with an earlier one starts over. False
+// means it passed over freshScanStep messages and is not there yet.
+func (q *memQueue) freshFrom(after int64) (uint64, bool) {
+	if after < q.freshAfter || q.freshSeq == 0 {
+		q.freshSeq = min(q.msgs.lowest(), q.nextSeq)
+	}
+	q.freshAfter = after
+	seq := q.freshSeq
+	for end := seq + freshScanStep; seq < q.nextSeq; seq++ {
+		if seq == end {
+			q.freshSeq = seq
+			return 0, false
+		}
+		if m, ok := q.msgs.get(seq); ok && m.sentAt >= after {
+			break
+		}
+	}
+	q.freshSeq = seq
+	return seq, true
+}
