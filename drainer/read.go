@@ -128,8 +128,32 @@ func (d *Drainer) freeRoomLocked() {
 	}
 }
 
+// pastBacklogFor is how long after a shard's head last held stale jobs
+// its poller goes on reading the fresh jobs behind them (freshReader).
+const pastBacklogFor = 10 * time.Second
+
+// freshReader returns the backend's way to receive a shard's fresh jobs
+// past a backlog at its head (queue.FreshReceiver), or nil where there is
+// none to use: on backends without it, on sideline queues, and in lanes
+// with no staleness bound or no sidelining.
+func (d *Drainer) freshReader(q *queueBuf) queue.FreshReceiver {
+	fresh, ok := d.cfg.Backend.(queue.FreshReceiver)
+	if !ok || q.source != sideliner.SourceShard || q.inbox.policy.StalenessBound <= 0 || q.inbox.policy.NoSideline {
+		return nil
+	}
+	return fresh
+}
+
+// poll reads q while the drainer runs. A shard whose head holds jobs past
+// the lane's staleness bound (an outage's backlog) is read from both
+// ends, where the backend can (freshReader): each round reads its fresh
+// jobs, sent within the bound, and then its head, which moves the stale
+// jobs aside. Read from the head alone, fresh jobs waited behind the
+// whole backlog: 5 million jobs took minutes to read through.
 func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 	log := d.cfg.Logger.With(slog.String("queue", q.name))
+	fresh := d.freshReader(q)
+	var staleAt time.Time // when a head read last found stale jobs
 	for {
 		ok, probe := d.waitRoom(ctx, q)
 		if !ok {
@@ -138,10 +162,24 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 		// The lane's visibility timeout is the queue's default; passing it
 		// lets the backend know the lease, so acks in time skip SQS's
 		// fencing call.
-		msgs, err := d.cfg.Backend.Receive(ctx, &queue.ReceiveParams{
+		params := &queue.ReceiveParams{
 			Queue: q.name, Max: queue.MaxBatch, Wait: d.cfg.PollWait,
 			VisibilityTimeout: q.inbox.visibility,
-		})
+		}
+		if now := d.cfg.Now(); fresh != nil && now.Sub(staleAt) < pastBacklogFor {
+			past := *params
+			past.Wait = 0 // the head read below is the one that waits
+			msgs, err := fresh.ReceiveSentAfter(ctx, &past, now.Add(-q.inbox.policy.StalenessBound))
+			if err == nil && len(msgs) > 0 {
+				d.take(q, msgs, false)
+				if ok, probe = d.waitRoom(ctx, q); !ok {
+					return
+				}
+			} else if err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, "receive of fresh jobs past the backlog failed", slog.Any("error", err))
+			}
+		}
+		msgs, err := d.cfg.Backend.Receive(ctx, params)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -152,8 +190,12 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 			}
 			continue
 		}
-		if len(msgs) > 0 {
-			d.take(q, msgs, probe)
+		if len(msgs) > 0 && d.take(q, msgs, probe) && fresh != nil {
+			if d.cfg.Now().Sub(staleAt) >= pastBacklogFor {
+				log.InfoContext(ctx, "the shard's head holds jobs past the staleness bound: reading its fresh jobs past them while they are moved to the backlog queue",
+					slog.Duration("staleness_bound", q.inbox.policy.StalenessBound))
+			}
+			staleAt = d.cfg.Now()
 		}
 		if len(msgs) < queue.MaxBatch && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
 			return
@@ -165,11 +207,12 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 // scheduler; the others are moved, in one batch per destination, or
 // handled one by one (drop, dead-letter, defer). probe: the batch was
 // read, with no quiet tenant known, to look past the full tenants (its
-// full tenants' jobs are spilled).
-func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
+// full tenants' jobs are spilled). It reports whether the batch held
+// stale jobs (sideliner.Backlog).
+func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) (stale bool) {
 	now := d.cfg.Now()
 	in := q.inbox
-	var spill, stale []*job
+	var spill, backlog []*job
 	var single []decided
 	d.mu.Lock()
 	for _, m := range msgs {
@@ -206,10 +249,11 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 				continue
 			}
 		case sideliner.Backlog:
+			stale = true
 			if d.sched.HeldIn(scheduler.Backlog) < d.staleMax && d.sched.Push(now, j.env.GetTenant(), in.lane.Name, scheduler.Backlog, j) {
 				continue
 			}
-			stale = append(stale, j)
+			backlog = append(backlog, j)
 			continue
 		}
 		single = append(single, decided{j, decision})
@@ -228,8 +272,8 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 	if len(spill) > 0 {
 		d.moveBatch(spill, in.spillover, sideliner.Decision{Action: sideliner.Spill, Reason: sideliner.ReasonReadAheadFull})
 	}
-	if len(stale) > 0 {
-		d.moveBatch(stale, in.backlog, sideliner.Decision{Action: sideliner.Backlog, Reason: sideliner.ReasonStale})
+	if len(backlog) > 0 {
+		d.moveBatch(backlog, in.backlog, sideliner.Decision{Action: sideliner.Backlog, Reason: sideliner.ReasonStale})
 	}
 	for _, s := range single {
 		d.work.Add(1)
@@ -240,6 +284,7 @@ func (d *Drainer) take(q *queueBuf, msgs []queue.Message, probe bool) {
 			d.carryOut(d.handlerCtx, s.j, s.decision)
 		}()
 	}
+	return stale
 }
 
 // freshMax is what the tenants' fresh budgets share: the read-ahead in
