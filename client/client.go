@@ -75,7 +75,9 @@ type Config struct {
 	MaxAttempts int
 	// BackoffBase is the wait before the first retry after UNAVAILABLE; it
 	// doubles with each attempt up to BackoffMax, and a random half of it
-	// is jitter. Default 100ms, and 5s (or BackoffBase, if longer).
+	// is jitter. Default 100ms, and 5s (or BackoffBase, if longer). An
+	// UNAVAILABLE that carries a RetryInfo waits at least its delay, up
+	// to MaxRetryWait.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	// MaxRetryWait is the longest RetryInfo delay the client waits out on
@@ -437,6 +439,14 @@ func (c *Client) retryWait(ctx context.Context, err error, attempt int) (time.Du
 			return 0, false // a TLS mismatch: retries cannot heal it
 		}
 		wait = c.backoff(attempt)
+		// The gateway says when its store may take the job again ("job
+		// not stored", RetryInfo 1s): retries sooner only find it
+		// unavailable again and use up the attempts that were to span
+		// its recovery. A hint past MaxRetryWait is capped, not obeyed:
+		// UNAVAILABLE is worth retrying whatever it says.
+		if hint, ok := retryInfo(err); ok && hint > 0 {
+			wait = max(wait, c.hinted(min(hint, c.cfg.MaxRetryWait), attempt))
+		}
 	case status.Code(err) == codes.DeadlineExceeded && c.cfg.AttemptTimeout > 0:
 		// The attempt's own timeout ran out (ctx is live): the job may or
 		// may not be stored, and its idempotency key makes a retry safe.
@@ -476,6 +486,20 @@ func (c *Client) hinted(d time.Duration, attempt int) time.Duration {
 		return c.backoff(attempt)
 	}
 	return d + jitter(min(d/5, hintJitterMax))
+}
+
+// retryInfo returns the RetryInfo delay err's status carries, if any.
+func retryInfo(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return 0, false
 }
 
 // hintJitterMax bounds the jitter added to a RetryInfo delay: well within

@@ -25,7 +25,9 @@
 //     that comes back when told is admitted; in a batch, each refused job
 //     is retried at its own time;
 //   - UNAVAILABLE (the gateway could not store the job, or could not be
-//     reached): after an exponential backoff with jitter; but not a TLS
+//     reached): after an exponential backoff with jitter, and at least
+//     the RetryInfo delay the gateway gives with it (1 s when its store
+//     did not take the job), up to MaxRetryWait; but not a TLS
 //     mismatch that is certain (a TLS client answered in plaintext, a
 //     certificate not trusted, the client's or the gateway's certificate
 //     expired or not yet valid), which comes back at once. The error of a

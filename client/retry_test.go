@@ -180,14 +180,19 @@ func TestSubmitRetries(t *testing.T) {
 			wantCalls: 3, wantErr: isCode(codes.Unavailable),
 		},
 		// The gateway's UNAVAILABLE carries a RetryInfo (1 s): the client
-		// keeps its own backoff and counts the attempts, as without one.
+		// waits at least that long, and counts the attempts as without
+		// one. It retried after its own 20-40 ms backoff, and used up its
+		// attempts against a store that had said it needed a second.
 		{
 			name: "unavailable with a RetryInfo, then accepted", answers: []error{errUnavailableHinted, errUnavailableHinted, nil},
-			wantCalls: 3, minGaps: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond},
+			wantCalls: 3, minGaps: []time.Duration{time.Second, time.Second},
 		},
+		// A hint past MaxRetryWait is waited up to MaxRetryWait, and the
+		// job is still retried: UNAVAILABLE is worth retrying.
 		{
-			name: "unavailable with a RetryInfo until the attempts run out", answers: []error{errUnavailableHinted}, cfg: client.Config{MaxAttempts: 3},
-			wantCalls: 3, wantErr: func(err error) bool {
+			name: "unavailable with a RetryInfo past MaxRetryWait until the attempts run out", answers: []error{errUnavailableHinted},
+			cfg:       client.Config{MaxAttempts: 3, MaxRetryWait: 100 * time.Millisecond},
+			wantCalls: 3, minGaps: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond}, wantErr: func(err error) bool {
 				var q *client.QuotaError
 				var b *client.BacklogError
 				return status.Code(err) == codes.Unavailable && !errors.As(err, &q) && !errors.As(err, &b)
