@@ -11,7 +11,7 @@ package embeddedqueue
 // looking for the first fresh one, so that a backlog of millions holds
 // the index's lock for a few milliseconds at a time; the next call goes
 // on from there.
-const freshScanStep = 1 << 18
+const freshScanStep = 1 << 16
 
 // picker chooses the messages a receive claims.
 type picker interface {

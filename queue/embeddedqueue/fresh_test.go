@@ -1,6 +1,8 @@
 package embeddedqueue
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -135,5 +137,94 @@ func TestReceiveSentAfterPastABigBacklog(t *testing.T) {
 	}
 	if s := stats(t, b, "q"); s.Visible != backlog {
 		t.Fatalf("%d visible, want the %d old messages left where they were", s.Visible, backlog)
+	}
+}
+
+// TestReceiveSentAfterMatchesAScan drives a queue through random sends,
+// head and fresh receives with bounds that move on and back, deletes,
+// releases and clock steps, and checks every fresh receive of one
+// message against a scan of the whole index: it must take the visible
+// message of lowest sequence number sent at or after the bound, or none
+// when there is none. The remembered search position (freshFrom) is what
+// could go wrong; the scan remembers nothing.
+func TestReceiveSentAfterMatchesAScan(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			testReceiveSentAfterMatchesAScan(t, seed)
+		})
+	}
+}
+
+func testReceiveSentAfterMatchesAScan(t *testing.T, seed uint64) {
+	b, bun := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: 3 * time.Second})
+	rng := rand.New(rand.NewPCG(seed, 2))
+	var held []queue.Message
+	want := func(after int64) (uint64, bool) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		q := b.queues["q"]
+		now := bun.clock.Now().UnixNano()
+		q.promote(now)
+		best, found := uint64(0), false
+		for seq, m := range q.msgs.all() {
+			if m.class == classVisible && m.sentAt >= after && (!found || seq < best) {
+				best, found = seq, true
+			}
+		}
+		return best, found
+	}
+	sent := 0
+	for step := range 4000 {
+		switch op := rng.IntN(20); {
+		case op < 6:
+			for range 1 + rng.IntN(5) {
+				sendOne(t, b, "q", fmt.Sprint("m", sent), 0)
+				sent++
+			}
+		case op < 7:
+			held = append(held, receive(t, b, "q", 1+rng.IntN(10), 0)...)
+		case op < 8:
+			// A worker that took a job and went away: its lease runs
+			// out long after the jobs around it were done, so it is
+			// left alone in its part of the index (seqTable thins such
+			// parts), and comes back visible there.
+			receive(t, b, "q", 1, time.Duration(5+rng.IntN(60))*time.Second)
+		case op < 14:
+			bound := []time.Duration{500 * time.Millisecond, 2 * time.Second, 10 * time.Second, time.Hour}[rng.IntN(4)]
+			after := bun.clock.Now().Add(-bound)
+			seq, ok := want(after.UnixNano())
+			msgs, err := b.ReceiveSentAfter(t.Context(), &queue.ReceiveParams{Queue: "q", Max: 1}, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !ok && len(msgs) != 0:
+				t.Fatalf("step %d: fresh receive (bound %s) took %q, want none", step, bound, msgs[0].Body)
+			case ok && len(msgs) == 0:
+				t.Fatalf("step %d: fresh receive (bound %s) took none, want message seq %d", step, bound, seq)
+			case ok:
+				if r, _ := parseReceipt(msgs[0].ReceiptHandle); r.seq != seq {
+					t.Fatalf("step %d: fresh receive (bound %s) took seq %d, want %d", step, bound, r.seq, seq)
+				}
+				held = append(held, msgs...)
+			}
+		case op < 18:
+			// Most jobs end: delete a few held ones (refused when the
+			// lease was lost meanwhile: fine).
+			for range min(len(held), 1+rng.IntN(8)) {
+				i := rng.IntN(len(held))
+				_ = deleteOne(t, b, "q", held[i].ReceiptHandle)
+				held = slices.Delete(held, i, i+1)
+			}
+		case op < 19 && len(held) > 0:
+			i := rng.IntN(len(held))
+			_ = changeOne(t, b, "q", held[i].ReceiptHandle, 0)
+			held = slices.Delete(held, i, i+1)
+		default:
+			bun.clock.Advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		}
 	}
 }
