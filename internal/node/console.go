@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/sluice-dev/sluice/console"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/flagconf"
+	"github.com/sluice-dev/sluice/internal/tlsflags"
 	"github.com/sluice-dev/sluice/tenant"
 )
 
@@ -28,23 +30,36 @@ type ConsoleFlags struct {
 	ReadOnlyKeyFile string
 	SampleInterval  time.Duration
 	SecureCookies   bool
+	// TLS serves the console's own listener (Listen) over HTTPS.
+	TLS tlsflags.Server
 }
 
-// Register adds --console, --console-listen, --console-readonly-key-file
-// and --console-sample-interval to fs.
+// Register adds --console, --console-listen, --console-readonly-key-file,
+// --console-sample-interval, --console-secure-cookies and
+// --console-tls-cert, --console-tls-key and --console-tls-client-ca to fs.
 func (f *ConsoleFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Enabled, "console", true, "serve the web console (on --admin-listen, or --console-listen)")
-	fs.StringVar(&f.Listen, "console-listen", "", "address of the web console's own listener; empty serves it on --admin-listen (plaintext only)")
+	fs.StringVar(&f.Listen, "console-listen", "", "address of the web console's own listener; empty serves it on --admin-listen (plaintext only; --console-tls-* need --console-listen)")
 	fs.StringVar(&f.ReadOnlyKeyFile, "console-readonly-key-file", "", "file holding a key that signs in to the web console read-only (look and dry-run; no replay or cancel)")
 	flagconf.DurationVar(fs, &f.SampleInterval, "console-sample-interval", console.SampleIntervalDefault, "how often the web console samples queue stats for its charts of the last hour")
-	fs.BoolVar(&f.SecureCookies, "console-secure-cookies", false, "mark the web console's cookies Secure, so a browser sends them over HTTPS only: set it when a TLS proxy serves the console")
+	fs.BoolVar(&f.SecureCookies, "console-secure-cookies", false, "mark the web console's cookies Secure, so a browser sends them over HTTPS only: set it when a TLS proxy serves the console (--console-tls-cert implies it)")
+	f.TLS.Register(fs, "console-", "the web console")
 }
 
 // Validate checks the console flags; a sample interval that is not
-// positive crashed the process once it served (found in review).
+// positive crashed the process once it served (found in review). TLS
+// needs the console's own listener: the admin listener it would share
+// otherwise speaks gRPC, and its TLS is the admin API's.
 func (f ConsoleFlags) Validate() error {
-	if f.Enabled && f.SampleInterval <= 0 {
+	if !f.Enabled {
+		return nil
+	}
+	if f.SampleInterval <= 0 {
 		return fmt.Errorf("--console-sample-interval %s: must be positive, such as 10s", f.SampleInterval)
+	}
+	if f.TLS.Enabled() && f.Listen == "" {
+		return errors.New("--console-tls-cert, --console-tls-key and --console-tls-client-ca serve the web console's own listener, and there is none: " +
+			"add --console-listen (such as 127.0.0.1:7073); the console cannot serve HTTPS on --admin-listen")
 	}
 	return nil
 }
@@ -82,18 +97,30 @@ type ConsoleHook func(ctx context.Context, lis net.Listener, srv *grpc.Server) (
 // ConsoleHook returns the DrainConfig.Console hook the flags describe
 // (nil when the console is off, or cannot share a TLS admin listener and
 // has no listener of its own: that is logged). announce is called once with the
-// console's URL when it listens.
+// console's URL when it listens. The console's certificate is loaded
+// here, so a missing or mismatched one fails the start.
 func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logger, announce func(url string)) (ConsoleHook, error) {
 	if !f.Enabled {
 		return nil, nil
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
 	}
 	roKey, err := f.ReadOnlyKey()
 	if err != nil {
 		return nil, err
 	}
 	if adminTLS && f.Listen == "" {
-		log.Warn("web console off: the admin listener serves TLS, which the console cannot share; give it --console-listen (plain HTTP: keep it on loopback or behind a TLS proxy), or say --console=false")
+		log.Warn("web console off: the admin listener serves TLS, which the console cannot share; give it --console-listen with --console-tls-cert and --console-tls-key, or say --console=false")
 		return nil, nil
+	}
+	tlsCfg, err := f.TLS.Config("console-", log)
+	if err != nil {
+		return nil, err
+	}
+	scheme, tlsMode := "http", mode(f.TLS)
+	if tlsCfg != nil {
+		scheme = "https"
 	}
 	return func(ctx context.Context, lis net.Listener, srv *grpc.Server) (net.Listener, func(), error) {
 		// The console calls the admin API through its gRPC server, in
@@ -106,7 +133,7 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 		}
 		c, err := console.New(console.Config{
 			Admin: adminv1.NewAdminServiceClient(conn), AdminKey: adminKey, ReadOnlyKey: roKey,
-			SampleInterval: f.SampleInterval, SecureCookies: f.SecureCookies, Logger: log,
+			SampleInterval: f.SampleInterval, SecureCookies: f.SecureCookies || tlsCfg != nil, Logger: log,
 		})
 		if err != nil {
 			return nil, nil, errors.Join(err, conn.Close())
@@ -115,6 +142,9 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 		if f.Listen != "" {
 			if httpLis, err = net.Listen("tcp", f.Listen); err != nil {
 				return nil, nil, errors.Join(fmt.Errorf("--console-listen %s: %w", f.Listen, err), conn.Close())
+			}
+			if tlsCfg != nil {
+				httpLis = tls.NewListener(httpLis, tlsCfg)
 			}
 		} else {
 			grpcLis, httpLis = console.Split(lis)
@@ -129,8 +159,9 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 				log.WarnContext(ctx, "web console stopped", slog.Any("error", err))
 			}
 		}()
-		url := "http://" + httpLis.Addr().String() + "/"
-		log.InfoContext(ctx, "web console listening", slog.String("url", url), slog.String("addr", httpLis.Addr().String()), slog.Bool("read_only_key", roKey != ""))
+		url := scheme + "://" + httpLis.Addr().String() + "/"
+		log.InfoContext(ctx, "web console listening", slog.String("url", url), slog.String("addr", httpLis.Addr().String()),
+			slog.String("tls", tlsMode), slog.Bool("read_only_key", roKey != ""))
 		if announce != nil {
 			announce(url)
 		}
