@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/console"
 	adminv1 "github.com/sluice-dev/sluice/gen/sluice/admin/v1"
 	"github.com/sluice-dev/sluice/internal/flagconf"
+	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 	"github.com/sluice-dev/sluice/tenant"
 )
@@ -150,7 +152,7 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 			grpcLis, httpLis = console.Split(lis)
 		}
 		c.Start(ctx)
-		hs := &http.Server{Handler: c, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		hs := &http.Server{Handler: c, ErrorLog: httpErrorLog(log, &ratelog.Line{}, f.TLS.ClientCAFile != "")}
 		SetHTTPTimeouts(hs)
 		done := make(chan struct{})
 		go func() {
@@ -187,4 +189,62 @@ func SetHTTPTimeouts(s *http.Server) {
 	s.ReadHeaderTimeout = 10 * time.Second
 	s.ReadTimeout = 30 * time.Second
 	s.IdleTimeout = 2 * time.Minute
+}
+
+// handshakeErrorPrefix begins the line net/http logs for each refused
+// TLS handshake.
+const handshakeErrorPrefix = "http: TLS handshake error from "
+
+// httpErrorLog is the console server's ErrorLog: its lines at WARN, but
+// refused TLS handshakes (a browser that distrusts the certificate, a
+// plaintext client, one without a client certificate) at most one line
+// each every, the next one counting those left out. net/http logs each
+// one, so a scanner or a misconfigured health check filled the log.
+// Connections that close before a word (port probes) are not logged.
+func httpErrorLog(log *slog.Logger, every *ratelog.Line, mtls bool) *stdlog.Logger {
+	return stdlog.New(&httpErrorWriter{log: log, every: every, mtls: mtls, other: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}, "", 0)
+}
+
+type httpErrorWriter struct {
+	log   *slog.Logger
+	every *ratelog.Line
+	mtls  bool
+	other *stdlog.Logger
+}
+
+// Write takes one line: the log.Logger writes each in one call.
+func (w *httpErrorWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	rest, ok := strings.CutPrefix(line, handshakeErrorPrefix)
+	if !ok {
+		return len(p), w.other.Output(2, line)
+	}
+	// The client's address, then ": " and the reason; addresses hold
+	// colons but no ": ".
+	client, reason, _ := strings.Cut(rest, ": ")
+	if reason == "EOF" || strings.HasSuffix(reason, "connection reset by peer") {
+		return len(p), nil
+	}
+	w.every.Do(func(skipped int64) {
+		w.log.LogAttrs(context.Background(), slog.LevelWarn, "web console: TLS handshake refused",
+			slog.String("client", client), slog.String("error", reason), slog.String("hint", consoleHandshakeHint(reason, w.mtls)),
+			ratelog.Suppressed(skipped))
+	})
+	return len(p), nil
+}
+
+// consoleHandshakeHint says what a refused handshake on the console most
+// likely needs.
+func consoleHandshakeHint(reason string, mtls bool) string {
+	switch {
+	case strings.Contains(reason, "HTTP request to an HTTPS server"), strings.Contains(reason, "does not look like a TLS handshake"):
+		return "the client speaks plaintext: open the console's https:// URL"
+	case strings.Contains(reason, "didn't provide a certificate"):
+		return "the browser sent no certificate signed by --console-tls-client-ca: install one it signed in the browser"
+	case mtls && (strings.Contains(reason, "failed to verify certificate") || strings.Contains(reason, "unknown authority")):
+		return "the client's certificate is not signed by --console-tls-client-ca, or has expired"
+	case strings.Contains(reason, "remote error"):
+		return "the browser refused the console's certificate: trust the CA that signed --console-tls-cert, and open a name the certificate carries"
+	}
+	return "compare the client's TLS settings with --console-tls-cert and --console-tls-client-ca"
 }

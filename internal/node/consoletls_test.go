@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/internal/syncbuf"
 	"github.com/sluice-dev/sluice/internal/tlsflags"
 	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
@@ -251,5 +252,79 @@ func TestConsoleTLSFlags(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConsoleRefusedHandshakesAreRateLimited: many refused TLS
+// handshakes on a real console (a browser distrusting its certificate,
+// plain HTTP) make one log line, with a hint. net/http logged each one,
+// so a scanner or a misconfigured health check flooded the log.
+func TestConsoleRefusedHandshakesAreRateLimited(t *testing.T) {
+	t.Parallel()
+	pki, other := tlstest.New(t), tlstest.New(t)
+	base, logs := startConsole(t, ConsoleFlags{TLS: tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}})
+	distrusting, plain := httpsClient(t, tlsflags.Client{CAFile: other.CA}), httpsClient(t, tlsflags.Client{})
+	if _, err := distrusting.Get(base + "login"); err == nil {
+		t.Fatal("a client trusting another CA was served")
+	}
+	const refused = "web console: TLS handshake refused"
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), refused) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 20 {
+		if _, err := distrusting.Get(base + "login"); err == nil {
+			t.Fatal("a client trusting another CA was served")
+		}
+		resp, err := plain.Get("http://" + strings.TrimPrefix(base, "https://") + "login")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	log := logs.String()
+	if n := strings.Count(log, refused); n != 1 || !strings.Contains(log, "the browser refused the console's certificate") {
+		t.Fatalf("log:\n%s\nwant one line of a refused handshake (of 41), with the hint for a distrusted certificate; got %d", log, n)
+	}
+	if strings.Contains(log, "http: TLS handshake error") {
+		t.Errorf("log:\n%s\nwant net/http's lines of refused handshakes left out", log)
+	}
+}
+
+// TestConsoleHTTPErrorLog: the console's ErrorLog passes net/http's
+// lines on as they are, but refused handshakes at most one line per
+// interval, the next counting those left out, and none for connections
+// closed before a word.
+func TestConsoleHTTPErrorLog(t *testing.T) {
+	t.Parallel()
+	var logs syncbuf.Buffer
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := httpErrorLog(slog.New(slog.NewTextHandler(&logs, nil)), &ratelog.Line{Now: func() time.Time { return now }}, true)
+	for i := range 5 {
+		l.Printf("http: TLS handshake error from 127.0.0.1:%d: tls: client didn't provide a certificate", 5000+i)
+		l.Printf("http: TLS handshake error from [::1]:%d: EOF", 6000+i) // a port probe
+	}
+	l.Printf("http: superfluous response.WriteHeader call from x (y.go:1)")
+	l.Printf("http: superfluous response.WriteHeader call from x (y.go:1)")
+	now = now.Add(ratelog.Every)
+	l.Printf("http: TLS handshake error from 127.0.0.1:7000: remote error: tls: bad certificate")
+
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	want := []string{
+		`level=WARN msg="web console: TLS handshake refused" client=127.0.0.1:5000 error="tls: client didn't provide a certificate" hint="the browser sent no certificate signed by --console-tls-client-ca`,
+		`level=WARN msg="http: superfluous response.WriteHeader call from x (y.go:1)"`,
+		`level=WARN msg="http: superfluous response.WriteHeader call from x (y.go:1)"`,
+		`level=WARN msg="web console: TLS handshake refused" client=127.0.0.1:7000 error="remote error: tls: bad certificate" hint="the browser refused the console's certificate`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("log:\n%s\nwant %d lines", logs.String(), len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d: %s\nwant it to hold %s", i, lines[i], w)
+		}
+	}
+	if strings.Contains(lines[0], "suppressed") || !strings.HasSuffix(lines[3], "suppressed_since_last_line=4") {
+		t.Errorf("log:\n%s\nwant the second refusal line to count the 4 left out, and the first none", logs.String())
 	}
 }
