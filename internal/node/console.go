@@ -120,6 +120,11 @@ func (f ConsoleFlags) ConsoleHook(adminKey string, adminTLS bool, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	if adminTLS && tlsCfg == nil && !f.SecureCookies {
+		// --console-secure-cookies says a TLS proxy serves the console.
+		log.Warn("web console serves plain HTTP while the admin API uses TLS: its sign-in form sends the admin key in the clear; give it --console-tls-cert and --console-tls-key (or keep it on loopback, or behind a TLS proxy with --console-secure-cookies)",
+			slog.String("console_listen", f.Listen))
+	}
 	scheme, tlsMode := "http", mode(f.TLS)
 	if tlsCfg != nil {
 		scheme = "https"

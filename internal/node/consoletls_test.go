@@ -255,6 +255,53 @@ func TestConsoleTLSFlags(t *testing.T) {
 	}
 }
 
+// TestConsoleWarnsOfPlainHTTPBesideTLS: a console on its own plain HTTP
+// listener beside an admin API that serves TLS is served, with a warning
+// that says how to give it TLS; with console TLS, behind a TLS proxy
+// (--console-secure-cookies), or beside a plaintext admin API, no
+// warning. Sharing a TLS admin listener still turns the console off.
+func TestConsoleWarnsOfPlainHTTPBesideTLS(t *testing.T) {
+	t.Parallel()
+	pki := tlstest.New(t)
+	consoleTLS := tlsflags.Server{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}
+	tests := []struct {
+		name     string
+		adminTLS bool
+		flags    ConsoleFlags
+		wantHook bool
+		wantWarn string // "": no warning
+	}{
+		{"plain HTTP beside TLS", true, ConsoleFlags{Listen: "127.0.0.1:0"}, true, "web console serves plain HTTP while the admin API uses TLS"},
+		{"console TLS beside TLS", true, ConsoleFlags{Listen: "127.0.0.1:0", TLS: consoleTLS}, true, ""},
+		{"behind a TLS proxy", true, ConsoleFlags{Listen: "127.0.0.1:0", SecureCookies: true}, true, ""},
+		{"plain HTTP beside plaintext", false, ConsoleFlags{Listen: "127.0.0.1:0"}, true, ""},
+		{"sharing a TLS admin listener", true, ConsoleFlags{}, false, "web console off"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var logs syncbuf.Buffer
+			f := tt.flags
+			f.Enabled, f.SampleInterval = true, time.Second
+			hook, err := f.ConsoleHook(consoleTestAdminKey, tt.adminTLS, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (hook != nil) != tt.wantHook {
+				t.Errorf("hook %v, want %v", hook != nil, tt.wantHook)
+			}
+			// (tlstest's certificates expire within a day: that is warned of too.)
+			warns := strings.Count(logs.String(), `level=WARN msg="web console`)
+			switch {
+			case tt.wantWarn == "" && warns > 0:
+				t.Errorf("log:\n%s\nwant no warning", logs.String())
+			case tt.wantWarn != "" && (warns != 1 || !strings.Contains(logs.String(), tt.wantWarn) || !strings.Contains(logs.String(), "--console-tls-cert and --console-tls-key")):
+				t.Errorf("log:\n%s\nwant one warning saying %q and naming --console-tls-cert and --console-tls-key", logs.String(), tt.wantWarn)
+			}
+		})
+	}
+}
+
 // TestConsoleRefusedHandshakesAreRateLimited: many refused TLS
 // handshakes on a real console (a browser distrusting its certificate,
 // plain HTTP) make one log line, with a hint. net/http logged each one,
