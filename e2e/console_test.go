@@ -576,11 +576,18 @@ func readFile(t *testing.T, path string) string {
 // would (the sign-in form's CSRF token and cookie), with no browser.
 func consoleClient(t *testing.T, base, key string) func(path string) string {
 	t.Helper()
+	return consoleClientOver(t, nil, base, key)
+}
+
+// consoleClientOver is consoleClient over rt (nil: the default
+// transport), such as one that trusts the console's CA.
+func consoleClientOver(t *testing.T, rt http.RoundTripper, base, key string) func(path string) string {
+	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	c := &http.Client{Transport: rt, Jar: jar, Timeout: 30 * time.Second}
 	get := func(path string) string {
 		t.Helper()
 		resp, err := c.Get(base + path)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -163,6 +165,56 @@ func TestConsoleBesideTLSAdminAPI(t *testing.T) {
 	}
 	if page := console("/dlq"); !strings.Contains(page, "No dead-lettered jobs match") {
 		t.Errorf("console DLQ page beside a TLS admin API:\n%s", page)
+	}
+}
+
+// TestConsoleOverHTTPS: the gateway serves the console over HTTPS on
+// --console-listen with --console-tls-cert/--console-tls-key, beside an
+// admin API over TLS: the listening line says https:// and tls=tls, a
+// browser trusting the CA signs in and sees the lanes, plain HTTP gets
+// no page (and a log line that says so), and no "plain HTTP" warning is
+// logged. The console could only
+// serve plain HTTP (found in a TLS walkthrough).
+func TestConsoleOverHTTPS(t *testing.T) {
+	t.Parallel()
+	pki := tlstest.New(t)
+	cl := startCluster(t, testcluster.ClusterConfig{
+		Backend: testcluster.Embedded, Queues: queuesYAML, Tenants: tenantsYAML, Pull: true,
+		Args: []string{
+			"--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey,
+			"--console-listen", "127.0.0.1:0", "--console-tls-cert", pki.ServerCert, "--console-tls-key", pki.ServerKey,
+		},
+	})
+	gw := role(t, cl, "gateway")
+	l := gw.waitLog("web console listening")
+	base, _ := l["url"].(string)
+	if !strings.HasPrefix(base, "https://127.0.0.1:") || l["tls"] != "tls" {
+		t.Fatalf("web console listening: %v, want an https:// URL and tls=tls", l)
+	}
+	base = strings.TrimSuffix(base, "/")
+	cfg, err := tlsflags.Client{CAFile: pki.CA}.Config("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: cfg}
+	t.Cleanup(tr.CloseIdleConnections)
+	console := consoleClientOver(t, tr, base, cl.AdminKey)
+	if page := console("/"); !strings.Contains(page, `id="lane-standard"`) || strings.Contains(page, "unavailable") {
+		t.Errorf("console overview over HTTPS does not show the lanes:\n%s", page)
+	}
+	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	if resp, err := plain.Get("http://" + strings.TrimPrefix(base, "https://") + "/login"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(b), `name="csrf"`) {
+			t.Errorf("plain HTTP to the HTTPS console: %s\n%s\nwant a 400 and no page", resp.Status, b)
+		}
+	}
+	if l := gw.waitLog("web console: TLS handshake refused"); !strings.Contains(fmt.Sprint(l["hint"]), "plaintext") {
+		t.Errorf("refused handshake: %v, want a hint that the client speaks plaintext", l)
+	}
+	if gw.Find("web console serves plain HTTP while the admin API uses TLS") != nil {
+		t.Error("the console over HTTPS was warned of as plain HTTP")
 	}
 }
 

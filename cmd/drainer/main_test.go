@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/flagconf/flagconftest"
+	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
 
 // TestStopDuringStartIsClean: a stop signal during start-up (ctx ends
@@ -93,5 +94,35 @@ func TestMisspelledEnvironmentIsNamed(t *testing.T) {
 	want := "environment variable SLUICE_SHUTDOWN_GRAC sets nothing: drainer has no such setting; did you mean SLUICE_SHUTDOWN_GRACE?"
 	if !strings.Contains(logs.String(), want) || strings.Contains(logs.String(), "SLUICE_API_KEY") || strings.Contains(logs.String(), "SLUICE_ADDR") {
 		t.Errorf("log:\n%s\nwant one warning: %s", logs.String(), want)
+	}
+}
+
+// TestConsoleTLSRefusedAtStart: console TLS flags that cannot serve (no
+// --console-listen, a certificate that is not there) fail the start,
+// naming the flag, before anything listens.
+func TestConsoleTLSRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	pki := tlstest.New(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no --console-listen", []string{"--console-tls-cert", pki.ServerCert, "--console-tls-key", pki.ServerKey}, "add --console-listen"},
+		{"missing files", []string{"--console-listen", "127.0.0.1:0", "--console-tls-cert", pki.ServerCert + ".gone", "--console-tls-key", pki.ServerKey}, "--console-tls-cert/--console-tls-key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var logs strings.Builder
+			args := append([]string{"--data-dir", t.TempDir(), "--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", ""}, tt.args...)
+			err := run(t.Context(), args, nil, &logs)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run: %v, want an error saying %q", err, tt.want)
+			}
+			if strings.Contains(logs.String(), "listening") {
+				t.Errorf("something listened before the start failed:\n%s", logs.String())
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/flagconf/flagconftest"
 	"github.com/sluice-dev/sluice/internal/syncbuf"
+	"github.com/sluice-dev/sluice/internal/tlsflags/tlstest"
 )
 
 // TestParseRefusesBadValues: flag values that crashed the gateway or
@@ -67,6 +68,8 @@ func TestParseRefusesBadValues(t *testing.T) {
 		// longer delivery lost its lease and went to another worker
 		// while it still ran.
 		{"--backend=sqs --handler-timeout=13h", "--handler-timeout"},
+		// The console cannot serve TLS on the admin gRPC listener.
+		{"--console-tls-cert=c.pem --console-tls-key=k.pem", "add --console-listen"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.flag, func(t *testing.T) {
@@ -102,6 +105,38 @@ func TestStartFailsBeforeServing(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "gateway listening") {
 		t.Errorf("the ingest API listened before the start failed:\n%s", logs.String())
+	}
+}
+
+// TestConsoleTLSRefusedAtStart: console TLS flags that cannot serve (no
+// --console-listen, a key without its certificate, files that are not
+// there) fail the start, naming the flag, before anything listens, not
+// when the first browser connects.
+func TestConsoleTLSRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	pki := tlstest.New(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no --console-listen", []string{"--console-tls-cert", pki.ServerCert, "--console-tls-key", pki.ServerKey}, "add --console-listen"},
+		{"key without certificate", []string{"--console-listen", "127.0.0.1:0", "--console-tls-key", pki.ServerKey}, "--console-tls-cert and --console-tls-key go together"},
+		{"missing files", []string{"--console-listen", "127.0.0.1:0", "--console-tls-cert", pki.ServerCert + ".gone", "--console-tls-key", pki.ServerKey}, "--console-tls-cert/--console-tls-key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var logs strings.Builder
+			args := append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--worker-listen", "127.0.0.1:0", "--metrics-listen", ""}, tt.args...)
+			err := run(t.Context(), args, nil, io.Discard, &logs)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("run: %v, want an error saying %q", err, tt.want)
+			}
+			if strings.Contains(logs.String(), "listening") {
+				t.Errorf("something listened before the start failed:\n%s", logs.String())
+			}
+		})
 	}
 }
 
