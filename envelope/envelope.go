@@ -80,12 +80,19 @@ func Decode(body []byte) (*Envelope, error) {
 }
 
 // Append checks env and appends its wire form (what Encode returns) to b,
-// in b's array when it has room: one buffer can hold many bodies.
+// in b's array when it has room: one buffer can hold many bodies. It
+// writes the fields itself (wire.go) rather than through proto.Marshal.
 func Append(b []byte, env *Envelope) ([]byte, error) {
 	if err := Check(env); err != nil {
 		return b, fmt.Errorf("encode envelope: %w", err)
 	}
-	out, err := proto.MarshalOptions{}.MarshalAppend(b, env)
+	var out []byte
+	var err error
+	if wireable(env) {
+		out, err = appendFields(b, env)
+	} else {
+		out, err = proto.MarshalOptions{}.MarshalAppend(b, env)
+	}
 	if err != nil {
 		return b, fmt.Errorf("encode envelope: %w", err)
 	}

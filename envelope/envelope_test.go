@@ -1,6 +1,7 @@
 package envelope_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,16 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		checkErr := envelope.Check(e)
 		b, err := envelope.Encode(e)
+		// Append writes the fields itself (wire.go): what proto.Marshal
+		// writes (its deterministic order: the maps have one entry), or
+		// the same refusal.
+		appended, appendErr := envelope.Append(nil, e)
+		if (appendErr == nil) != (err == nil) || (err != nil && appendErr.Error() != err.Error()) {
+			t.Fatalf("Append = %v, Encode = %v", appendErr, err)
+		}
+		if want, _ := (proto.MarshalOptions{Deterministic: true}).Marshal(e); err == nil && !bytes.Equal(appended, want) {
+			t.Fatalf("Append = %x\nproto.Marshal %x", appended, want)
+		}
 		if checkErr != nil {
 			if err == nil {
 				t.Fatalf("Encode accepted an envelope Check refuses (%v)", checkErr)
