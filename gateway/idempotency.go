@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -199,10 +200,16 @@ func (s *idempotency) finish(e *idemEntry, jobID string, now time.Time) {
 // and frees the key. With a key store, which now holds the key if the
 // submit succeeded, the entry is dropped: submits waiting on it claim the
 // key anew and find it there.
+//
+// Kept for the window (no key store), the id is copied: the ids of a
+// call share one string (newJobIDs), which one kept id would keep whole.
 func (s *idempotency) settle(e *idemEntry, jobID string, now time.Time) {
 	e.jobID = jobID
 	e.expires = now.Add(s.window)
-	if s.store != nil && s.m[e.key] == e {
+	switch {
+	case s.store == nil:
+		e.jobID = strings.Clone(jobID)
+	case s.m[e.key] == e:
 		delete(s.m, e.key)
 	}
 }

@@ -231,6 +231,9 @@ type batch struct {
 	// used (entries).
 	entryBuf []queue.SendEntry
 	keyBuf   []queue.StoredKey
+	// jobIDs holds the job ids made for the call and not yet used
+	// (nextJobID).
+	jobIDs string
 	// claims are the call's idempotency keys, claimed before admission,
 	// sorted by key; claimed is closed once they are settled.
 	claims  []keyClaim
@@ -452,6 +455,18 @@ func (b *batch) pickShard() int {
 	return b.shard
 }
 
+// nextJobID returns a new job id. The first job of the call to need one
+// makes those of every job left (newJobIDs): a job refused after it
+// leaves its id unused.
+func (b *batch) nextJobID() string {
+	if b.jobIDs == "" {
+		b.jobIDs = newJobIDs(cap(b.results) - len(b.results) + 1) // this job and those after it
+	}
+	id := b.jobIDs[:ulid.EncodedSize]
+	b.jobIDs = b.jobIDs[ulid.EncodedSize:]
+	return id
+}
+
 // enqueuedAt is the call's acceptance time, shared by its envelopes
 // (encoding only reads it).
 func (b *batch) enqueuedAt() *timestamppb.Timestamp {
@@ -506,7 +521,7 @@ func (b *batch) laneBacklog() int64 {
 func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.SubmitRequest, index int) {
 	l := b.lane.lane
 	shard := b.pickShard()
-	jobID := ulid.Make().String()
+	jobID := b.nextJobID()
 	// The envelope carries the enqueue span's context (the caller's when
 	// tracing is off), so the drainers' spans continue this trace.
 	spanCtx, span := b.s.tracer.Start(admitCtx, tracing.SpanEnqueue, enqueueSpanOpts...)
