@@ -227,6 +227,9 @@ type batch struct {
 	acceptedAt *timestamppb.Timestamp
 	// bodies holds the encoded envelopes of the call.
 	bodies []byte
+	// env is the envelope of the job being prepared: one for the call,
+	// as encoding only reads it.
+	env envelope.Envelope
 	// entryBuf and keyBuf hold the send entries and stored keys not yet
 	// used (entries).
 	entryBuf []queue.SendEntry
@@ -530,7 +533,8 @@ func (b *batch) prepare(admitCtx context.Context, r *result, req *ingestv1.Submi
 		span.SetAttributes(tracing.QueueKey.String(b.lane.shards[shard]))
 	}
 	r.enqueueSpan = span
-	env := &envelope.Envelope{
+	env := &b.env
+	*env = envelope.Envelope{
 		JobId:          jobID,
 		Tenant:         b.tenant.ID,
 		Lane:           l.Name,
