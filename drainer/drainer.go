@@ -232,6 +232,10 @@ type queueBuf struct {
 	// lookout: whether reading past this shard's full tenants can find a
 	// quiet tenant's job (guarded by Drainer.mu).
 	lookout sideliner.Lookout
+	// staleAt is when a read of this shard's head last found jobs past
+	// the staleness bound (unix nanoseconds; poll), shared by its
+	// pollers.
+	staleAt atomic.Int64
 }
 
 // New validates cfg and returns a drainer.

@@ -153,7 +153,6 @@ func (d *Drainer) freshReader(q *queueBuf) queue.FreshReceiver {
 func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 	log := d.cfg.Logger.With(slog.String("queue", q.name))
 	fresh := d.freshReader(q)
-	var staleAt time.Time // when a head read last found stale jobs
 	for {
 		ok, probe := d.waitRoom(ctx, q)
 		if !ok {
@@ -166,7 +165,7 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 			Queue: q.name, Max: queue.MaxBatch, Wait: d.cfg.PollWait,
 			VisibilityTimeout: q.inbox.visibility,
 		}
-		if now := d.cfg.Now(); fresh != nil && now.Sub(staleAt) < pastBacklogFor {
+		if now := d.cfg.Now(); fresh != nil && now.Sub(time.Unix(0, q.staleAt.Load())) < pastBacklogFor {
 			past := *params
 			past.Wait = 0 // the head read below is the one that waits
 			msgs, err := fresh.ReceiveSentAfter(ctx, &past, now.Add(-q.inbox.policy.StalenessBound))
@@ -191,11 +190,13 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 			continue
 		}
 		if len(msgs) > 0 && d.take(q, msgs, probe) && fresh != nil {
-			if d.cfg.Now().Sub(staleAt) >= pastBacklogFor {
+			// Logged once per shard (its pollers share staleAt) when
+			// its head turns stale.
+			now := d.cfg.Now()
+			if last := q.staleAt.Swap(now.UnixNano()); now.Sub(time.Unix(0, last)) >= pastBacklogFor {
 				log.InfoContext(ctx, "the shard's head holds jobs past the staleness bound: reading its fresh jobs past them while they are moved to the backlog queue",
 					slog.Duration("staleness_bound", q.inbox.policy.StalenessBound))
 			}
-			staleAt = d.cfg.Now()
 		}
 		if len(msgs) < queue.MaxBatch && d.cfg.ReceiveLinger > 0 && !periodic.Sleep(ctx, d.cfg.ReceiveLinger) {
 			return

@@ -303,7 +303,10 @@ type MultiSender interface {
 // newer messages without reading through its older ones (the embedded
 // backend). ReceiveSentAfter is Receive restricted to the messages whose
 // SentAt is at or after after; older visible messages stay where they
-// are, to be received later. A drainer whose shard's head holds a
+// are, to be received later. A bound a little earlier than the last
+// call's for the queue may be taken as that one (the embedded backend:
+// less than a minute), so that callers asking concurrently with "now −
+// d" do not start the search over. A drainer whose shard's head holds a
 // backlog left by an outage reads the fresh jobs behind it this way at
 // once; reading through millions of old jobs first took minutes. On SQS,
 // whose receives are not in send order, there is no such call.

@@ -1,5 +1,7 @@
 package embeddedqueue
 
+import "time"
+
 // Receiving past a backlog: Receive takes a queue's visible messages
 // lowest sequence first; ReceiveSentAfter takes the lowest among those
 // sent at or after a time, leaving the older ones where they are. A
@@ -49,7 +51,7 @@ type freshPicker struct {
 func (p *freshPicker) begin() { p.next = 0 }
 
 func (p *freshPicker) has(q *memQueue, now int64) (found, passing bool) {
-	if _, ok := q.freshFrom(p.after); !ok {
+	if _, _, ok := q.freshFrom(p.after); !ok {
 		return false, true
 	}
 	_, found = p.find(q, now, p.next)
@@ -72,39 +74,56 @@ func (p *freshPicker) pop(q *memQueue, now int64) (uint64, bool) {
 // after p.after. It passes over the messages held in flight since that
 // point (a drainer's read-ahead), not the old ones before it.
 func (p *freshPicker) find(q *memQueue, now int64, from uint64) (uint64, bool) {
-	start, ok := q.freshFrom(p.after)
+	start, after, ok := q.freshFrom(p.after)
 	if !ok {
 		return 0, false // still passing over old messages
 	}
 	q.promote(now)
 	for seq := max(start, from); seq < q.nextSeq; seq++ {
-		if m, ok := q.msgs.get(seq); ok && m.class == classVisible && m.sentAt >= p.after {
+		if m, ok := q.msgs.get(seq); ok && m.class == classVisible && m.sentAt >= after {
 			return seq, true
 		}
 	}
 	return 0, false
 }
 
+// freshRewind is how much earlier than the last search's bound a
+// search's may be and still be taken as that one. Drainers ask with
+// "now − the staleness bound", two pollers to a shard, and their calls
+// reach the queue in any order: an earlier bound started the search
+// over, from the oldest message, and pollers whose calls crossed made
+// each other pass over a backlog of 5 million again and again, holding
+// the lock, until deliveries stopped (found in a scale test). Taken as
+// the later one, the bound leaves out the messages sent between the
+// two, which are at the edge of the staleness bound and are read from
+// the queue's head like any other.
+const freshRewind = time.Minute
+
 // freshFrom returns the lowest sequence number that may hold a message
-// sent at or after after: every message below it is gone or older. It
-// remembers where it got to, so that calls with a later bound pass over
-// each old message once; a call with an earlier one starts over. False
-// means it passed over freshScanStep messages and is not there yet.
-func (q *memQueue) freshFrom(after int64) (uint64, bool) {
-	if after < q.freshAfter || q.freshSeq == 0 {
+// sent at or after the bound it uses, and that bound: after, or the last
+// search's when after is earlier by less than freshRewind. Every message
+// below the number is gone or older. It remembers where it got to, so
+// that calls with a later bound pass over each old message once; a call
+// with a bound earlier by freshRewind or more starts over. False means
+// it passed over freshScanStep messages and is not there yet.
+func (q *memQueue) freshFrom(after int64) (seq uint64, bound int64, ok bool) {
+	switch {
+	case q.freshSeq == 0 || after <= q.freshAfter-int64(freshRewind):
 		q.freshSeq = min(q.msgs.lowest(), q.nextSeq)
+	case after < q.freshAfter:
+		after = q.freshAfter
 	}
 	q.freshAfter = after
-	seq := q.freshSeq
-	for end := seq + freshScanStep; seq < q.nextSeq; seq++ {
-		if seq == end {
-			q.freshSeq = seq
-			return 0, false
-		}
-		if m, ok := q.msgs.get(seq); ok && m.sentAt >= after {
+	at, end := q.freshSeq, q.freshSeq+freshScanStep
+	for ; at < q.nextSeq && at < end; at++ {
+		if m, ok := q.msgs.get(at); ok && m.sentAt >= after {
 			break
 		}
 	}
-	q.freshSeq = seq
-	return seq, true
+	q.freshPassed += at - q.freshSeq
+	q.freshSeq = at
+	if at == end && at < q.nextSeq {
+		return 0, after, false
+	}
+	return at, after, true
 }

@@ -1,6 +1,8 @@
 package embeddedqueue
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -144,8 +146,9 @@ func TestReceiveSentAfterPastABigBacklog(t *testing.T) {
 // head and fresh receives with bounds that move on and back, deletes,
 // releases and clock steps, and checks every fresh receive of one
 // message against a scan of the whole index: it must take the visible
-// message of lowest sequence number sent at or after the bound, or none
-// when there is none. The remembered search position (freshFrom) is what
+// message of lowest sequence number sent at or after the bound the
+// search uses (the call's, or the last one's when the call's is less
+// than freshRewind earlier), or none when there is none. The remembered search position (freshFrom) is what
 // could go wrong; the scan remembers nothing.
 func TestReceiveSentAfterMatchesAScan(t *testing.T) {
 	t.Parallel()
@@ -177,6 +180,16 @@ func testReceiveSentAfterMatchesAScan(t *testing.T, seed uint64) {
 		return best, found
 	}
 	sent := 0
+	var last int64 // the bound the queue's search last used (freshFrom)
+	searchBound := func(after int64) int64 {
+		switch {
+		case last == 0 || after <= last-int64(freshRewind):
+			last = after
+		case after > last:
+			last = after
+		}
+		return last
+	}
 	for step := range 4000 {
 		switch op := rng.IntN(20); {
 		case op < 6:
@@ -195,7 +208,7 @@ func testReceiveSentAfterMatchesAScan(t *testing.T, seed uint64) {
 		case op < 14:
 			bound := []time.Duration{500 * time.Millisecond, 2 * time.Second, 10 * time.Second, time.Hour}[rng.IntN(4)]
 			after := bun.clock.Now().Add(-bound)
-			seq, ok := want(after.UnixNano())
+			seq, ok := want(searchBound(after.UnixNano()))
 			msgs, err := b.ReceiveSentAfter(t.Context(), &queue.ReceiveParams{Queue: "q", Max: 1}, after)
 			if err != nil {
 				t.Fatal(err)
@@ -226,5 +239,60 @@ func testReceiveSentAfterMatchesAScan(t *testing.T, seed uint64) {
 		default:
 			bun.clock.Advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		}
+	}
+}
+
+// Bounds that cross by a little (two pollers asking "now − the staleness
+// bound") do not start the search over: it stays past the backlog. One
+// earlier by freshRewind does. A search under way past a backlog stops
+// when the caller's context ends.
+func TestReceiveSentAfterBoundsThatCross(t *testing.T) {
+	t.Parallel()
+	b, bun := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour})
+	const backlog = 2 * freshScanStep / queue.MaxBatch * queue.MaxBatch
+	sends := make([]*queue.SendParams, 0, backlog/queue.MaxBatch)
+	for range backlog / queue.MaxBatch {
+		entries := make([]queue.SendEntry, queue.MaxBatch)
+		for k := range entries {
+			entries[k] = queue.SendEntry{ID: fmt.Sprint(k), Body: []byte("old")}
+		}
+		sends = append(sends, &queue.SendParams{Queue: "q", Entries: entries})
+	}
+	if _, errs := b.SendMany(t.Context(), sends); slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		t.Fatal(errs)
+	}
+	bun.clock.Advance(time.Minute)
+	cut := bun.clock.Now()
+	sendOne(t, b, "q", "fresh-1", 0)
+	sendOne(t, b, "q", "fresh-2", 0)
+
+	passed := func() uint64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.queues["q"].freshPassed
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.ReceiveSentAfter(cancelled, &queue.ReceiveParams{Queue: "q", Max: 1}, cut); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a search past the backlog with its context ended: %v, want context.Canceled", err)
+	}
+	if n := passed(); n > freshScanStep {
+		t.Fatalf("the search with its context ended passed over %d messages, want one step (%d) at most", n, freshScanStep)
+	}
+
+	if got, _ := receiveAfter(t, b, "q", 1, cut); !slices.Equal(got, []string{"fresh-1"}) {
+		t.Fatalf("fresh receive %v, want [fresh-1]", got)
+	}
+	once := passed()
+	if once < backlog || once > backlog+chunkLen {
+		t.Fatalf("the searches passed over %d messages, want the backlog of %d once", once, backlog)
+	}
+	if got, _ := receiveAfter(t, b, "q", 1, cut.Add(-time.Millisecond)); !slices.Equal(got, []string{"fresh-2"}) || passed() != once {
+		t.Fatalf("a bound 1ms earlier: %v, after passing over %d messages in all; want [fresh-2], and none passed over again (%d)",
+			got, passed(), once)
+	}
+	if got, _ := receiveAfter(t, b, "q", 1, cut.Add(-freshRewind)); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("a bound freshRewind earlier: %v, want an old message (the search started over)", got)
 	}
 }

@@ -93,6 +93,9 @@ type memQueue struct {
 	// one ran.
 	freshSeq   uint64
 	freshAfter int64
+	// freshPassed counts the sequence numbers those searches passed
+	// over, starting over included (tests).
+	freshPassed uint64
 }
 
 // records are message records by sequence number, from first on.
