@@ -71,20 +71,37 @@ func (p *freshPicker) pop(q *memQueue, now int64) (uint64, bool) {
 }
 
 // find returns the lowest visible message at or above from sent at or
-// after p.after. It passes over the messages held in flight since that
-// point (a drainer's read-ahead), not the old ones before it.
+// after p.after. It starts where the queue's last search found the first
+// visible one (freshVisible), so it passes over the messages taken since
+// (in flight, or done with), not every one since the first fresh
+// message: a job that runs for minutes kept that one in flight, and each
+// search passed over every job sent after it again.
 func (p *freshPicker) find(q *memQueue, now int64, from uint64) (uint64, bool) {
 	start, after, ok := q.freshFrom(p.after)
 	if !ok {
 		return 0, false // still passing over old messages
 	}
 	q.promote(now)
-	for seq := max(start, from); seq < q.nextSeq; seq++ {
-		if m, ok := q.msgs.get(seq); ok && m.class == classVisible && m.sentAt >= after {
-			return seq, true
+	low := max(start, q.freshVisible) // no visible message between start and it
+	at := max(low, from)
+	for ; at < q.nextSeq; at++ {
+		if m, ok := q.msgs.get(at); ok && m.class == classVisible && m.sentAt >= after {
+			break
 		}
 	}
-	return 0, false
+	if from <= low {
+		// Searched on from low: nothing visible before at. (From
+		// further on, in a claim, a message turned visible before from
+		// since the claim began would be passed over.)
+		q.freshVisible = at
+	}
+	return at, at < q.nextSeq
+}
+
+// madeVisible is told of message seq turning visible: searches for fresh
+// messages start at or before it again.
+func (q *memQueue) madeVisible(seq uint64) {
+	q.freshVisible = min(q.freshVisible, seq)
 }
 
 // freshRewind is how much earlier than the last search's bound a
@@ -110,6 +127,7 @@ func (q *memQueue) freshFrom(after int64) (seq uint64, bound int64, ok bool) {
 	switch {
 	case q.freshSeq == 0 || after <= q.freshAfter-int64(freshRewind):
 		q.freshSeq = min(q.msgs.lowest(), q.nextSeq)
+		q.freshVisible = 0
 	case after < q.freshAfter:
 		after = q.freshAfter
 	}

@@ -144,11 +144,11 @@ func TestReceiveSentAfterPastABigBacklog(t *testing.T) {
 
 // TestReceiveSentAfterMatchesAScan drives a queue through random sends,
 // head and fresh receives with bounds that move on and back, deletes,
-// releases and clock steps, and checks every fresh receive of one
-// message against a scan of the whole index: it must take the visible
-// message of lowest sequence number sent at or after the bound the
+// releases and clock steps, and checks every fresh receive (of 1 to 4
+// messages) against a scan of the whole index: it must take the visible
+// messages of lowest sequence number sent at or after the bound the
 // search uses (the call's, or the last one's when the call's is less
-// than freshRewind earlier), or none when there is none. The remembered search position (freshFrom) is what
+// than freshRewind earlier), in that order, or none when there is none. The remembered search position (freshFrom) is what
 // could go wrong; the scan remembers nothing.
 func TestReceiveSentAfterMatchesAScan(t *testing.T) {
 	t.Parallel()
@@ -165,19 +165,22 @@ func testReceiveSentAfterMatchesAScan(t *testing.T, seed uint64) {
 	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: 3 * time.Second})
 	rng := rand.New(rand.NewPCG(seed, 2))
 	var held []queue.Message
-	want := func(after int64) (uint64, bool) {
+	// want returns the visible messages sent at or after after, lowest
+	// sequence first, at most n.
+	want := func(after int64, n int) []uint64 {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		q := b.queues["q"]
 		now := bun.clock.Now().UnixNano()
 		q.promote(now)
-		best, found := uint64(0), false
+		var seqs []uint64
 		for seq, m := range q.msgs.all() {
-			if m.class == classVisible && m.sentAt >= after && (!found || seq < best) {
-				best, found = seq, true
+			if m.class == classVisible && m.sentAt >= after {
+				seqs = append(seqs, seq)
 			}
 		}
-		return best, found
+		slices.Sort(seqs)
+		return seqs[:min(n, len(seqs))]
 	}
 	sent := 0
 	var last int64 // the bound the queue's search last used (freshFrom)
@@ -208,22 +211,21 @@ func testReceiveSentAfterMatchesAScan(t *testing.T, seed uint64) {
 		case op < 14:
 			bound := []time.Duration{500 * time.Millisecond, 2 * time.Second, 10 * time.Second, time.Hour}[rng.IntN(4)]
 			after := bun.clock.Now().Add(-bound)
-			seq, ok := want(searchBound(after.UnixNano()))
-			msgs, err := b.ReceiveSentAfter(t.Context(), &queue.ReceiveParams{Queue: "q", Max: 1}, after)
+			n := 1 + rng.IntN(4)
+			seqs := want(searchBound(after.UnixNano()), n)
+			msgs, err := b.ReceiveSentAfter(t.Context(), &queue.ReceiveParams{Queue: "q", Max: n}, after)
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch {
-			case !ok && len(msgs) != 0:
-				t.Fatalf("step %d: fresh receive (bound %s) took %q, want none", step, bound, msgs[0].Body)
-			case ok && len(msgs) == 0:
-				t.Fatalf("step %d: fresh receive (bound %s) took none, want message seq %d", step, bound, seq)
-			case ok:
-				if r, _ := parseReceipt(msgs[0].ReceiptHandle); r.seq != seq {
-					t.Fatalf("step %d: fresh receive (bound %s) took seq %d, want %d", step, bound, r.seq, seq)
-				}
-				held = append(held, msgs...)
+			got := make([]uint64, len(msgs))
+			for i, m := range msgs {
+				r, _ := parseReceipt(m.ReceiptHandle)
+				got[i] = r.seq
 			}
+			if !slices.Equal(got, seqs) {
+				t.Fatalf("step %d: fresh receive of %d (bound %s) took seqs %v, want %v", step, n, bound, got, seqs)
+			}
+			held = append(held, msgs...)
 		case op < 18:
 			// Most jobs end: delete a few held ones (refused when the
 			// lease was lost meanwhile: fine).

@@ -96,6 +96,9 @@ type memQueue struct {
 	// freshPassed counts the sequence numbers those searches passed
 	// over, starting over included (tests).
 	freshPassed uint64
+	// freshVisible: no message between freshSeq and it is visible, as
+	// the last search found (and madeVisible keeps true).
+	freshVisible uint64
 }
 
 // records are message records by sequence number, from first on.
@@ -155,6 +158,7 @@ func (q *memQueue) put(seq uint64, m msgState, now int64) msgState {
 	q.msgs.set(seq, m)
 	if m.class == classVisible {
 		q.ready.push(readyEntry{seq: seq, ver: m.ver})
+		q.madeVisible(seq)
 		q.wake()
 	} else {
 		q.pending.push(pendingEntry{at: m.visibleAt, seq: seq, ver: m.ver})
@@ -200,6 +204,7 @@ func (q *memQueue) promote(now int64) {
 		q.counts[m.class]++
 		q.msgs.set(e.seq, m)
 		q.ready.push(readyEntry{seq: e.seq, ver: e.ver})
+		q.madeVisible(e.seq)
 	}
 }
 
