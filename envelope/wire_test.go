@@ -75,15 +75,7 @@ func TestWireMatchesProto(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := tt.env()
-			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := envelope.Append(nil, e)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("Append = %x, %v\nproto.Marshal %x", got, err, want)
-			}
+			appendMatchesMarshal(t, tt.env())
 		})
 	}
 
@@ -143,14 +135,7 @@ func TestWireMatchesProto(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := envelope.Append(nil, e)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("Append = %x, %v\nproto.Marshal %x", got, err, want)
-		}
+		got := appendMatchesMarshal(t, e)
 		back, err := envelope.Decode(got)
 		if err != nil || !proto.Equal(back, e) {
 			t.Fatalf("Decode(Append) = %v, %v; want %v", back, err, e)
@@ -174,4 +159,19 @@ func BenchmarkAppend(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// appendMatchesMarshal checks that Append writes e as proto.Marshal does
+// (deterministically) and returns what it wrote.
+func appendMatchesMarshal(t *testing.T, e *envelope.Envelope) []byte {
+	t.Helper()
+	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := envelope.Append(nil, e)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Append = %x, %v\nproto.Marshal %x", got, err, want)
+	}
+	return got
 }
