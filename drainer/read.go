@@ -175,7 +175,10 @@ func (d *Drainer) poll(ctx context.Context, q *queueBuf) {
 					return
 				}
 			} else if err != nil && ctx.Err() == nil {
-				log.WarnContext(ctx, "receive of fresh jobs past the backlog failed", slog.Any("error", err))
+				// The head read below fails too when the backend does,
+				// and it warns and backs off: a warning here as well
+				// doubled the lines of an outage.
+				log.DebugContext(ctx, "receive of fresh jobs past the backlog failed", slog.Any("error", err))
 			}
 		}
 		msgs, err := d.cfg.Backend.Receive(ctx, params)
