@@ -102,21 +102,7 @@ func TestReceiveSentAfterPastABigBacklog(t *testing.T) {
 	b, bun := setup(t)
 	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour})
 	const backlog = (freshScanStep + freshScanStep/2) / queue.MaxBatch * queue.MaxBatch
-	entries := make([]queue.SendEntry, queue.MaxBatch)
-	for i := range entries {
-		entries[i] = queue.SendEntry{ID: string(rune('a' + i)), Body: []byte("old")}
-	}
-	sends := make([]*queue.SendParams, 0, backlog/queue.MaxBatch)
-	for range backlog / queue.MaxBatch {
-		sends = append(sends, &queue.SendParams{Queue: "q", Entries: entries})
-	}
-	for len(sends) > 0 {
-		n := min(len(sends), 1000)
-		if _, errs := b.SendMany(t.Context(), sends[:n]); errs != nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-			t.Fatal(errs)
-		}
-		sends = sends[n:]
-	}
+	sendOld(t, b, "q", backlog)
 	bun.clock.Advance(time.Minute)
 	cut := bun.clock.Now()
 	got := make(chan []queue.Message, 1)
@@ -253,17 +239,7 @@ func TestReceiveSentAfterBoundsThatCross(t *testing.T) {
 	b, bun := setup(t)
 	mustEnsure(t, b, queue.QueueSpec{Name: "q", VisibilityTimeout: time.Hour})
 	const backlog = 2 * freshScanStep / queue.MaxBatch * queue.MaxBatch
-	sends := make([]*queue.SendParams, 0, backlog/queue.MaxBatch)
-	for range backlog / queue.MaxBatch {
-		entries := make([]queue.SendEntry, queue.MaxBatch)
-		for k := range entries {
-			entries[k] = queue.SendEntry{ID: fmt.Sprint(k), Body: []byte("old")}
-		}
-		sends = append(sends, &queue.SendParams{Queue: "q", Entries: entries})
-	}
-	if _, errs := b.SendMany(t.Context(), sends); slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-		t.Fatal(errs)
-	}
+	sendOld(t, b, "q", backlog)
 	bun.clock.Advance(time.Minute)
 	cut := bun.clock.Now()
 	sendOne(t, b, "q", "fresh-1", 0)
@@ -296,5 +272,26 @@ func TestReceiveSentAfterBoundsThatCross(t *testing.T) {
 	}
 	if got, _ := receiveAfter(t, b, "q", 1, cut.Add(-freshRewind)); !slices.Equal(got, []string{"old"}) {
 		t.Fatalf("a bound freshRewind earlier: %v, want an old message (the search started over)", got)
+	}
+}
+
+// sendOld stores n messages (a multiple of queue.MaxBatch) with body
+// "old" in queue q, in batches sent together.
+func sendOld(t *testing.T, b *Backend, q string, n int) {
+	t.Helper()
+	entries := make([]queue.SendEntry, queue.MaxBatch)
+	for i := range entries {
+		entries[i] = queue.SendEntry{ID: fmt.Sprint(i), Body: []byte("old")}
+	}
+	sends := make([]*queue.SendParams, 0, n/queue.MaxBatch)
+	for range n / queue.MaxBatch {
+		sends = append(sends, &queue.SendParams{Queue: q, Entries: entries})
+	}
+	for len(sends) > 0 {
+		k := min(len(sends), 1000)
+		if _, errs := b.SendMany(t.Context(), sends[:k]); slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+			t.Fatal(errs)
+		}
+		sends = sends[k:]
 	}
 }
