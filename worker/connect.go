@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -211,6 +212,13 @@ func Connect(ctx context.Context, addr, key string, handler Handler, opts Connec
 		if !welcomed && opts.TLS == nil && hint != "" && speaksTLS(ctx, addr, opts.DialOptions) {
 			hint, final = "sluice's --worker-listen serves TLS (it answered a TLS handshake): dial it with TLS (ConnectOptions.TLS; sluicectl worker --tls-ca)", true
 		}
+		if !welcomed && opts.TLS != nil && !final && tlshint.Classify(err.Error(), true) == tlshint.Dropped {
+			if alert := alertAfterHandshake(ctx, addr, opts.TLS, opts.DialOptions); alert != nil {
+				if h, f := tlsHint(alert, opts.TLS); h != "" && tlshint.Classify(alert.Error(), true) != tlshint.Dropped {
+					hint, final = h, f
+				}
+			}
+		}
 		if st, ok := status.FromError(err); ok && !welcomed {
 			switch {
 			case final && st.Code() == codes.Unavailable:
@@ -367,6 +375,67 @@ func speaksTLS(ctx context.Context, addr string, dialOpts []grpc.DialOption) boo
 		}
 	}
 	return saw.Load()
+}
+
+// alertAfterHandshake dials addr with cfg, as the worker does, completes
+// the TLS handshake, writes nothing, and returns the error of a read of
+// what sluice sends next within probeWait (nil if none came). A TLS 1.3
+// server checks the client's certificate after the client's handshake
+// has ended, so its refusal races with the worker's first write: when the
+// write loses, the worker sees a broken pipe or a reset that names
+// nothing, and it retried for ever a key that no retry could heal (found
+// by CI). On a connection that writes nothing, the alert arrives intact.
+func alertAfterHandshake(ctx context.Context, addr string, cfg *tls.Config, dialOpts []grpc.DialOption) error {
+	got := make(chan error, 1)
+	probe := alertProbe{TransportCredentials: credentials.NewTLS(cfg), got: got}
+	conn, err := grpc.NewClient(addr, append(slices.Clone(dialOpts), grpc.WithTransportCredentials(probe))...)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = conn.Close() }()
+	conn.Connect()
+	select {
+	case err := <-got:
+		return err
+	case <-time.After(2 * probeWait):
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// alertProbe is TLS credentials whose handshake, once done, reads what
+// the server sends next and reports it, then fails the connection.
+type alertProbe struct {
+	credentials.TransportCredentials
+	got chan<- error
+}
+
+var errProbed = errors.New("worker: probe connection, closed after its read")
+
+func (p alertProbe) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, _, err := p.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		p.report(err)
+		return nil, nil, err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetReadDeadline(time.Now().Add(probeWait))
+	_, err = conn.Read(make([]byte, 1))
+	var timeout net.Error
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		err = nil // sluice took the handshake and waits for the worker
+	}
+	p.report(err)
+	return nil, nil, errProbed
+}
+
+// report keeps the first result; grpc may retry the handshake.
+func (p alertProbe) report(err error) {
+	select {
+	case p.got <- err:
+	default:
+	}
 }
 
 func refusedCode(c codes.Code) bool {
