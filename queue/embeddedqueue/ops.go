@@ -250,7 +250,8 @@ func (b *Backend) prepareSend(p *queue.SendParams) (*preparedSend, error) {
 	if err := checkBatch(len(p.Entries)); err != nil {
 		return nil, err
 	}
-	ps := &preparedSend{p: p, results: make([]queue.SendResult, len(p.Entries)), recs: make([][]byte, len(p.Entries))}
+	ps := &preparedSend{p: p, results: make([]queue.SendResult, len(p.Entries))}
+	stored := 0
 	for i, e := range p.Entries {
 		switch {
 		case slices.ContainsFunc(p.Entries[:i], func(o queue.SendEntry) bool { return o.ID == e.ID }):
@@ -263,9 +264,24 @@ func (b *Backend) prepareSend(p *queue.SendParams) (*preparedSend, error) {
 			ps.results[i].Err = fmt.Errorf("%w: %d bytes, at most %d", queue.ErrBodyTooLarge, len(e.Body), queue.MaxBodyBytes)
 			continue
 		}
-		ps.recs[i] = newRecord(e.Body)
-		ps.results[i].MessageID = messageID(ps.recs[i])
-		ps.size += len(ps.recs[i])
+		stored++
+	}
+	ps.recs = newRecords(p.Entries, ps.results)
+	// The message IDs of the send share one string (one allocation).
+	var ids strings.Builder
+	ids.Grow(stored * messageIDLen)
+	for _, rec := range ps.recs {
+		if rec != nil {
+			var buf [messageIDLen]byte
+			ids.Write(appendMessageID(buf[:0], rec))
+			ps.size += len(rec)
+		}
+	}
+	text := ids.String()
+	for i, rec := range ps.recs {
+		if rec != nil {
+			ps.results[i].MessageID, text = text[:messageIDLen], text[messageIDLen:]
+		}
 	}
 	ps.keys = keyRecords(p.Entries, ps)
 	if err := b.checkQueue(p.Queue); err != nil {
