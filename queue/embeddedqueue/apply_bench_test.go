@@ -88,11 +88,11 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 				b.Fatal(err)
 			}
 		}
-		merged := mergeKeyRecords(todo)
+		keys := keyRecords(todo)
 		mid := threadCPU(b)
 		wt := &writeTx{tx: tx, now: time.Now().UnixNano(), log: log[:0]}
 		w.mu.Lock()
-		if err := w.applySends(wt, todo, merged); err != nil {
+		if err := w.applySends(wt, todo, keys); err != nil {
 			b.Fatal(err)
 		}
 		if err := wt.setSequences(); err != nil {

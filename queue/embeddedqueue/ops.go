@@ -220,8 +220,8 @@ func (b *Backend) SendMany(ctx context.Context, sends []*queue.SendParams) ([][]
 	if len(todo) == 0 {
 		return results, errs
 	}
-	merged := mergeKeyRecords(todo)
-	err := b.doBlind(ctx, size, func(w *writeTx) error { return b.applySends(w, todo, merged) })
+	keys := keyRecords(todo)
+	err := b.doBlind(ctx, size, func(w *writeTx) error { return b.applySends(w, todo, keys) })
 	for _, ps := range todo {
 		switch {
 		case err != nil:
@@ -239,10 +239,9 @@ type preparedSend struct {
 	p       *queue.SendParams
 	index   int // in SendMany's sends
 	results []queue.SendResult
-	recs    [][]byte    // nil for an entry that failed alone
-	keys    []keyRecord // of the stored entries' keys
-	size    int         // of recs; zero if none is stored
-	missing bool        // set by apply: the queue was gone
+	recs    [][]byte // nil for an entry that failed alone
+	size    int      // of recs; zero if none is stored
+	missing bool     // set by apply: the queue was gone
 }
 
 // prepareSend checks p as Send does and makes its records.
@@ -283,32 +282,36 @@ func (b *Backend) prepareSend(p *queue.SendParams) (*preparedSend, error) {
 			ps.results[i].MessageID, text = text[:messageIDLen], text[messageIDLen:]
 		}
 	}
-	ps.keys = keyRecords(p.Entries, ps)
 	if err := b.checkQueue(p.Queue); err != nil {
 		return nil, err
 	}
 	return ps, nil
 }
 
-// keyRecords makes the key records of the entries of ps that are stored:
-// one for each run of keys that expire together, named by the message
-// id of its first.
-func keyRecords(entries []queue.SendEntry, ps *preparedSend) []keyRecord {
+// keyRecords makes the key records of the stored entries of sends,
+// prepared for one operation: one for each run of keys that expire
+// together, named by the message id of its first. A gateway's batch of
+// 100 keyed jobs, sent as 10 sends, costs the writer one record, not 10.
+// (A record per send, merged into one by copying, cost a few percent of
+// a keyed SubmitBatch's CPU.)
+func keyRecords(sends []*preparedSend) []keyRecord {
 	var out []keyRecord
 	var keys []*queue.StoredKey // of a run expiring together
 	var first string            // the message id of its first
-	for i, e := range entries {
-		if ps.recs[i] == nil || e.Key == nil {
-			continue
+	for _, ps := range sends {
+		for i, e := range ps.p.Entries {
+			if ps.recs[i] == nil || e.Key == nil {
+				continue
+			}
+			if len(keys) > 0 && e.Key.Expires.UnixNano() != keys[0].Expires.UnixNano() {
+				out = append(out, newKeyRecord(keys, first))
+				keys = keys[:0]
+			}
+			if len(keys) == 0 {
+				first = ps.results[i].MessageID
+			}
+			keys = append(keys, e.Key)
 		}
-		if len(keys) > 0 && !e.Key.Expires.Equal(keys[0].Expires) {
-			out = append(out, newKeyRecord(keys, first))
-			keys = keys[:0]
-		}
-		if len(keys) == 0 {
-			first = ps.results[i].MessageID
-		}
-		keys = append(keys, e.Key)
 	}
 	if len(keys) > 0 {
 		out = append(out, newKeyRecord(keys, first))
@@ -316,67 +319,22 @@ func keyRecords(entries []queue.SendEntry, ps *preparedSend) []keyRecord {
 	return out
 }
 
-// applySends stores sends, prepared for one operation, in w, their keys
-// as merged (mergeKeyRecords) unless that is nil or a queue is gone; the
-// writer holds b.mu.
-func (b *Backend) applySends(w *writeTx, sends []*preparedSend, merged []keyRecord) error {
-	if merged == nil || slices.ContainsFunc(sends, func(ps *preparedSend) bool { return b.queues[ps.p.Queue] == nil }) {
-		for _, ps := range sends {
-			if err := ps.apply(b, w); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+// applySends stores sends, prepared for one operation, in w, and keys,
+// their key records (keyRecords); the writer holds b.mu. If a queue is
+// gone, the keys of the sends stored get records of their own instead.
+func (b *Backend) applySends(w *writeTx, sends []*preparedSend, keys []keyRecord) error {
 	for _, ps := range sends {
 		if err := ps.applyMessages(b, w); err != nil {
 			return err
 		}
 	}
-	for i := range merged {
-		if err := w.putKeys(&merged[i]); err != nil {
-			return err
-		}
+	if slices.ContainsFunc(sends, func(ps *preparedSend) bool { return ps.missing }) {
+		// Gone with a failed commit's EnsureQueues (rare): keys records
+		// keys of messages that were not stored.
+		keys = keyRecords(slices.DeleteFunc(slices.Clone(sends), func(ps *preparedSend) bool { return ps.missing }))
 	}
-	return nil
-}
-
-// mergeKeyRecords joins the key records of sends, made for one
-// operation, into one record per run of keys that expire together, named
-// as the run's first: a gateway's batch of 100 keyed jobs, sent as 10
-// sends, then costs the writer one record, not 10. It returns nil when
-// fewer than two sends carry keys.
-func mergeKeyRecords(sends []*preparedSend) []keyRecord {
-	keyed := 0
-	for _, ps := range sends {
-		if len(ps.keys) > 0 {
-			keyed++
-		}
-	}
-	if keyed < 2 {
-		return nil
-	}
-	var out []keyRecord
-	for _, ps := range sends {
-		for _, r := range ps.keys {
-			if last := len(out) - 1; last >= 0 && string(out[last].name[:8]) == string(r.name[:8]) {
-				out[last].value = append(out[last].value, r.value[1:]...) // without the mark
-				out[last].keys = append(out[last].keys, r.keys...)
-				continue
-			}
-			out = append(out, keyRecord{name: r.name, value: slices.Clone(r.value), keys: slices.Clone(r.keys)})
-		}
-	}
-	return out
-}
-
-// apply stores the records and keys of ps in w; the writer holds b.mu.
-func (ps *preparedSend) apply(b *Backend, w *writeTx) error {
-	if err := ps.applyMessages(b, w); err != nil || ps.missing {
-		return err
-	}
-	for i := range ps.keys {
-		if err := w.putKeys(&ps.keys[i]); err != nil {
+	for i := range keys {
+		if err := w.putKeys(&keys[i]); err != nil {
 			return err
 		}
 	}

@@ -2,9 +2,12 @@ package embeddedqueue
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/queue"
 )
@@ -100,6 +103,102 @@ func TestSendMessageIDs(t *testing.T) {
 		}
 		if strings.ToLower(m.MessageID) != m.MessageID {
 			t.Errorf("message ID %s is not lower case", m.MessageID)
+		}
+	}
+}
+
+// TestKeyRecords: the stored keys of a SendMany's sends get one record
+// per run that expires together, across sends, named by the message id
+// of the run's first; entries that failed or carry no key are left out.
+func TestKeyRecords(t *testing.T) {
+	soon, later := time.Unix(100, 0), time.Unix(200, 0)
+	type entry struct {
+		key    string // "" for none
+		exp    time.Time
+		failed bool
+	}
+	tests := []struct {
+		name  string
+		sends [][]entry
+		want  []string // per record: its first message's entry ("s.i") and its keys
+	}{
+		{name: "no keys", sends: [][]entry{{{}, {}}}, want: nil},
+		{name: "one send", sends: [][]entry{{{key: "a", exp: soon}, {key: "b", exp: soon}}}, want: []string{"0.0:a,b"}},
+		{name: "sends share a record", sends: [][]entry{{{key: "a", exp: soon}}, {{}, {key: "b", exp: soon}}}, want: []string{"0.0:a,b"}},
+		{name: "expiry changes", sends: [][]entry{{{key: "a", exp: soon}, {key: "b", exp: later}}, {{key: "c", exp: later}, {key: "d", exp: soon}}}, want: []string{"0.0:a", "0.1:b,c", "1.1:d"}},
+		{name: "failed entries", sends: [][]entry{{{key: "a", exp: soon, failed: true}, {key: "b", exp: soon}}}, want: []string{"0.1:b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sends []*preparedSend
+			firstOf := map[string]string{} // message id → "s.i"
+			for s, es := range tt.sends {
+				ps := &preparedSend{p: &queue.SendParams{}, results: make([]queue.SendResult, len(es)), recs: make([][]byte, len(es))}
+				for i, e := range es {
+					entry := queue.SendEntry{ID: fmt.Sprint(i)}
+					if e.key != "" {
+						entry.Key = &queue.StoredKey{Key: e.key, Value: "v", Expires: e.exp}
+					}
+					ps.p.Entries = append(ps.p.Entries, entry)
+					if !e.failed {
+						ps.recs[i] = []byte("record")
+						ps.results[i].MessageID = fmt.Sprintf("msg-%d-%d", s, i)
+						firstOf[ps.results[i].MessageID] = fmt.Sprintf("%d.%d", s, i)
+					}
+				}
+				sends = append(sends, ps)
+			}
+			var got []string
+			for _, r := range keyRecords(sends) {
+				var keys []string
+				if err := keyList(r.value, func(k, _ []byte) { keys = append(keys, string(k)) }); err != nil {
+					t.Fatal(err)
+				}
+				if len(r.keys) != len(keys) {
+					t.Errorf("record %x: %d index entries for %d keys", r.name, len(r.keys), len(keys))
+				}
+				got = append(got, firstOf[string(r.name[8:])]+":"+strings.Join(keys, ","))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("records %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKeysOfASendToAQueueGone: when a queue of a SendMany is gone by the
+// time the writer applies it (with a failed commit's EnsureQueues), the
+// keys of the sends stored are stored, and those of the send refused are
+// not.
+func TestKeysOfASendToAQueueGone(t *testing.T) {
+	b, _ := setup(t)
+	mustEnsure(t, b, queue.QueueSpec{Name: "q"}, queue.QueueSpec{Name: "gone"})
+	exp := time.Now().Add(time.Hour)
+	keyed := func(q, key string) *queue.SendParams {
+		return &queue.SendParams{Queue: q, Entries: []queue.SendEntry{{ID: "0", Body: []byte(key), Key: &queue.StoredKey{Key: key, Value: "v" + key, Expires: exp}}}}
+	}
+	var todo []*preparedSend
+	for _, p := range []*queue.SendParams{keyed("q", "a"), keyed("gone", "b"), keyed("q", "c")} {
+		ps, err := b.prepareSend(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		todo = append(todo, ps)
+	}
+	keys := keyRecords(todo)
+	err := b.doBlind(t.Context(), 0, func(w *writeTx) error {
+		delete(b.queues, "gone")
+		return b.applySends(w, todo, keys)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !todo[1].missing || todo[0].missing || todo[2].missing {
+		t.Fatalf("missing: %v %v %v, want only the second send's queue", todo[0].missing, todo[1].missing, todo[2].missing)
+	}
+	for key, want := range map[string]string{"a": "va", "b": "", "c": "vc"} {
+		if got := lookup(t, b, key); got != want {
+			t.Errorf("lookup %q: %q, want %q", key, got, want)
 		}
 	}
 }

@@ -62,7 +62,8 @@ func TestSequenceSetOncePerGroup(t *testing.T) {
 				for _, p := range sends {
 					ps, err := w.prepareSend(p)
 					if err == nil {
-						err = ps.apply(w, wt)
+						sends := []*preparedSend{ps}
+						err = w.applySends(wt, sends, keyRecords(sends))
 					}
 					if err != nil {
 						t.Fatal(err)
