@@ -21,12 +21,13 @@ import (
 // bounds the throughput of every send: one op is a group of 10 sends of
 // 10 entries (200-byte bodies), as the gateway makes of a 100-job
 // SubmitBatch, prepared as SendMany does and applied to the open
-// transaction and the index under b.mu, as the writer does. The log's
-// write and sync are left out, and the transaction is committed (without
-// fsync) every 100 groups, as a checkpoint would. apply-ns/job is the
-// writer's CPU time per job (the thread's, so that others' work on a
-// shared machine counts less), prepare-ns/job the callers', log-B/job
-// the size of the groups' redo log records.
+// transaction and the index under b.mu, as the writer does, their keys
+// then indexed as the callers do. The log's write and sync are left out,
+// and the transaction is committed (without fsync) every 100 groups, as a
+// checkpoint would. apply-ns/job is the writer's CPU time per job (the
+// thread's, so that others' work on a shared machine counts less),
+// prepare-ns/job and publish-ns/job the callers' before and after it,
+// log-B/job the size of the groups' redo log records.
 func BenchmarkSendApply(b *testing.B) {
 	for _, keys := range []bool{false, true} {
 		b.Run(fmt.Sprintf("keys=%v", keys), func(b *testing.B) { benchmarkSendApply(b, keys) })
@@ -53,7 +54,7 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 	}
 	defer func() { _ = db.Close() }()
 	// A backend with no writer: the benchmark takes the writer's place.
-	w := &Backend{db: db, opts: Options{Logger: quiet}, queues: map[string]*memQueue{spec.Name: newMemQueue(spec, 1)}, keys: newKeyIndex()}
+	w := &Backend{db: db, opts: Options{Logger: quiet, Clock: time.Now}, queues: map[string]*memQueue{spec.Name: newMemQueue(spec, 1)}, keys: newKeyIndex()}
 	payload := make([]byte, 200)
 	expires := time.Now().Add(time.Hour)
 	value := ulid.Make().String()
@@ -74,7 +75,7 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 		b.Fatal(err)
 	}
 	var log []byte
-	var prepare, apply time.Duration
+	var prepare, apply, publish time.Duration
 	logBytes := 0
 	todo := make([]*preparedSend, sends)
 	runtime.LockOSThread()
@@ -92,7 +93,8 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 		mid := threadCPU(b)
 		wt := &writeTx{tx: tx, now: time.Now().UnixNano(), log: log[:0]}
 		w.mu.Lock()
-		if err := w.applySends(wt, todo, keys); err != nil {
+		stored, err := w.applySends(wt, todo, keys)
+		if err != nil {
 			b.Fatal(err)
 		}
 		if err := wt.setSequences(); err != nil {
@@ -101,8 +103,11 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 		w.mu.Unlock()
 		log = wt.log
 		logBytes += len(log)
-		apply += threadCPU(b) - mid
+		end := threadCPU(b)
+		w.publishKeys(stored)
+		apply += end - mid
 		prepare += mid - start
+		publish += threadCPU(b) - end
 		if i%100 == 99 {
 			if err := tx.Commit(); err != nil {
 				b.Fatal(err)
@@ -117,6 +122,7 @@ func benchmarkSendApply(b *testing.B, keys bool) {
 	jobs := float64(b.N * sends * entries)
 	b.ReportMetric(float64(apply.Nanoseconds())/jobs, "apply-ns/job")
 	b.ReportMetric(float64(prepare.Nanoseconds())/jobs, "prepare-ns/job")
+	b.ReportMetric(float64(publish.Nanoseconds())/jobs, "publish-ns/job")
 	b.ReportMetric(float64(logBytes)/jobs, "log-B/job")
 }
 

@@ -198,7 +198,6 @@ type Backend struct {
 	degraded       bool
 	broken         error
 	logBuf         []byte
-	indexedBuf     []*keyRecord
 }
 
 var _ queue.Backend = (*Backend)(nil)

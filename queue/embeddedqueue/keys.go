@@ -77,8 +77,8 @@ func newKeyRecord(keys []*queue.StoredKey, msgID string) keyRecord {
 	return r
 }
 
-// putKeys stores a record of keys, to be indexed once the group is
-// logged (publishKeys); the writer holds b.mu.
+// putKeys stores a record of keys, which its sender indexes once its
+// send is answered (publishKeys); the writer holds b.mu.
 func (w *writeTx) putKeys(r *keyRecord) error {
 	var xb *bolt.Bucket
 	if w.tx != nil { // else checkpointing: the change goes to the log alone
@@ -86,30 +86,32 @@ func (w *writeTx) putKeys(r *keyRecord) error {
 			return errors.New("key bucket missing")
 		}
 	}
-	if err := w.put(xb, keyExpiryBucket, r.name, r.value); err != nil {
-		return err
-	}
-	w.indexed = append(w.indexed, r)
-	return nil
+	return w.put(xb, keyExpiryBucket, r.name, r.value)
 }
 
-// publishKeys indexes the keys w stored, once its group is logged (synced
-// where its callers wait for that): a key is visible to LookupKey only
-// when the send that stored it can no longer fail. Keys that expired by
-// w.now are left out, as the group may have swept their record already.
-func (b *Backend) publishKeys(w *writeTx) {
-	if len(w.indexed) == 0 {
+// publishKeys indexes the keys of records, stored by a send that was
+// answered (its record is logged, and synced where its callers wait for
+// that): a key is visible to LookupKey only when the send that stored it
+// can no longer fail. The send's caller indexes them before it returns,
+// so a caller that looks a key up after the send returned finds it. (The
+// writer indexed the keys of each group before answering it, at about a
+// tenth of its time per keyed job, which every call in the group waited
+// for.) Keys expired by now are left out, as a sweep may have deleted
+// their record already.
+func (b *Backend) publishKeys(records []keyRecord) {
+	if len(records) == 0 {
 		return
 	}
+	now := b.opts.Clock().UnixNano()
 	b.keysMu.Lock()
-	for _, r := range w.indexed {
-		for _, k := range r.keys {
-			if k.e.expires > w.now {
+	defer b.keysMu.Unlock()
+	for i := range records {
+		for _, k := range records[i].keys {
+			if k.e.expires > now {
 				b.keys.putIndexed(k)
 			}
 		}
 	}
-	b.keysMu.Unlock()
 }
 
 // encodeKeyList is the value of a record listing keys.

@@ -221,7 +221,14 @@ func (b *Backend) SendMany(ctx context.Context, sends []*queue.SendParams) ([][]
 		return results, errs
 	}
 	keys := keyRecords(todo)
-	err := b.doBlind(ctx, size, func(w *writeTx) error { return b.applySends(w, todo, keys) })
+	err := b.doBlind(ctx, size, func(w *writeTx) error {
+		var err error
+		keys, err = b.applySends(w, todo, keys)
+		return err
+	})
+	if err == nil {
+		b.publishKeys(keys)
+	}
 	for _, ps := range todo {
 		switch {
 		case err != nil:
@@ -320,12 +327,13 @@ func keyRecords(sends []*preparedSend) []keyRecord {
 }
 
 // applySends stores sends, prepared for one operation, in w, and keys,
-// their key records (keyRecords); the writer holds b.mu. If a queue is
-// gone, the keys of the sends stored get records of their own instead.
-func (b *Backend) applySends(w *writeTx, sends []*preparedSend, keys []keyRecord) error {
+// their key records (keyRecords), and returns the key records it stored;
+// the writer holds b.mu. If a queue is gone, the keys of the sends stored
+// get records of their own instead.
+func (b *Backend) applySends(w *writeTx, sends []*preparedSend, keys []keyRecord) ([]keyRecord, error) {
 	for _, ps := range sends {
 		if err := ps.applyMessages(b, w); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if slices.ContainsFunc(sends, func(ps *preparedSend) bool { return ps.missing }) {
@@ -335,10 +343,10 @@ func (b *Backend) applySends(w *writeTx, sends []*preparedSend, keys []keyRecord
 	}
 	for i := range keys {
 		if err := w.putKeys(&keys[i]); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return keys, nil
 }
 
 // applyMessages stores the records of ps in w, not its keys.

@@ -186,19 +186,54 @@ func TestKeysOfASendToAQueueGone(t *testing.T) {
 		todo = append(todo, ps)
 	}
 	keys := keyRecords(todo)
+	var stored []keyRecord
 	err := b.doBlind(t.Context(), 0, func(w *writeTx) error {
 		delete(b.queues, "gone")
-		return b.applySends(w, todo, keys)
+		var err error
+		stored, err = b.applySends(w, todo, keys)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.publishKeys(stored)
 	if !todo[1].missing || todo[0].missing || todo[2].missing {
 		t.Fatalf("missing: %v %v %v, want only the second send's queue", todo[0].missing, todo[1].missing, todo[2].missing)
 	}
 	for key, want := range map[string]string{"a": "va", "b": "", "c": "vc"} {
 		if got := lookup(t, b, key); got != want {
 			t.Errorf("lookup %q: %q, want %q", key, got, want)
+		}
+	}
+}
+
+// TestPublishKeys: a send's caller indexes the keys of the records it
+// stored, but for those already expired, which a sweep may have deleted.
+func TestPublishKeys(t *testing.T) {
+	b, bun := setup(t)
+	now := bun.clock.Now()
+	tests := []struct {
+		key     string
+		expires time.Time
+		want    string
+	}{
+		{"later", now.Add(time.Minute), "v-later"},
+		{"just", now.Add(time.Nanosecond), "v-just"},
+		{"now", now, ""},
+		{"past", now.Add(-time.Minute), ""},
+	}
+	var records []keyRecord
+	for _, tt := range tests {
+		k := &queue.StoredKey{Key: tt.key, Value: "v-" + tt.key, Expires: tt.expires}
+		records = append(records, newKeyRecord([]*queue.StoredKey{k}, "msg-"+tt.key))
+	}
+	b.publishKeys(records)
+	for _, tt := range tests {
+		b.keysMu.Lock()
+		value, _, _ := b.keys.get(tt.key)
+		b.keysMu.Unlock()
+		if value != tt.want {
+			t.Errorf("key %q expiring at now%+v: indexed %q, want %q", tt.key, tt.expires.Sub(now), value, tt.want)
 		}
 	}
 }

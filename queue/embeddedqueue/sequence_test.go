@@ -63,7 +63,7 @@ func TestSequenceSetOncePerGroup(t *testing.T) {
 					ps, err := w.prepareSend(p)
 					if err == nil {
 						sends := []*preparedSend{ps}
-						err = w.applySends(wt, sends, keyRecords(sends))
+						_, err = w.applySends(wt, sends, keyRecords(sends))
 					}
 					if err != nil {
 						t.Fatal(err)

@@ -226,10 +226,6 @@ type writeTx struct {
 	log    []byte
 	opened []queueBuckets // buckets looked up so far in this group
 	slab   []byte         // what keyAndState has not handed out yet
-	// indexed lists the key records stored in this group: the writer
-	// indexes them (publishKeys) only once the group is logged, so that
-	// LookupKey never answers a key whose send may still fail.
-	indexed []*keyRecord
 }
 
 // keyAndState returns message seq's key and m's state record, cut from a

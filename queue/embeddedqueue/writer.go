@@ -174,11 +174,7 @@ func (b *Backend) apply(group []*op) error {
 		}
 		b.tx = tx
 	}
-	w := &writeTx{tx: b.tx, now: b.opts.Clock().UnixNano(), log: b.logBuf[:0], indexed: b.indexedBuf[:0]}
-	defer func() {
-		clear(w.indexed) // the records belong to their callers
-		b.indexedBuf = w.indexed[:0]
-	}()
+	w := &writeTx{tx: b.tx, now: b.opts.Clock().UnixNano(), log: b.logBuf[:0]}
 	var err error
 	b.mu.Lock()
 	for _, o := range group {
@@ -207,7 +203,6 @@ func (b *Backend) apply(group []*op) error {
 	case b.degraded:
 		b.pending = true
 		if err = b.flush(); err == nil {
-			b.publishKeys(w)
 			b.commits.Add(1)
 			b.grouped.Add(int64(len(group)))
 			return nil
@@ -215,7 +210,6 @@ func (b *Backend) apply(group []*op) error {
 		return fmt.Errorf("commit: %w", err) // flush rebuilt the transaction
 	default:
 		if err = b.appendLog(w.log, needsSync(group)); err == nil {
-			b.publishKeys(w)
 			b.grouped.Add(int64(len(group)))
 			b.afterAppend(w.log)
 			return nil
