@@ -39,7 +39,7 @@ type idemKey struct{ tenant, key string }
 
 type idemEntry struct {
 	key    idemKey
-	stored string // storeKey(key), when the backend stores keys
+	stored string // key as the backend stores it (storeKeys), when it stores keys
 	// done is closed when the call that claimed the entry ended: one
 	// channel for all the entries of a call (claim), which are settled
 	// together.
@@ -112,26 +112,47 @@ func (s *idempotency) claim(ctx context.Context, tenant string, claims []keyClai
 
 // lookup asks the backend about the keys this process held no claim on,
 // the claims' new entries, and releases those it finds or cannot look up.
+// A queue.MultiKeyStore is asked about them all in one call.
 func (s *idempotency) lookup(ctx context.Context, claims []keyClaim, now time.Time) {
-	var params queue.LookupKeyParams // one for the call: LookupKey keeps none
+	keys := storeKeys(claims)
+	if len(keys) == 0 {
+		return
+	}
+	// found[i] is what the store holds as keys[i]; errs[i], if errs is
+	// set, why it could not say, else callErr.
+	var found []*queue.StoredKey
+	var errs []error
+	var callErr error
+	if multi, ok := s.store.(queue.MultiKeyStore); ok {
+		found, callErr = multi.LookupKeys(ctx, &queue.LookupKeysParams{Keys: keys})
+	} else {
+		found, errs = make([]*queue.StoredKey, len(keys)), make([]error, len(keys))
+		var params queue.LookupKeyParams // one for the call: LookupKey keeps none
+		for i, key := range keys {
+			params.Key = key
+			found[i], errs[i] = s.store.LookupKey(ctx, &params)
+		}
+	}
 	released := false
-	for i := range claims {
-		c := &claims[i]
+	i := 0
+	for j := range claims {
+		c := &claims[j]
 		if c.entry == nil {
 			continue
 		}
-		c.entry.stored = storeKey(c.entry.key)
-		params.Key = c.entry.stored
-		stored, err := s.store.LookupKey(ctx, &params)
+		err := callErr
+		if errs != nil {
+			err = errs[i]
+		}
 		switch {
 		case err != nil:
 			c.err = err
-		case stored != nil:
-			c.firstID = stored.Value
-		default:
-			continue
+			released = true
+		case found[i] != nil:
+			c.firstID = found[i].Value
+			released = true
 		}
-		released = true
+		i++
 	}
 	if !released {
 		return
@@ -159,8 +180,41 @@ func (s *idempotency) begin(ctx context.Context, tenant, key string, now time.Ti
 	return c[0].entry, c[0].firstID, c[0].err
 }
 
-// storeKey scopes a key by tenant for the backend; tenant ids have no NUL.
-func storeKey(k idemKey) string { return k.tenant + "\x00" + k.key }
+// storeKeys sets the stored key of each claim that has a new entry, its
+// key scoped by tenant for the backend (tenant NUL key; tenant ids have no
+// NUL), and returns them in order. They share one string: a string per
+// key was an allocation per keyed job.
+func storeKeys(claims []keyClaim) []string {
+	n, size := 0, 0
+	for i := range claims {
+		if e := claims[i].entry; e != nil {
+			n++
+			size += len(e.key.tenant) + 1 + len(e.key.key)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	var all strings.Builder
+	all.Grow(size)
+	for i := range claims {
+		if e := claims[i].entry; e != nil {
+			all.WriteString(e.key.tenant)
+			all.WriteByte(0)
+			all.WriteString(e.key.key)
+		}
+	}
+	text := all.String()
+	keys := make([]string, 0, n)
+	for i := range claims {
+		if e := claims[i].entry; e != nil {
+			k := len(e.key.tenant) + 1 + len(e.key.key)
+			e.stored, text = text[:k], text[k:]
+			keys = append(keys, e.stored)
+		}
+	}
+	return keys
+}
 
 // stored is the key to store with the job that claimed e as jobID, or nil
 // when there is no claim or the backend does not store keys.

@@ -181,3 +181,83 @@ func TestBatchesSharingKeysInOppositeOrder(t *testing.T) {
 		t.Errorf("later Submit of k1: %v, %v; want a duplicate of %s", resp, err, ids[0]["k1"])
 	}
 }
+
+// onlyKeyStore hides every method of a key store but LookupKey, so the
+// gateway looks keys up one by one.
+type onlyKeyStore struct{ queue.KeyStore }
+
+// TestClaimLooksUpEveryNewKey: a call's claims are looked up in the
+// store, in one call (queue.MultiKeyStore) or key by key: a key stored
+// with a job answers its id and is released, the others stay claimed
+// under their stored (tenant-scoped) key, and a store that cannot answer
+// fails and releases every claim.
+func TestClaimLooksUpEveryNewKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.EnsureQueues(ctx, []queue.QueueSpec{{Name: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	res, err := b.Send(ctx, &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{
+		{ID: "0", Body: []byte("job"), Key: &queue.StoredKey{Key: "acme\x00k1", Value: "job-1", Expires: now.Add(time.Hour)}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("send: %v %v", err, res)
+	}
+	stores := []struct {
+		name  string
+		store queue.KeyStore
+	}{
+		{"one call", b},
+		{"key by key", onlyKeyStore{b}},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			s := &idempotency{window: time.Minute, store: st.store, m: map[idemKey]*idemEntry{}}
+			claims := []keyClaim{{key: "k0"}, {key: "k1"}, {key: "k2"}}
+			done := s.claim(ctx, "acme", claims, now)
+			for i, want := range []struct{ firstID, stored string }{{"", "acme\x00k0"}, {"job-1", ""}, {"", "acme\x00k2"}} {
+				c := claims[i]
+				switch {
+				case c.err != nil || c.firstID != want.firstID:
+					t.Errorf("claim of %s: first id %q, %v; want %q", c.key, c.firstID, c.err, want.firstID)
+				case want.stored == "" && c.entry != nil:
+					t.Errorf("claim of %s: still held, want it released", c.key)
+				case want.stored != "" && (c.entry == nil || c.entry.stored != want.stored):
+					t.Errorf("claim of %s: entry %+v, want one stored as %q", c.key, c.entry, want.stored)
+				}
+			}
+			s.mu.Lock()
+			for i := range claims {
+				if e := claims[i].entry; e != nil {
+					s.settle(e, "", now)
+				}
+			}
+			s.mu.Unlock()
+			close(done)
+		})
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stores {
+		t.Run(st.name+", closed", func(t *testing.T) {
+			s := &idempotency{window: time.Minute, store: st.store, m: map[idemKey]*idemEntry{}}
+			claims := []keyClaim{{key: "k0"}, {key: "k1"}}
+			close(s.claim(ctx, "acme", claims, now))
+			for _, c := range claims {
+				if !errors.Is(c.err, queue.ErrClosed) || c.entry != nil {
+					t.Errorf("claim of %s on a closed store: %+v, want ErrClosed and no entry", c.key, c)
+				}
+			}
+			if len(s.m) != 0 {
+				t.Errorf("%d claims held, want none", len(s.m))
+			}
+		})
+	}
+}

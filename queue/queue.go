@@ -137,6 +137,11 @@ type LookupKeyParams struct {
 	Key string
 }
 
+// LookupKeysParams are the arguments of MultiKeyStore.LookupKeys.
+type LookupKeysParams struct {
+	Keys []string
+}
+
 // SendParams are the arguments of Backend.Send.
 type SendParams struct {
 	Queue   string
@@ -283,6 +288,16 @@ type KeyStore interface {
 	// LookupKey returns the key as stored by a send that was answered, or
 	// nil if there is none or it has expired.
 	LookupKey(ctx context.Context, params *LookupKeyParams) (*StoredKey, error)
+}
+
+// MultiKeyStore is implemented by key stores that look many keys up in
+// one call (the embedded backend): the gateway looks up the keys of a
+// SubmitBatch together.
+type MultiKeyStore interface {
+	KeyStore
+	// LookupKeys does what LookupKey does for each of params.Keys:
+	// keys[i] is the key stored as params.Keys[i], or nil.
+	LookupKeys(ctx context.Context, params *LookupKeysParams) (keys []*StoredKey, err error)
 }
 
 // MultiSender is implemented by backends that can store the messages of

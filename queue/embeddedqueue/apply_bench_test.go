@@ -207,3 +207,50 @@ func BenchmarkLookupKeyWhileSending(b *testing.B) {
 	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
 	b.ReportMetric(float64(took[len(took)*999/1000].Nanoseconds()), "p99.9-ns")
 }
+
+// BenchmarkLookupKeys measures looking up keys that are not stored, as
+// the gateway does for every new keyed job, in an index of a million
+// keys: 100 at a time with LookupKeys, or one by one with LookupKey. One
+// op is one key.
+func BenchmarkLookupKeys(b *testing.B) {
+	be, err := Open(filepath.Join(b.TempDir(), "q.db"), Options{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = be.Close() }()
+	expires := time.Now().Add(time.Hour).UnixNano()
+	be.keysMu.Lock()
+	for i := range 1_000_000 {
+		be.keys.put("tenant\x00stored-"+strconv.Itoa(i), ulid.Make().String(), expires)
+	}
+	be.keysMu.Unlock()
+	keys := make([]string, 100)
+	n := 0
+	next := func() {
+		for i := range keys {
+			n++
+			keys[i] = "tenant\x00new-" + strconv.Itoa(n)
+		}
+	}
+	b.Run("LookupKeys", func(b *testing.B) {
+		for i := 0; i < b.N; i += len(keys) {
+			next()
+			found, err := be.LookupKeys(b.Context(), &queue.LookupKeysParams{Keys: keys})
+			if err != nil || len(found) != len(keys) {
+				b.Fatal(len(found), err)
+			}
+		}
+	})
+	b.Run("LookupKey", func(b *testing.B) {
+		var p queue.LookupKeyParams
+		for i := 0; i < b.N; i += len(keys) {
+			next()
+			for _, k := range keys {
+				p.Key = k
+				if _, err := be.LookupKey(b.Context(), &p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}

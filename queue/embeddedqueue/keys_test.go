@@ -1,6 +1,7 @@
 package embeddedqueue
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -492,5 +493,61 @@ func TestKeyIsHiddenUntilItsSendIsSynced(t *testing.T) {
 	}
 	if k, err := b.LookupKey(t.Context(), &queue.LookupKeyParams{Key: "k"}); err != nil || k == nil || k.Value != "job-2" {
 		t.Errorf("after an answered send, LookupKey answered %v, %v; want job-2", k, err)
+	}
+}
+
+// TestLookupKeys: LookupKeys answers for each key what LookupKey does, in
+// order, repeats included, and fails as a whole when the backend is
+// closed or the context has ended.
+func TestLookupKeys(t *testing.T) {
+	t.Parallel()
+	b, _, clock, _ := openKeyTest(t)
+	now := clock.Now()
+	sendKeyed(t, b, "a", "a", "job-a", now.Add(time.Hour))
+	sendKeyed(t, b, "b", "b", "job-b", now.Add(time.Minute))
+	clock.Advance(2 * time.Minute) // b has expired
+	tests := []struct {
+		name string
+		keys []string
+	}{
+		{"none", nil},
+		{"stored", []string{"a"}},
+		{"missing", []string{"x"}},
+		{"expired", []string{"b"}},
+		{"mixed, repeated", []string{"x", "a", "b", "a", "y"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := b.LookupKeys(t.Context(), &queue.LookupKeysParams{Keys: tt.keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.keys) {
+				t.Fatalf("%d answers for %d keys", len(got), len(tt.keys))
+			}
+			for i, key := range tt.keys {
+				one, err := b.LookupKey(t.Context(), &queue.LookupKeyParams{Key: key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case (got[i] == nil) != (one == nil):
+					t.Errorf("key %q: LookupKeys %+v, LookupKey %+v", key, got[i], one)
+				case got[i] != nil && *got[i] != *one:
+					t.Errorf("key %q: LookupKeys %+v, LookupKey %+v", key, *got[i], *one)
+				}
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.LookupKeys(ctx, &queue.LookupKeysParams{Keys: []string{"a"}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("with an ended context: %v, want context.Canceled", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LookupKeys(t.Context(), &queue.LookupKeysParams{Keys: []string{"a"}}); !errors.Is(err, queue.ErrClosed) {
+		t.Errorf("after Close: %v, want queue.ErrClosed", err)
 	}
 }
