@@ -127,7 +127,10 @@
 // and body, written once; "s/<queue>" maps it to 24 bytes of state
 // (visible-at, sent-at, receive count, receipt generation), so leases never
 // rewrite bodies. Both are filled to 95 % rather than bbolt's 50 %, since
-// sequence numbers only grow. Queue specs live in bucket "queues".
+// sequence numbers only grow. Queue specs live in bucket "queues". A
+// store is made with 16 KiB pages (pageSize), not the system's 4 KiB:
+// fewer page writes per checkpoint, and the key record of a keyed batch
+// fits a page; a store made with other pages keeps them.
 // Idempotency keys (queue.KeyStore) given with a send are stored in the
 // send's transaction, in bucket "keys-expiry" ordered by expiry, so each
 // commit appends them (keyed by the random keys themselves, they cost a

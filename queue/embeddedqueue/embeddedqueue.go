@@ -256,6 +256,7 @@ func open(path string, opts Options, k knobs) (_ *Backend, err error) {
 		FreelistType:   bolt.FreelistMapType,
 		NoFreelistSync: true,
 		MaxSize:        k.maxSize,
+		PageSize:       pageSize,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: data directory %s is %w (waited %s for its file lock)",

@@ -284,3 +284,57 @@ func TestDamagedStoreFileIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPageSize: a store this build creates has pageSize pages; a store
+// created with other pages (as builds before it made them, the operating
+// system's 4 KiB) keeps them, and sends, keys and receives work in both,
+// across a reopen.
+func TestPageSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		created int // page size of a store made before Open; 0: none
+		want    int
+	}{
+		{"new store", 0, pageSize},
+		{"store of 4 KiB pages", 4096, 4096},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "queues.db")
+			if tt.created > 0 {
+				db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: tt.created})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for round := range 2 {
+				b, err := Open(path, Options{Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := b.db.Info().PageSize; got != tt.want {
+					t.Errorf("round %d: page size %d, want %d", round, got, tt.want)
+				}
+				mustEnsure(t, b, queue.QueueSpec{Name: "q"})
+				key := fmt.Sprint("k", round)
+				sendKeyed(t, b, strings.Repeat("x", 20<<10), key, "job", time.Now().Add(time.Hour)) // a body over a page
+				if got := lookup(t, b, key); got != "job" {
+					t.Errorf("round %d: key %q holds %q, want job", round, key, got)
+				}
+				// The first round's message stays in flight (received, not
+				// deleted): each round receives its own.
+				if msgs := receive(t, b, "q", 10, time.Minute); len(msgs) != 1 || len(msgs[0].Body) != 20<<10 {
+					t.Errorf("round %d: received %d messages, want its one", round, len(msgs))
+				}
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
