@@ -103,7 +103,12 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("ObserveWrites saw %d groups of %d operations in all, want %d and %d",
 			observedGroups.Load(), observedOps.Load(), commits, ops)
 	}
-	if commits >= senders*each/2 {
+	// Natural grouping thins out when the machine is starved of CPU
+	// (640 sends took 360 commits once, under other benchmarks beside
+	// it; 20-30 alone): the bound asks only that concurrent sends share
+	// commits at all. TestGroupKeepsLogicalErrorsApart groups by holding
+	// the writer, exactly.
+	if commits*10 > senders*each*9 {
 		t.Fatalf("%d sends took %d commits; concurrent sends should share them", senders*each, commits)
 	}
 	if s := stats(t, b, "q"); s.Visible != senders*each {
