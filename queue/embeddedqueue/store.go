@@ -1,6 +1,7 @@
 package embeddedqueue
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
@@ -278,6 +279,26 @@ func (w *writeTx) del(b *bolt.Bucket, name, k []byte) error {
 	return nil
 }
 
+// delAt deletes k from the bucket c walks, as del does: through a cursor
+// kept for the group, not the fresh one bbolt's Bucket.Delete makes, whose
+// stack grows anew on every call. Growing those stacks was a fifth of all
+// allocations in a pull-drain profile, at four lookups per job: the
+// claim's read and state write, and the delete of the job's two records
+// (bbolt's Put has no cursor form, so the state write still makes one).
+func (w *writeTx) delAt(c *bolt.Cursor, name, k []byte) error {
+	if w.tx != nil {
+		// Seek repositions from the root, so the cursor may have been
+		// used, and the bucket changed, since (bbolt's rule for reuse).
+		if got, _ := c.Seek(k); bytes.Equal(got, k) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+	}
+	w.note(logDelete, name, k, nil)
+	return nil
+}
+
 func (w *writeTx) setSequence(b *bolt.Bucket, name []byte, seq uint64) error {
 	if w.tx != nil {
 		if err := b.SetSequence(seq); err != nil {
@@ -307,6 +328,9 @@ type queueBuckets struct {
 	queue        string
 	m, s         *bolt.Bucket
 	mName, sName []byte
+	// mc and sc walk m and s for the group's reads and deletes: cursors
+	// kept for the group instead of one made per lookup (delAt).
+	mc, sc *bolt.Cursor
 	// seq is the highest sequence number added in this group, zero if
 	// none: setSequences stores it once, not once per message.
 	seq uint64
@@ -329,6 +353,7 @@ func (w *writeTx) buckets(q string) (*queueBuckets, error) {
 			return nil, fmt.Errorf("buckets of queue %s missing", q)
 		}
 		qb.m.FillPercent, qb.s.FillPercent = fillPercent, fillPercent
+		qb.mc, qb.sc = qb.m.Cursor(), qb.s.Cursor()
 	}
 	w.opened = append(w.opened, qb)
 	return &w.opened[len(w.opened)-1], nil
@@ -392,10 +417,10 @@ func (w *writeTx) remove(q *memQueue, seq uint64) error {
 		return err
 	}
 	k := seqKey(seq)
-	if err := w.del(qb.m, qb.mName, k); err != nil {
+	if err := w.delAt(qb.mc, qb.mName, k); err != nil {
 		return err
 	}
-	if err := w.del(qb.s, qb.sName, k); err != nil {
+	if err := w.delAt(qb.sc, qb.sName, k); err != nil {
 		return err
 	}
 	q.remove(seq)
@@ -421,8 +446,9 @@ func (w *writeTx) record(q *memQueue, seq uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := qb.m.Get(seqKey(seq))
-	if len(v) < idLen {
+	k := seqKey(seq)
+	got, v := qb.mc.Seek(k) // Bucket.Get, with the group's cursor (delAt)
+	if !bytes.Equal(got, k) || len(v) < idLen {
 		return nil, fmt.Errorf("message %d of queue %s missing from the store", seq, q.spec.Name)
 	}
 	return append([]byte(nil), v...), nil

@@ -378,7 +378,34 @@ func prevEnd(data []byte, epoch uint64) (int64, bool) {
 	return int64(binary.BigEndian.Uint64(parts[2])), true
 }
 
+// openBuckets are the buckets a replay has changed so far, by name, each
+// with a cursor for its deletes: no lookup per change, and no cursor made
+// per delete (bbolt's Bucket.Delete grows a fresh cursor's stack each
+// time; writeTx.delAt). The writer applies the deletes deferred during a
+// checkpoint here, one or two per job drained.
+type openBuckets map[string]openBucket
+
+type openBucket struct {
+	b *bolt.Bucket
+	c *bolt.Cursor
+}
+
+// get returns bucket name of tx and its cursor; nil if there is none.
+func (o openBuckets) get(tx *bolt.Tx, name []byte) (*bolt.Bucket, *bolt.Cursor) {
+	if e, ok := o[string(name)]; ok {
+		return e.b, e.c
+	}
+	b := tx.Bucket(name)
+	if b == nil {
+		return nil, nil
+	}
+	c := b.Cursor()
+	o[string(name)] = openBucket{b, c}
+	return b, c
+}
+
 func applyChanges(tx *bolt.Tx, changes []byte) error {
+	open := openBuckets{}
 	for len(changes) > 0 {
 		kind := changes[0]
 		changes = changes[1:]
@@ -396,7 +423,7 @@ func applyChanges(tx *bolt.Tx, changes []byte) error {
 			}
 			continue
 		}
-		b := tx.Bucket(bucket)
+		b, c := open.get(tx, bucket)
 		if b == nil {
 			return fmt.Errorf("bucket %s missing", bucket)
 		}
@@ -405,7 +432,9 @@ func applyChanges(tx *bolt.Tx, changes []byte) error {
 		case logPut:
 			err = b.Put(key, value)
 		case logDelete:
-			err = b.Delete(key)
+			if got, _ := c.Seek(key); bytes.Equal(got, key) { // Bucket.Delete, with a kept cursor (writeTx.delAt)
+				err = c.Delete()
+			}
 		case logSetSequence:
 			if len(value) != 8 {
 				return errors.New("malformed sequence change")
