@@ -264,7 +264,10 @@ func (s *session) assign(d *delivery, now time.Time) bool {
 		return false
 	}
 	s.seq++
-	d.job.Lease = s.id + "." + strconv.FormatUint(s.seq, 36)
+	// Built in one buffer: FormatUint and the concatenation allocated a
+	// string each, per job.
+	var b [48]byte // the id (16 hex digits), a dot and at most 13 base-36 digits
+	d.job.Lease = string(strconv.AppendUint(append(append(b[:0], s.id...), '.'), s.seq, 36))
 	s.held[d.job.Lease] = d
 	s.unsent = append(s.unsent, d)
 	s.signal()
