@@ -52,15 +52,17 @@ const ackDeleters = 4
 // receive+delete). The job's slot is free already; only its delete waits.
 const ackLinger = time.Millisecond
 
+// ackReq is one ack waiting for its delete. Its lease is held by value:
+// made for the ack alone, a *lease was an allocation per job.
 type ackReq struct {
 	j *job
-	l *lease
+	l lease
 }
 
 // ack deletes l's message, j's, and tells a.acked the result, then or
 // later: a caller that finds a deleter free for its ack returns at once.
 // ctx bounds the batches this caller deletes, its own and others'.
-func (a *acker) ack(ctx context.Context, j *job, l *lease) {
+func (a *acker) ack(ctx context.Context, j *job, l lease) {
 	a.mu.Lock()
 	a.pending = append(a.pending, ackReq{j: j, l: l})
 	if a.filled != nil && len(a.pending) >= queue.MaxBatch {

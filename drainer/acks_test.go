@@ -57,7 +57,7 @@ func (r *answers) wait(t *testing.T) {
 // ackFrom acks a lease of handle i on b from a goroutine of its own, as
 // a runner does.
 func ackFrom(a *acker, b queue.Backend, i int) {
-	go a.ack(context.Background(), &job{}, &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)})
+	go a.ack(context.Background(), &job{}, lease{backend: b, queue: "q", receipt: fmt.Sprint(i)})
 }
 
 // TestAckerUnderSteadyLoad: one ack arrives every 5 ms for 40 s and each
@@ -220,7 +220,7 @@ func TestAckerDoesNotHoldTheRunner(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		for i := 1; i < queue.MaxBatch; i++ {
-			a.ack(context.Background(), &job{}, &lease{backend: b, queue: "q", receipt: fmt.Sprint(i)})
+			a.ack(context.Background(), &job{}, lease{backend: b, queue: "q", receipt: fmt.Sprint(i)})
 			if took := time.Since(start); took != 0 {
 				t.Fatalf("ack %d returned after %v, want at once", i, took)
 			}

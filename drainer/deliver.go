@@ -173,7 +173,6 @@ func (d *Drainer) deliver(j *job, done func()) {
 	if first {
 		d.cfg.Metrics.AgeOfFirstAttempt(lane, dwell)
 	}
-	l := &lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle}
 	spanCtx, span := d.startDeliver(d.handlerCtx, j, attempt)
 	outcome, failure := "ack", error(nil)
 	defer func() {
@@ -225,7 +224,7 @@ func (d *Drainer) deliver(j *job, done func()) {
 		// goroutine start per job.)
 		endDeliver(span, outcome, nil)
 		span = nil
-		j.q.acks.ack(d.handlerCtx, j, l)
+		j.q.acks.ack(d.handlerCtx, j, lease{backend: d.cfg.Backend, queue: j.q.name, receipt: j.msg.ReceiptHandle})
 		return
 	}
 	f := sideliner.FailureInput{Now: d.cfg.Now(), Attempts: attempt, Jitter: rand.Float64()}
