@@ -166,12 +166,12 @@ func (d *Drainer) deliver(j *job, done func()) {
 		since = r
 	}
 	dwell := now.Sub(since.AsTime())
-	d.cfg.Metrics.Dwell(lane, dwell)
+	j.q.inbox.series.Dwell(dwell)
 	// The first attempt's time goes into the envelope only when the job is
 	// stored again (a failure below); an ack needs no timestamp built.
 	first := env.GetFirstAttemptAt() == nil
 	if first {
-		d.cfg.Metrics.AgeOfFirstAttempt(lane, dwell)
+		j.q.inbox.series.AgeOfFirstAttempt(dwell)
 	}
 	spanCtx, span := d.startDeliver(d.handlerCtx, j, attempt)
 	outcome, failure := "ack", error(nil)
@@ -285,5 +285,5 @@ func (d *Drainer) acked(j *job, err error) {
 		return
 	}
 	d.counts.delivered.Add(1)
-	d.cfg.Metrics.Drain(j.q.inbox.lane.Name, metrics.ActionDelivered, "")
+	j.q.inbox.series.Delivered()
 }

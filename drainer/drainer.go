@@ -221,6 +221,8 @@ type laneInbox struct {
 	spillover  string
 	backlog    string
 	dlq        string
+	// series records the lane's per-job metrics, found once.
+	series *metrics.LaneSeries
 }
 
 // queueBuf is one queue the drainer reads.
@@ -288,6 +290,7 @@ func New(cfg Config) (*Drainer, error) {
 			spillover: cfg.Topology.SpilloverQueue(l.Name),
 			backlog:   cfg.Topology.BacklogQueue(l.Name),
 			dlq:       cfg.Topology.DLQ(l.Name),
+			series:    cfg.Metrics.Lane(l.Name),
 		}
 		for s := range l.Shards + l.RetiredShards { // retired: jobs left in shards a lane no longer has
 			in.shards = append(in.shards, &queueBuf{inbox: in, name: cfg.Topology.ShardQueue(l.Name, s), source: sideliner.SourceShard})
