@@ -180,7 +180,13 @@ func (d *Drainer) deliver(j *job, done func()) {
 			endDeliver(span, outcome, failure)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(spanCtx, d.cfg.HandlerTimeout)
+	// The delivery's context is not a child of handlerCtx: it is
+	// cancelled with it through d.delivering (inDelivery,
+	// cancelDeliveries). As a child, each was added to and taken from
+	// handlerCtx's children under its lock, which every runner shares:
+	// with 128 slots that, and the lock's contention, were several
+	// percent of the gateway's CPU in a pull drain.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(spanCtx), d.cfg.HandlerTimeout)
 	d.inDelivery(j, cancel)
 	// The job's lane is its queue's, not the envelope's (which may name
 	// another lane, or none): the pull hub places it by lane, and worker

@@ -366,6 +366,7 @@ func (d *Drainer) Start(ctx context.Context) error {
 	pollCtx, d.pollCancel = context.WithCancel(base)
 	dispatchCtx, d.dispatchCancel = context.WithCancel(base)
 	d.handlerCtx, d.handlerCancel = context.WithCancel(base)
+	context.AfterFunc(d.handlerCtx, d.cancelDeliveries)
 	for _, in := range d.lanes {
 		d.cfg.Metrics.DrainSeries(in.lane.Name, countedActions)
 		for _, q := range in.shards {

@@ -57,7 +57,22 @@ func (d *Drainer) inDelivery(j *job, cancel context.CancelFunc) {
 	d.leaseMu.Lock()
 	j.cancel = cancel
 	d.delivering[j] = struct{}{}
+	if d.handlerCtx.Err() != nil {
+		// Registered after cancelDeliveries ran (it holds leaseMu too):
+		// cancelled here instead, as a child of handlerCtx would be.
+		cancel()
+	}
 	d.leaseMu.Unlock()
+}
+
+// cancelDeliveries cancels every delivery once handlerCtx ends: their
+// contexts are not its children (deliver).
+func (d *Drainer) cancelDeliveries() {
+	d.leaseMu.Lock()
+	defer d.leaseMu.Unlock()
+	for j := range d.delivering {
+		j.cancel()
+	}
 }
 
 // delivered takes j off the lease keeper, waits for a renewal of it under

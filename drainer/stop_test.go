@@ -293,3 +293,35 @@ func TestStopWhileReadingStrandsNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestDeliveryStartedAfterHandlerCancelIsCancelled: a delivery's context
+// is not a child of handlerCtx (deliver), so one registered after
+// handlerCtx ended, and after cancelDeliveries ran, must be cancelled as
+// it registers, as a child would have been.
+func TestDeliveryStartedAfterHandlerCancelIsCancelled(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, oneLane)
+	d, err := New(Config{Backend: tb.backend, Topology: tb.topo, Handler: HandlerFunc(func(context.Context, *Job) error { return nil }), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	running, cancelRunning := context.WithCancel(context.WithoutCancel(d.handlerCtx))
+	d.inDelivery(&job{}, cancelRunning)
+	d.handlerCancel()
+	select {
+	case <-running.Done(): // by cancelDeliveries
+	case <-time.After(10 * time.Second):
+		t.Fatal("a running delivery was not cancelled with handlerCtx")
+	}
+	late, cancelLate := context.WithCancel(context.WithoutCancel(d.handlerCtx))
+	d.inDelivery(&job{}, cancelLate)
+	if late.Err() == nil {
+		t.Error("a delivery registered after handlerCtx ended was not cancelled")
+	}
+	if err := d.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
