@@ -25,14 +25,7 @@ import (
 func TestIdempotencyStoredWithTheJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.EnsureQueues(ctx, []queue.QueueSpec{{Name: "q"}}); err != nil {
-		t.Fatal(err)
-	}
+	b := openKeyStore(t)
 	now := time.Now()
 	first := newIdempotency(time.Minute, b)
 	e, id, err := first.begin(ctx, "acme", "order-1", now)
@@ -194,14 +187,7 @@ type onlyKeyStore struct{ queue.KeyStore }
 func TestClaimLooksUpEveryNewKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.EnsureQueues(ctx, []queue.QueueSpec{{Name: "q"}}); err != nil {
-		t.Fatal(err)
-	}
+	b := openKeyStore(t)
 	now := time.Now()
 	res, err := b.Send(ctx, &queue.SendParams{Queue: "q", Entries: []queue.SendEntry{
 		{ID: "0", Body: []byte("job"), Key: &queue.StoredKey{Key: "acme\x00k1", Value: "job-1", Expires: now.Add(time.Hour)}},
@@ -260,4 +246,19 @@ func TestClaimLooksUpEveryNewKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openKeyStore opens an embedded store with one queue, "q", closed when
+// the test ends (a test may close it before).
+func openKeyStore(t *testing.T) *embeddedqueue.Backend {
+	t.Helper()
+	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if err := b.EnsureQueues(t.Context(), []queue.QueueSpec{{Name: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
