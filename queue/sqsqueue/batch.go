@@ -26,6 +26,11 @@ type batcher[T any] struct {
 	mu    sync.Mutex
 	cur   *pendingBatch[T]
 	bytes int // size of cur's entries
+
+	// idle hands a full batch to a flusher goroutine waiting for one
+	// (flusher); unbuffered, so a batch goes to a goroutine that is
+	// really there, or to a new one.
+	idle chan []T
 }
 
 type pendingBatch[T any] struct {
@@ -52,7 +57,7 @@ func batcherFor[T any](b *Backend, o op, name, url string, newBatcher func() *ba
 		return bt
 	}
 	bt := newBatcher()
-	bt.b, bt.name, bt.url = b, name, url
+	bt.b, bt.name, bt.url, bt.idle = b, name, url, make(chan []T)
 	b.batchers[key] = bt
 	return bt
 }
@@ -104,6 +109,19 @@ func (bt *batcher[T]) flushNow() {
 	}
 }
 
+// flusherIdle is how long a flusher goroutine waits for its batcher's
+// next batch before it ends.
+const flusherIdle = time.Second
+
+// flushLocked sends the current batch, on a flusher goroutine that
+// finished its last batch and waits for another if there is one, else on
+// a new one.
+//
+// A goroutine started per batch grew its stack, batch after batch, to the
+// depth of the SDK's middleware stack: in a profile of a drainer pulling
+// from the local SQS server, that stack growth (runtime.newstack) was
+// about a third of the CPU of its DeleteMessageBatch calls and 5 % of
+// the process's.
 func (bt *batcher[T]) flushLocked() {
 	p := bt.cur
 	bt.cur, bt.bytes = nil, 0
@@ -111,10 +129,34 @@ func (bt *batcher[T]) flushLocked() {
 		p.timer.Stop()
 	}
 	bt.b.inflight.Add(1)
-	go func() {
-		defer bt.b.inflight.Done()
-		bt.flush(bt, p.entries)
-	}()
+	select {
+	case bt.idle <- p.entries:
+	default:
+		go bt.flusher(p.entries)
+	}
+}
+
+// flusher sends entries, then the batches handed to it while it waits
+// (flushLocked), until none comes for flusherIdle or the backend closes.
+func (bt *batcher[T]) flusher(entries []T) {
+	var idle *time.Timer
+	for {
+		bt.flush(bt, entries)
+		bt.b.inflight.Done()
+		if idle == nil {
+			idle = time.NewTimer(flusherIdle)
+			defer idle.Stop()
+		} else {
+			idle.Reset(flusherIdle)
+		}
+		select {
+		case entries = <-bt.idle:
+		case <-idle.C:
+			return
+		case <-bt.b.closeCtx.Done():
+			return
+		}
+	}
 }
 
 // enqueue hands entries to a batcher unless the backend is closed, under
