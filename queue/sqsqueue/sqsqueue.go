@@ -289,6 +289,7 @@ func newClient(ctx context.Context, cfg Config) (*sqs.Client, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.Logger = sdkLogger{log: cfg.Logger}
+		o.EndpointResolverV2 = &cachedEndpoints{next: sqs.NewDefaultEndpointResolverV2()}
 	}), nil
 }
 
