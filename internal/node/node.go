@@ -932,7 +932,8 @@ func CloseBackend(b queue.Backend, log *slog.Logger) {
 }
 
 // LogAPICalls logs a backend's API call counts by operation, when it keeps
-// them (the SQS backend does), so the cost per job can be read off a run.
+// them (the SQS backend does), so the cost per job can be read off a run,
+// and the receive answers it lost after SQS sent them.
 func LogAPICalls(b queue.Backend, log *slog.Logger) {
 	counter, ok := b.(interface{ APICalls() map[string]int64 })
 	if !ok {
@@ -946,6 +947,11 @@ func LogAPICalls(b queue.Backend, log *slog.Logger) {
 		total += n
 	}
 	attrs = append(attrs, slog.Int64("total", total))
+	if lost, ok := b.(interface{ ReceiveAnswersLost() int64 }); ok {
+		// Each hid its messages for their visibility timeout: the reason
+		// for jobs that late (sqsqueue.Backend.ReceiveAnswersLost).
+		attrs = append(attrs, slog.Int64("receive_answers_lost", lost.ReceiveAnswersLost()))
+	}
 	log.Info("backend API calls", attrs...)
 }
 
