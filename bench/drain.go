@@ -81,6 +81,10 @@ type drainRun struct {
 	// the server until the lane's visibility timeout (30s), and the rate
 	// of the whole drain falls with them.
 	most, all time.Duration
+	// lost: receive answers the cluster's processes lost after SQS sent
+	// them (sqsqueue.Backend.ReceiveAnswersLost), each hiding its
+	// messages for the visibility timeout; -1 where not counted.
+	lost int
 }
 
 // spread is the run's most and all as a table cell.
@@ -148,6 +152,7 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, pushFig
 	}
 	env.Logf("  push drainer: %s jobs/s", Num(pushed.rate))
 	_ = cl.Close()
+	pushed.lost = answersLost(cl)
 
 	// Pull: the same backlog on a cluster serving pull workers, drained
 	// with the push drainers' slots as credits, and again with the credits
@@ -192,8 +197,38 @@ func drain(ctx context.Context, env *Env, rec *Recorder, o DrainOptions, pushFig
 			{"push: drainer → no-op gRPC worker", Num(pushed.rate), fmt.Sprintf("%.2f", pushRatio), fmt.Sprint(pushed.repeats), pushed.spread()},
 			{fmt.Sprintf("pull: no-op pull worker, %d credits", o.Concurrency), Num(pulled.rate), fmt.Sprintf("%.2f", pullRatio), fmt.Sprint(pulled.repeats), pulled.spread()},
 			{fmt.Sprintf("pull: no-op pull worker, %d credits", fewCredits), Num(few.rate), fmt.Sprintf("%.2f", fewRatio), fmt.Sprint(few.repeats), few.spread()},
-		}), pushed.actions, pulled.actions, fewCredits, few.actions))
+		}), pushed.actions, pulled.actions, fewCredits, few.actions)+lostText(pushed, pulled, few, fewCredits))
 	return nil
+}
+
+// lostText is the details' line on the receive answers lost, on SQS.
+func lostText(pushed, pulled, few drainRun, fewCredits int) string {
+	if pushed.lost < 0 {
+		return ""
+	}
+	return fmt.Sprintf("ReceiveMessage answers the local server sent and the drainers lost (each hides its messages for the lane's visibility timeout, 30 s; the processes' receive_answers_lost): push %d; pull %d; pull with %d credits %d.\n",
+		pushed.lost, pulled.lost, fewCredits, few.lost)
+}
+
+// answersLost sums the receive answers lost by cl's processes, read from
+// the "backend API calls" line each logs as it stops (cl has closed), or
+// -1 if none logged the count (the embedded backend).
+func answersLost(cl *Cluster) int {
+	total, found := 0, false
+	for _, name := range cl.Roles() {
+		p := cl.Proc(name)
+		if p == nil {
+			continue
+		}
+		if n, ok := p.Find("backend API calls")["receive_answers_lost"].(float64); ok {
+			total += int(n)
+			found = true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return total
 }
 
 // fewPullCredits is the smaller pull worker's credits: the worker
@@ -223,6 +258,8 @@ func pullDrain(ctx context.Context, env *Env, o DrainOptions, tenants []Tenant, 
 	if err != nil {
 		return drainRun{}, fmt.Errorf("pull with %d credits: %w", credits, err)
 	}
+	_ = pcl.Close()
+	pulled.lost = answersLost(pcl)
 	env.Logf("  pull drainer, %d credits: %s jobs/s", credits, Num(pulled.rate))
 	return pulled, nil
 }
