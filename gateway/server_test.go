@@ -59,7 +59,10 @@ func setupWith(t testing.TB, cfg Config) *testBundle {
 func setupWrapped(t testing.TB, cfg Config, wrap func(queue.Backend) queue.Backend) *testBundle {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	topo := topology.Default()
+	topo := cfg.Topology
+	if len(topo.Lanes) == 0 {
+		topo = topology.Default()
+	}
 	b, err := embeddedqueue.Open(filepath.Join(t.TempDir(), "q.db"), embeddedqueue.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
