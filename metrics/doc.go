@@ -20,6 +20,7 @@
 //	sluice_dwell_seconds                     histogram  lane                          Dwell (Seconds; Lane)
 //	sluice_age_of_first_attempt_seconds      histogram  lane                          AgeOfFirstAttempt (Seconds; Lane)
 //	sluice_backend_calls_total               counter    operation                     BackendCalls (Count; Operation)
+//	sluice_backend_receive_answers_lost_total counter                                 BackendReceiveAnswersLost (Count)
 //	sluice_tenant_config_reloads_total       counter    result                        TenantConfigReloads (Count; Result)
 //	sluice_drain_utilization_ratio           gauge      lane                          DrainUtilizationRatio (Count; Lane)
 //	sluice_drain_fairness_index              gauge      lane                          DrainFairnessIndex (Count; Lane)
@@ -90,6 +91,12 @@
 //     retries included (SQS bills each request). Divide by
 //     sluice_drain_actions_total{action="delivered"} for calls per delivered
 //     job.
+//   - sluice_backend_receive_answers_lost_total: ReceiveMessage answers SQS
+//     sent (HTTP 200) that the client could not read. SQS handed their
+//     messages over, so they stay hidden until their visibility timeout
+//     runs out: their jobs come that late (docs/operations.md,
+//     first-attempt-age). Rare; many mean a network path that breaks
+//     connections. SQS backend only.
 //   - sluice_tenant_config_reloads_total: reloads of the tenant config file
 //     (SIGHUP or a change to it) by result: ok (swapped in) or refused (the
 //     file did not parse or validate; the previous config stays). Alarm on

@@ -24,11 +24,15 @@ const (
 	NameDwell             = "sluice_dwell_seconds"
 	NameAgeOfFirstAttempt = "sluice_age_of_first_attempt_seconds"
 	NameBackendCalls      = "sluice_backend_calls_total"
-	NameTenantReloads     = "sluice_tenant_config_reloads_total"
-	NameDrainUtilization  = "sluice_drain_utilization_ratio"
-	NameDrainFairness     = "sluice_drain_fairness_index"
-	NameDrainHeld         = "sluice_drain_held_jobs"
-	NameDrainTopShare     = "sluice_drain_top_tenant_share"
+	// NameReceiveAnswersLost counts receive answers the queue service sent
+	// and the client could not read (SQS): their jobs come late by the
+	// visibility timeout.
+	NameReceiveAnswersLost = "sluice_backend_receive_answers_lost_total"
+	NameTenantReloads      = "sluice_tenant_config_reloads_total"
+	NameDrainUtilization   = "sluice_drain_utilization_ratio"
+	NameDrainFairness      = "sluice_drain_fairness_index"
+	NameDrainHeld          = "sluice_drain_held_jobs"
+	NameDrainTopShare      = "sluice_drain_top_tenant_share"
 	// NameDrainTenantShare is labelled by tenant: Prometheus only, never
 	// published to CloudWatch (which would add the shares up).
 	NameDrainTenantShare = "sluice_drain_tenant_share"
@@ -139,6 +143,7 @@ type Metrics struct {
 	dwell             *prometheus.HistogramVec
 	ageOfFirstAttempt *prometheus.HistogramVec
 	backendCalls      *prometheus.CounterVec
+	answersLost       *prometheus.CounterVec // no labels, as the store's series
 	tenantReloads     *prometheus.CounterVec
 	drainUtilization  *prometheus.GaugeVec
 	drainFairness     *prometheus.GaugeVec
@@ -222,6 +227,10 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: NameBackendCalls,
 			Help: "Queue backend API requests by operation, retries included.",
 		}, []string{"operation"}),
+		answersLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameReceiveAnswersLost,
+			Help: "Receive answers the queue service sent (HTTP 200) that the client could not read: their messages stay hidden until their visibility timeout runs out.",
+		}, nil),
 		tenantReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: NameTenantReloads,
 			Help: "Tenant config reloads (SIGHUP or a change to the file) by result: ok, or refused (the previous config stays).",
@@ -294,7 +303,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	m.tenantReloads.WithLabelValues("refused")
 	if reg != nil {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
-			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls,
+			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls, m.answersLost,
 			m.tenantReloads, m.drainUtilization, m.drainFairness, m.drainHeld, m.drainTopShare, m.drainTenantShare,
 			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased, m.storeWrite, m.storeWriteOps, m.checkpoint)
 	}
@@ -485,6 +494,15 @@ func (m *Metrics) BackendCall(op string, n int) {
 		return
 	}
 	m.backendCalls.WithLabelValues(m.operations.value(op)).Add(float64(n))
+}
+
+// ReceiveAnswersLost counts n receive answers the backend lost after the
+// queue service sent them.
+func (m *Metrics) ReceiveAnswersLost(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.answersLost.WithLabelValues().Add(float64(n))
 }
 
 // TenantConfigReload counts one reload that changed the config (ok) or was

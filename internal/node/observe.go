@@ -159,7 +159,11 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		log.InfoContext(ctx, "CloudWatch publishing is off (no --cloudwatch-namespace): the Terraform module's first-attempt-age alarms read sluice's own metrics and stay green without them")
 	}
 	if counter, ok := backend.(interface{ APICalls() map[string]int64 }); ok {
-		o.polling.Go(func() { o.pollAPICalls(ctx, counter.APICalls) })
+		lost := func() int64 { return 0 }
+		if l, ok := backend.(interface{ ReceiveAnswersLost() int64 }); ok {
+			lost = l.ReceiveAnswersLost
+		}
+		o.polling.Go(func() { o.pollAPICalls(ctx, counter.APICalls, lost) })
 	}
 	if store, ok := backend.(interface {
 		ObserveWrites(func(ops int, took time.Duration))
@@ -171,10 +175,11 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 	return o, nil
 }
 
-// pollAPICalls turns the backend's running call counts into counter
-// increments every few seconds.
-func (o *Observer) pollAPICalls(ctx context.Context, calls func() map[string]int64) {
+// pollAPICalls turns the backend's running call counts, and of receive
+// answers it lost, into counter increments every few seconds.
+func (o *Observer) pollAPICalls(ctx context.Context, calls func() map[string]int64, lost func() int64) {
 	last := map[string]int64{}
+	var lastLost int64
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
@@ -190,6 +195,9 @@ func (o *Observer) pollAPICalls(ctx context.Context, calls func() map[string]int
 			}
 			last[op] = n
 		}
+		n := lost()
+		o.Metrics.ReceiveAnswersLost(int(n - lastLost))
+		lastLost = n
 		if done {
 			return
 		}

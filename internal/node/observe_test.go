@@ -88,7 +88,7 @@ func TestObserverStopPublishesTheLastBackendCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex
-		n := int64(0)
+		var n, lost int64
 		o.polling.Go(func() {
 			o.pollAPICalls(ctx, func() map[string]int64 {
 				mu.Lock()
@@ -97,10 +97,14 @@ func TestObserverStopPublishesTheLastBackendCalls(t *testing.T) {
 					time.Sleep(time.Second) // the last count takes a while
 				}
 				return map[string]int64{"DeleteMessageBatch": n}
+			}, func() int64 {
+				mu.Lock()
+				defer mu.Unlock()
+				return lost
 			})
 		})
 		mu.Lock()
-		n = 7 // calls made while the process stops, counted on the way out
+		n, lost = 7, 2 // calls made, and answers lost, while the process stops, counted on the way out
 		mu.Unlock()
 		if err := o.Stop(t.Context()); err != nil {
 			t.Fatal(err)
@@ -111,7 +115,26 @@ func TestObserverStopPublishesTheLastBackendCalls(t *testing.T) {
 		if rec.calls != 7 {
 			t.Errorf("BackendCalls published %v, want 7", rec.calls)
 		}
+		if got := counterValue(t, reg, metrics.NameReceiveAnswersLost); got != 2 {
+			t.Errorf("%s = %v, want 2", metrics.NameReceiveAnswersLost, got)
+		}
 	})
+}
+
+// counterValue is the value of a counter without labels in reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }
 
 // TestObserverPublishesToTheQueuesRegion: on SQS the CloudWatch publisher
