@@ -123,8 +123,8 @@
 //
 // # Layout and index
 //
-// Per queue, bucket "m/<queue>" maps a sequence number to the message ID
-// and body, written once; "s/<queue>" maps it to 24 bytes of state
+// Per queue, bucket "m/<queue>" maps a sequence number to the message ID,
+// body and their CRC-32C, written once; "s/<queue>" maps it to 24 bytes of state
 // (visible-at, sent-at, receive count, receipt generation), so leases never
 // rewrite bodies. Both are filled to 95 % rather than bbolt's 50 %, since
 // sequence numbers only grow. Queue specs live in bucket "queues". A
@@ -138,6 +138,33 @@
 // together; the retention sweep deletes them from its head, and
 // LookupKey reads an in-memory map of the unexpired keys that Open
 // builds from it (keys.go).
+//
+// # Checksums
+//
+// bbolt checks the structure of its pages, not the values in them, so a
+// byte of a body changed on disk was delivered as it was. Every message
+// record ends with the CRC-32C (Castagnoli, the redo log's) of its ID and
+// body, checked by every receive before the body is returned or redriven;
+// the rest of sluice only ever moves bodies it received (queue.Mover,
+// queue.Relocate, the admin API's DLQ reads and replays), so this is the
+// one read. A record that fails is not delivered, and not redriven either:
+// in the dead-letter queue it would take a checksum of its own and look
+// good. The receive moves it, as read, to bucket "corrupt" (keyed by
+// queue and sequence number), counts it (Backend.CorruptMessages), logs
+// it at ERROR with its queue, sequence number and message ID (at most a
+// line per ratelog.Every), and goes on with the messages behind it: to a
+// caller the message was deleted, as the retention sweep deletes one.
+//
+// Stores of format 2 (and 1) hold records without a checksum, possibly
+// millions of them: the upgrade at Open rewrites none. It stores, per
+// queue, the next sequence number ("crc-from/<queue>" in the meta bucket)
+// after the redo log is replayed, since the log's records were written by
+// the older build too; records numbered below it are read as before,
+// unchecked, and sequence numbers only grow, so every record written since
+// carries one. A queue made later has no such key and is checked from its
+// first record. A redrive of an old record into a dead-letter queue adds
+// the checksum there. The stamp and the keys are one transaction, so a
+// crash before it commits leaves format 2 to be upgraded again.
 //
 // Open scans only the state records and the unexpired keys into an
 // in-memory index, about 77 bytes per message and no bodies

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,6 +125,9 @@ type knobs struct {
 	// failLogSync, when it returns an error, fails the default mode's
 	// next sync of the log with it, as a disk would.
 	failLogSync func() error
+	// legacyRecords makes sends write records without a checksum, as
+	// format 2 builds did (tests of the upgrade).
+	legacyRecords bool
 }
 
 // Backend is the embedded queue.Backend. Create it with Open; it is safe
@@ -150,6 +155,11 @@ type Backend struct {
 	lastCommitErr error
 	// checkpointFailedLine bounds the log of failed checkpoints.
 	checkpointFailedLine ratelog.Line
+	// corrupt counts the messages in the corrupt bucket: records that
+	// failed their checksum (CorruptMessages); corruptLine bounds their
+	// log.
+	corrupt     atomic.Int64
+	corruptLine ratelog.Line
 
 	closeMu    sync.RWMutex // read-held while handing an op to the writer
 	closed     atomic.Bool
@@ -367,7 +377,7 @@ func logPaths(path string) [2]string { return [2]string{path + ".wal", path + ".
 // init checks or stamps the file format, replays the redo log and builds
 // the index.
 func (b *Backend) init() error {
-	var upgraded string
+	var upgrading string
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
 		if meta == nil {
@@ -385,17 +395,15 @@ func (b *Backend) init() error {
 				return err
 			}
 		}
-		switch got := string(meta.Get(formatKey)); got {
-		case format:
-		case upgradable:
-			if err := meta.Put(formatKey, []byte(format)); err != nil {
-				return err
-			}
-			upgraded = got
+		switch got := string(meta.Get(formatKey)); {
+		case got == format:
+		case slices.Contains(upgradable, got):
+			upgrading = got // stamped by upgrade, once the redo log is replayed
 		default:
-			return fmt.Errorf("store format %q, this build reads %q (and upgrades %q): a newer sluice wrote it; run that build, or deliver its jobs with it and move the data directory aside", got, format, upgradable)
+			return fmt.Errorf("store format %q, this build reads %q (and upgrades %s): a newer sluice wrote it; run that build, or deliver its jobs with it and move the data directory aside",
+				got, format, quoted(upgradable))
 		}
-		for _, name := range [][]byte{keysBucket, keyExpiryBucket} {
+		for _, name := range [][]byte{keysBucket, keyExpiryBucket, corruptBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -405,22 +413,69 @@ func (b *Backend) init() error {
 	if err != nil {
 		return err
 	}
-	if upgraded != "" {
-		b.opts.Logger.Info("store format upgraded: builds that read only the old format refuse this store from now on",
-			slog.String("from", upgraded), slog.String("to", format), slog.String("path", b.db.Path()))
-	}
 	if err := b.recoverLog(); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	err = b.loadLocked()
-	b.mu.Unlock()
+	if upgrading != "" {
+		err = b.upgrade()
+		if err == nil {
+			b.opts.Logger.Info("store format upgraded: builds that read only the old format refuse this store from now on",
+				slog.String("from", upgrading), slog.String("to", format), slog.String("path", b.db.Path()))
+		}
+	}
+	if err == nil {
+		b.mu.Lock()
+		err = b.loadLocked()
+		b.mu.Unlock()
+	}
 	if err != nil {
 		// No writer will close the logs recoverLog opened: a caller that
 		// retries Open would leak two descriptors a try.
 		return errors.Join(err, b.logs[0].close(), b.logs[1].close())
 	}
+	if n := b.corrupt.Load(); n > 0 {
+		// Said again at every start: the ERROR of each was said once.
+		b.opts.Logger.Warn("the store holds damaged messages kept aside, undelivered, in its corrupt bucket (docs/operations.md)",
+			slog.Int64("messages", n), slog.String("path", b.db.Path()))
+	}
 	return nil
+}
+
+// upgrade stamps a store of an upgradable format with this build's, and
+// marks where each queue's checksummed records begin: its next sequence
+// number. Its records stay as they are: an upgrade that rewrote them
+// would take minutes on a store of millions of jobs. It runs after the
+// redo log's replay, whose records an older build wrote without a
+// checksum, and in one transaction with the stamp: a crash before its
+// commit leaves the old format, to be upgraded at the next Open.
+func (b *Backend) upgrade() error {
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(metaBucket)
+		err := tx.Bucket(queuesBucket).ForEach(func(name, _ []byte) error {
+			mb := tx.Bucket(msgBucket(string(name)))
+			if mb == nil {
+				return fmt.Errorf("queue %s: buckets missing", name)
+			}
+			return meta.Put(crcFromKey(string(name)), binary.BigEndian.AppendUint64(nil, mb.Sequence()+1))
+		})
+		if err != nil {
+			return err
+		}
+		return meta.Put(formatKey, []byte(format))
+	})
+	if err != nil {
+		return fmt.Errorf("upgrade the store format to %s: %w", format, err)
+	}
+	return nil
+}
+
+// quoted lists formats as the refusal of an unknown one says them.
+func quoted(formats []string) string {
+	q := make([]string, len(formats))
+	for i, f := range formats {
+		q[i] = strconv.Quote(f)
+	}
+	return strings.Join(q, " and ")
 }
 
 // loadLocked rebuilds the in-memory index from disk, scanning only the
@@ -468,6 +523,9 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx, releaseHeld bool) (released int, e
 		// Sequence numbers are never reused, not even those of messages
 		// deleted at the tail, so no old receipt can match a new message.
 		q.nextSeq = mb.Sequence() + 1
+		if v := tx.Bucket(metaBucket).Get(crcFromKey(spec.Name)); len(v) == 8 {
+			q.crcFrom = binary.BigEndian.Uint64(v)
+		}
 		if err := sb.ForEach(func(k, v []byte) error {
 			m, err := decodeState(v)
 			if err != nil || len(k) != 8 {
@@ -492,6 +550,7 @@ func (b *Backend) loadFromLocked(tx *bolt.Tx, releaseHeld bool) (released int, e
 	if err != nil {
 		return 0, err
 	}
+	b.corrupt.Store(int64(tx.Bucket(corruptBucket).Stats().KeyN))
 	for _, old := range b.queues {
 		old.wake() // waiters re-check against the new index
 	}
@@ -594,6 +653,28 @@ func (b *Backend) ObserveCheckpoints(observe func(took time.Duration, err error)
 		return
 	}
 	b.observeCheckpoint.Store(&observe)
+}
+
+// CorruptMessages returns how many messages the store has kept aside
+// since it was made because their records failed their checksum: each
+// was taken out of its queue, undelivered, into the store's corrupt
+// bucket, and logged at ERROR.
+func (b *Backend) CorruptMessages() int64 { return b.corrupt.Load() }
+
+// reportCorrupt counts and logs message seq of queue q, kept aside
+// because its record rec is damaged (err), at most once per
+// ratelog.Every: a damaged region of the disk can hold many.
+func (b *Backend) reportCorrupt(q string, seq uint64, rec []byte, err error) {
+	b.corrupt.Add(1)
+	id := "unknown (record too short)"
+	if len(rec) >= idLen {
+		id = messageID(rec) // perhaps damaged too
+	}
+	b.corruptLine.Do(func(skipped int64) {
+		b.opts.Logger.Error("message record damaged on disk: kept aside in the store's corrupt bucket, not delivered (docs/operations.md)",
+			slog.String("queue", q), slog.Uint64("seq", seq), slog.String("message_id", id), slog.Any("error", err),
+			slog.Int64("suppressed_since_last_line", skipped))
+	})
 }
 
 // CommitStats reports the commits made since Open.

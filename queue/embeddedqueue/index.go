@@ -73,6 +73,10 @@ type memQueue struct {
 	spec    queue.QueueSpec
 	id      uint64 // incarnation, part of every receipt handle
 	nextSeq uint64
+	// crcFrom is the first sequence number whose record carries a
+	// checksum: the queue's next one when the store was upgraded to
+	// format 3, zero for a queue made since (store.go).
+	crcFrom uint64
 	msgs    seqTable
 	ready   heap[readyEntry]
 	pending heap[pendingEntry]

@@ -273,6 +273,13 @@ func (b *Backend) prepareSend(p *queue.SendParams) (*preparedSend, error) {
 		stored++
 	}
 	ps.recs = newRecords(p.Entries, ps.results)
+	if b.knobs.legacyRecords {
+		for i, rec := range ps.recs {
+			if rec != nil {
+				ps.recs[i] = rec[:len(rec)-crcLen]
+			}
+		}
+	}
 	// The message IDs of the send share one string (one allocation).
 	var ids strings.Builder
 	ids.Grow(stored * messageIDLen)
@@ -549,7 +556,22 @@ func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams, pick picker
 			if err != nil {
 				return err
 			}
+			checksummed := seq >= q.crcFrom
+			body, bad := recordBody(rec, checksummed)
+			if bad != nil {
+				// Neither delivered nor redriven (the dead-letter queue
+				// would seal the damage with a checksum of its own), and
+				// out of the way of the messages behind it.
+				if err := w.quarantine(q, seq, rec); err != nil {
+					return err
+				}
+				b.reportCorrupt(q.spec.Name, seq, rec, bad)
+				continue
+			}
 			if dlq != nil && int(m.receives) >= q.spec.MaxReceiveCount {
+				if !checksummed { // written before the upgrade: every record written now has one
+					rec = appendChecksum(rec, rec)
+				}
 				// SQS keeps the original enqueue time, so retention and
 				// OldestAge count from the first send.
 				if err := w.add(dlq, rec, msgState{sentAt: m.sentAt, visibleAt: w.now}); err != nil {
@@ -569,7 +591,7 @@ func (b *Backend) claim(ctx context.Context, p *queue.ReceiveParams, pick picker
 			out = append(out, queue.Message{
 				MessageID:     messageID(rec),
 				ReceiptHandle: receipt{queueID: q.id, seq: seq, gen: m.gen}.String(),
-				Body:          rec[idLen:],
+				Body:          body,
 				ReceiveCount:  int(m.receives),
 				SentAt:        time.Unix(0, m.sentAt),
 			})

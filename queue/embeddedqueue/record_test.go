@@ -13,7 +13,7 @@ import (
 )
 
 // TestNewRecords: each stored body gets its own record, a random ID
-// followed by the body, cut from one array so that none can grow into
+// followed by the body and their checksum, cut from one array so that none can grow into
 // the next; entries that failed already get none.
 func TestNewRecords(t *testing.T) {
 	failed := queue.SendResult{Err: errors.New("too large")}
@@ -45,8 +45,9 @@ func TestNewRecords(t *testing.T) {
 					}
 					continue
 				}
-				if string(rec[idLen:]) != tt.bodies[i] || cap(rec) != len(rec) {
-					t.Errorf("record %d = %q (cap %d), want an ID and %q, capped", i, rec, cap(rec), tt.bodies[i])
+				body, err := recordBody(rec, true)
+				if err != nil || string(body) != tt.bodies[i] || cap(rec) != len(rec) {
+					t.Errorf("record %d = %q (cap %d, %v), want an ID, %q and their checksum, capped", i, rec, cap(rec), err, tt.bodies[i])
 				}
 				id := string(rec[:idLen])
 				if ids[id] {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -16,34 +17,56 @@ import (
 	"github.com/sluice-dev/sluice/queue"
 )
 
-// On-disk layout, format 2:
+// On-disk layout, format 3:
 //
-//	meta                  "format" → "2"
+//	meta                  "format" → "3"
+//	                      "crc-from/<queue>" → seq (8): the queue's first checksummed record
 //	queues                name → JSON storedSpec
-//	m/<queue>             seq (8 bytes, big-endian) → message ID (16 bytes) ‖ body; written once
+//	m/<queue>             seq (8 bytes, big-endian) → message ID (16 bytes) ‖ body ‖ CRC-32C (4); written once
 //	s/<queue>             seq → visibleAt (8) ‖ sentAt (8) ‖ receives (4) ‖ gen (4)
 //	keys, keys-expiry     idempotency keys (keys.go)
+//	corrupt               queue ‖ 0 ‖ seq (8) → a message record that failed its checksum, as read
 //
 // The m/ bucket's own sequence holds the highest sequence number used, so
 // numbers are never reused, even after the newest messages were deleted.
 // Sequence numbers grow, so both per-queue buckets are appended at the
 // tail and are packed (fillPercent) instead of left half full.
+//
+// A message record ends with the CRC-32C (Castagnoli, as the redo log's)
+// of its ID and body, big-endian: bbolt checks the structure of its pages
+// but not the values in them, and a flipped byte in a body was delivered
+// as it was. Records written by format 2 builds have no checksum, and
+// the upgrade does not rewrite them (a store can hold millions): it
+// stores, per queue, the next sequence number as "crc-from/<queue>", and
+// records numbered below it are read as they were. Sequence numbers only
+// grow, so every record written since is checksummed; a queue with no
+// such key (made since the upgrade) is checksummed from its first. A
+// record whose checksum fails is never delivered: the receive that finds
+// it moves it to the corrupt bucket and goes on with the next (claim,
+// quarantine).
 var (
-	metaBucket   = []byte("meta")
-	queuesBucket = []byte("queues")
-	formatKey    = []byte("format")
+	metaBucket    = []byte("meta")
+	queuesBucket  = []byte("queues")
+	corruptBucket = []byte("corrupt")
+	formatKey     = []byte("format")
 )
 
+// crcFromKey names queue q's first checksummed sequence number in the
+// meta bucket.
+func crcFromKey(q string) []byte { return []byte("crc-from/" + q) }
+
 // The store's format, stamped in its meta bucket. A build reads its own
-// format and upgrades the one before it in place at Open; it refuses any
-// other, changing nothing. Format 1 was stamped by builds up to
-// 2026-11-29 while its redo log and idempotency keys changed layout under
-// the same stamp, so older builds read this build's stores wrongly
-// (ignoring keys, losing a redo log's jobs): format 2 is the same layout
-// as this build's format 1, stamped anew so that those builds refuse it.
+// format and upgrades the ones before it in place at Open (upgradable);
+// it refuses any other, changing nothing. Format 1 was stamped by builds
+// up to 2026-11-29 while its redo log and idempotency keys changed layout
+// under the same stamp, so older builds read this build's stores wrongly
+// (ignoring keys, losing a redo log's jobs): format 2 had the same layout
+// as the last builds' format 1, stamped anew so that those builds refuse
+// it.
+// Format 3 adds the records' checksum; format 2 builds would read its
+// last four bytes as part of the body, so it is stamped anew too.
 const (
-	format      = "2"
-	upgradable  = "1"
+	format      = "3"
 	fillPercent = 0.95
 	// pageSize is the page size of a store this build creates; a store
 	// keeps the size it was created with, whatever the build. With the
@@ -58,8 +81,13 @@ const (
 	// and deletes (BenchmarkEmbedded receive+delete) were no slower.
 	pageSize = 16 << 10
 	idLen    = 16
+	crcLen   = 4
 	stateLen = 24
 )
+
+// upgradable are the formats this build upgrades at Open: 1 and 2 have
+// the same layout, records without a checksum.
+var upgradable = []string{"2", "1"}
 
 func msgBucket(q string) []byte   { return []byte("m/" + q) }
 func stateBucket(q string) []byte { return []byte("s/" + q) }
@@ -130,7 +158,7 @@ func seqKey(seq uint64) []byte {
 
 // newRecords builds the records of a send's bodies, but for those whose
 // result failed already: each a fresh random message ID followed by the
-// body. The records share one array, and the IDs are drawn from
+// body and their checksum. The records share one array, and the IDs are drawn from
 // crypto/rand in one read: an allocation and a read per message were
 // about a tenth of a batched send's cost on the caller's goroutine
 // (BenchmarkSendApply, prepare-ns/job). A record keeps the array alive
@@ -140,7 +168,7 @@ func newRecords(entries []queue.SendEntry, results []queue.SendResult) [][]byte 
 	size := 0
 	for i, e := range entries {
 		if results[i].Err == nil {
-			size += idLen + len(e.Body)
+			size += idLen + len(e.Body) + crcLen
 		}
 	}
 	ids := make([]byte, idLen*len(entries)) // small: a send has at most queue.MaxBatch entries
@@ -153,9 +181,41 @@ func newRecords(entries []queue.SendEntry, results []queue.SendResult) [][]byte 
 		}
 		start := len(slab)
 		slab = append(append(slab, ids[i*idLen:(i+1)*idLen]...), e.Body...)
+		slab = appendChecksum(slab, slab[start:])
 		recs[i] = slab[start:len(slab):len(slab)]
 	}
 	return recs
+}
+
+// appendChecksum appends the checksum of data, a record's ID and body,
+// to dst.
+func appendChecksum(dst, data []byte) []byte {
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(data, castagnoli))
+}
+
+// errChecksum is the error of a record whose checksum does not match its
+// ID and body.
+var errChecksum = errors.New("checksum mismatch")
+
+// recordBody returns the body of a message record: checksummed says it
+// ends with a checksum (sequence number at or past its queue's crcFrom),
+// which must match. An error means the record is damaged; its ID may be
+// too.
+func recordBody(rec []byte, checksummed bool) ([]byte, error) {
+	if !checksummed {
+		if len(rec) < idLen {
+			return nil, fmt.Errorf("record of %d bytes, shorter than a message ID", len(rec))
+		}
+		return rec[idLen:], nil
+	}
+	if len(rec) < idLen+crcLen {
+		return nil, fmt.Errorf("record of %d bytes, shorter than a message ID and checksum", len(rec))
+	}
+	n := len(rec) - crcLen
+	if crc32.Checksum(rec[:n], castagnoli) != binary.BigEndian.Uint32(rec[n:]) {
+		return nil, errChecksum
+	}
+	return rec[idLen:n], nil
 }
 
 // messageIDLen is the length of a message ID as messageID formats it.
@@ -448,8 +508,23 @@ func (w *writeTx) record(q *memQueue, seq uint64) ([]byte, error) {
 	}
 	k := seqKey(seq)
 	got, v := qb.mc.Seek(k) // Bucket.Get, with the group's cursor (delAt)
-	if !bytes.Equal(got, k) || len(v) < idLen {
+	if !bytes.Equal(got, k) {
 		return nil, fmt.Errorf("message %d of queue %s missing from the store", seq, q.spec.Name)
 	}
 	return append([]byte(nil), v...), nil
+}
+
+// quarantine moves message seq of q, whose record rec failed its
+// checksum, out of q and into the corrupt bucket as it was read, keyed
+// by queue and sequence number, for an operator to look at.
+func (w *writeTx) quarantine(q *memQueue, seq uint64, rec []byte) error {
+	var corrupt *bolt.Bucket
+	if w.tx != nil { // else checkpointing: the change goes to the log alone
+		corrupt = w.tx.Bucket(corruptBucket)
+	}
+	key := append(append([]byte(q.spec.Name), 0), seqKey(seq)...)
+	if err := w.put(corrupt, corruptBucket, key, rec); err != nil {
+		return err
+	}
+	return w.remove(q, seq)
 }
