@@ -111,6 +111,7 @@ func TestDeliversJobsOfSeveralTenants(t *testing.T) {
 		`sluice_store_write_seconds_bucket`,
 		`sluice_store_write_operations_total`,
 		`sluice_store_checkpoint_seconds_bucket{outcome="ok"`,
+		`sluice_store_corrupt_messages_total 0`,
 	)
 }
 

@@ -34,6 +34,7 @@
 //	sluice_store_write_seconds               histogram                                StoreWrite (Seconds)
 //	sluice_store_write_operations_total      counter                                  StoreWriteOperations (Count)
 //	sluice_store_checkpoint_seconds          histogram  outcome                       StoreCheckpoint (Seconds; Outcome)
+//	sluice_store_corrupt_messages_total      counter                                  StoreCorruptMessages (Count)
 //
 // What each one means:
 //
@@ -87,6 +88,12 @@
 //     It runs beside the writer; only receives of older messages wait for
 //     it. Failures mean the file cannot grow (a full disk): the store then
 //     commits every group at once and fails it until space returns.
+//   - sluice_store_corrupt_messages_total: messages whose record failed
+//     its checksum when received: a byte changed on disk. Each was kept
+//     aside in the store's corrupt bucket, not delivered, and logged at
+//     ERROR with its queue and message ID. Alarm on any increase: the
+//     job must be submitted again, and the disk looked at. Starts at 0
+//     on the embedded backend only.
 //   - sluice_backend_calls_total: queue backend API requests by operation,
 //     retries included (SQS bills each request). Divide by
 //     sluice_drain_actions_total{action="delivered"} for calls per delivered

@@ -44,6 +44,7 @@ const (
 	NameStoreWrite         = "sluice_store_write_seconds"
 	NameStoreWriteOps      = "sluice_store_write_operations_total"
 	NameStoreCheckpoint    = "sluice_store_checkpoint_seconds"
+	NameStoreCorrupt       = "sluice_store_corrupt_messages_total"
 )
 
 // OtherValue replaces a label value that is not kept: a tenant outside the
@@ -159,6 +160,7 @@ type Metrics struct {
 	storeWrite    *prometheus.HistogramVec
 	storeWriteOps *prometheus.CounterVec
 	checkpoint    *prometheus.HistogramVec
+	storeCorrupt  *prometheus.CounterVec
 	fairnessMu    sync.Mutex // one lane's tenant shares are replaced as a whole
 
 	tenants *topK
@@ -285,6 +287,10 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Help:    "Time each checkpoint of the embedded store took (the commit of its redo log's changes into the store file, two fsyncs; every 50 ms), by outcome (ok or failed). Sends do not wait for it, nor receives of recent messages; receives of older ones do.",
 			Buckets: enqueueBuckets,
 		}, []string{"outcome"}),
+		storeCorrupt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameStoreCorrupt,
+			Help: "Messages the embedded store found damaged on disk (their checksum failed) and kept aside, undelivered, in its corrupt bucket; the ERROR log names each one's queue and message ID.",
+		}, nil),
 
 		lanes:      newBounded(maxLanes),
 		tiers:      newBounded(maxTiers),
@@ -305,7 +311,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		reg.MustRegister(m.submitted, m.enqueueLatency, m.queueVisible, m.queueInFlight, m.queueDelayed,
 			m.queueOldestAge, m.drainActions, m.dwell, m.ageOfFirstAttempt, m.backendCalls, m.answersLost,
 			m.tenantReloads, m.drainUtilization, m.drainFairness, m.drainHeld, m.drainTopShare, m.drainTenantShare,
-			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased, m.storeWrite, m.storeWriteOps, m.checkpoint)
+			m.pullWorkers, m.pullGranted, m.pullUsed, m.pullReleased, m.storeWrite, m.storeWriteOps, m.checkpoint, m.storeCorrupt)
 	}
 	return m
 }
@@ -486,6 +492,16 @@ func (m *Metrics) StoreCheckpoint(took time.Duration, err error) {
 		outcome = "failed"
 	}
 	m.checkpoint.WithLabelValues(outcome).Observe(took.Seconds())
+}
+
+// StoreCorruptMessages counts n messages the embedded store kept aside
+// as damaged. Zero makes the series, so that the first one shows as an
+// increase.
+func (m *Metrics) StoreCorruptMessages(n int) {
+	if m == nil {
+		return
+	}
+	m.storeCorrupt.WithLabelValues().Add(float64(n))
 }
 
 // BackendCall counts n queue backend API requests of one operation.

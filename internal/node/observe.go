@@ -172,6 +172,10 @@ func StartObserver(ctx context.Context, f ObserveFlags, backend queue.Backend, t
 		store.ObserveWrites(o.Metrics.StoreWrite)
 		store.ObserveCheckpoints(o.Metrics.StoreCheckpoint)
 	}
+	if store, ok := backend.(interface{ ObserveCorruptMessages(func()) }); ok {
+		o.Metrics.StoreCorruptMessages(0)
+		store.ObserveCorruptMessages(func() { o.Metrics.StoreCorruptMessages(1) })
+	}
 	return o, nil
 }
 

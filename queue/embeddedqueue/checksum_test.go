@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,6 +171,8 @@ func TestDamagedBodyIsKeptAside(t *testing.T) {
 			if err != nil {
 				t.Fatalf("open with a damaged body: %v", err)
 			}
+			var observed atomic.Int64
+			b.ObserveCorruptMessages(func() { observed.Add(1) })
 			msgs := receive(t, b, "q", 10, time.Minute)
 			if tc.redrive {
 				if len(msgs) != 0 {
@@ -191,8 +194,8 @@ func TestDamagedBodyIsKeptAside(t *testing.T) {
 			if s := stats(t, b, "q"); s.Visible != 0 || s.InFlight != inFlight || s.Delayed != 0 {
 				t.Fatalf("queue after the receive: %+v, want the damaged job gone from it", s)
 			}
-			if n := b.CorruptMessages(); n != 1 {
-				t.Fatalf("CorruptMessages = %d, want 1", n)
+			if n, o := b.CorruptMessages(), observed.Load(); n != 1 || o != 1 {
+				t.Fatalf("CorruptMessages = %d, observed %d; want 1", n, o)
 			}
 			for _, want := range []string{"level=ERROR", "queue=q", "seq=2", "message_id=" + ids[1], "checksum mismatch", "corrupt bucket"} {
 				if !strings.Contains(logged.String(), want) {

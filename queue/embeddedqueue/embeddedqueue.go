@@ -179,7 +179,9 @@ type Backend struct {
 	observe     atomic.Pointer[func(ops int, took time.Duration)]
 	// observeCheckpoint is ObserveCheckpoints' callback.
 	observeCheckpoint atomic.Pointer[func(took time.Duration, err error)]
-	groupBuf          []*op // the writer's
+	// observeCorrupt is ObserveCorruptMessages' callback.
+	observeCorrupt atomic.Pointer[func()]
+	groupBuf       []*op // the writer's
 
 	// The writer's (writer.go). logs are the redo log files of even and
 	// odd epochs; log is the one that records of epoch are appended to,
@@ -655,6 +657,18 @@ func (b *Backend) ObserveCheckpoints(observe func(took time.Duration, err error)
 	b.observeCheckpoint.Store(&observe)
 }
 
+// ObserveCorruptMessages makes the store call observe for each message
+// it keeps aside as damaged (CorruptMessages); nil stops it. observe runs
+// on the writer and must be quick. A message found in a group whose
+// commit then fails is found, and observed, again.
+func (b *Backend) ObserveCorruptMessages(observe func()) {
+	if observe == nil {
+		b.observeCorrupt.Store(nil)
+		return
+	}
+	b.observeCorrupt.Store(&observe)
+}
+
 // CorruptMessages returns how many messages the store has kept aside
 // since it was made because their records failed their checksum: each
 // was taken out of its queue, undelivered, into the store's corrupt
@@ -666,6 +680,9 @@ func (b *Backend) CorruptMessages() int64 { return b.corrupt.Load() }
 // ratelog.Every: a damaged region of the disk can hold many.
 func (b *Backend) reportCorrupt(q string, seq uint64, rec []byte, err error) {
 	b.corrupt.Add(1)
+	if observe := b.observeCorrupt.Load(); observe != nil {
+		(*observe)()
+	}
 	id := "unknown (record too short)"
 	if len(rec) >= idLen {
 		id = messageID(rec) // perhaps damaged too
