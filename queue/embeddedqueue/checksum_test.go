@@ -403,3 +403,14 @@ func TestUpgradeKeepsRecords(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRecordBody is the check every receive adds, on a 1 KiB body.
+func BenchmarkRecordBody(b *testing.B) {
+	rec := newRecords([]queue.SendEntry{{Body: make([]byte, 1024)}}, make([]queue.SendResult, 1))[0]
+	b.SetBytes(int64(len(rec)))
+	for b.Loop() {
+		if _, err := recordBody(rec, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -154,6 +154,8 @@
 // it at ERROR with its queue, sequence number and message ID (at most a
 // line per ratelog.Every), and goes on with the messages behind it: to a
 // caller the message was deleted, as the retention sweep deletes one.
+// The check costs about 55 ns for a 1 KiB body (BenchmarkRecordBody, 19
+// GB/s), against microseconds for the receive and delete around it.
 //
 // Stores of format 2 (and 1) hold records without a checksum, possibly
 // millions of them: the upgrade at Open rewrites none. It stores, per
