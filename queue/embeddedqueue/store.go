@@ -347,16 +347,23 @@ func (w *writeTx) del(b *bolt.Bucket, name, k []byte) error {
 // (bbolt's Put has no cursor form, so the state write still makes one).
 func (w *writeTx) delAt(c *bolt.Cursor, name, k []byte) error {
 	if w.tx != nil {
-		// Seek repositions from the root, so the cursor may have been
-		// used, and the bucket changed, since (bbolt's rule for reuse).
-		if got, _ := c.Seek(k); bytes.Equal(got, k) {
-			if err := c.Delete(); err != nil {
-				return err
-			}
+		if err := deleteAt(c, k); err != nil {
+			return err
 		}
 	}
 	w.note(logDelete, name, k, nil)
 	return nil
+}
+
+// deleteAt deletes k, if present, from the bucket c walks: Bucket.Delete
+// through a kept cursor (delAt, and the replay's applyChanges). Seek
+// repositions from the root, so the cursor may have been used, and the
+// bucket changed, since (bbolt's rule for reuse).
+func deleteAt(c *bolt.Cursor, k []byte) error {
+	if got, _ := c.Seek(k); !bytes.Equal(got, k) {
+		return nil
+	}
+	return c.Delete()
 }
 
 func (w *writeTx) setSequence(b *bolt.Bucket, name []byte, seq uint64) error {

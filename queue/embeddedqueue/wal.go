@@ -432,9 +432,7 @@ func applyChanges(tx *bolt.Tx, changes []byte) error {
 		case logPut:
 			err = b.Put(key, value)
 		case logDelete:
-			if got, _ := c.Seek(key); bytes.Equal(got, key) { // Bucket.Delete, with a kept cursor (writeTx.delAt)
-				err = c.Delete()
-			}
+			err = deleteAt(c, key) // Bucket.Delete, with a kept cursor
 		case logSetSequence:
 			if len(value) != 8 {
 				return errors.New("malformed sequence change")
