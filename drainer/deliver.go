@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-dev/sluice/envelope"
+	"github.com/sluice-dev/sluice/internal/idlewait"
 	"github.com/sluice-dev/sluice/internal/ratelog"
 	"github.com/sluice-dev/sluice/internal/tracing"
 	"github.com/sluice-dev/sluice/metrics"
@@ -85,7 +86,8 @@ const runnerIdle = time.Second
 // same job whoever asks.
 func (d *Drainer) runner(ctx context.Context, tk *scheduler.Ticket[*job]) {
 	defer d.work.Done()
-	var idle *time.Timer
+	wait := idlewait.Waiter[*scheduler.Ticket[*job]]{Idle: runnerIdle}
+	defer wait.Stop()
 	for {
 		d.run(tk)
 		if ctx.Err() == nil {
@@ -94,17 +96,8 @@ func (d *Drainer) runner(ctx context.Context, tk *scheduler.Ticket[*job]) {
 				continue
 			}
 		}
-		if idle == nil {
-			idle = time.NewTimer(runnerIdle)
-			defer idle.Stop()
-		} else {
-			idle.Reset(runnerIdle)
-		}
-		select {
-		case tk = <-d.runs:
-		case <-idle.C:
-			return
-		case <-ctx.Done():
+		var ok bool
+		if tk, ok = wait.Next(d.runs, ctx.Done()); !ok {
 			return
 		}
 	}

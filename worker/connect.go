@@ -34,6 +34,7 @@ import (
 
 	workerv1 "github.com/sluice-dev/sluice/gen/sluice/worker/v1"
 	"github.com/sluice-dev/sluice/internal/errtext"
+	"github.com/sluice-dev/sluice/internal/idlewait"
 	"github.com/sluice-dev/sluice/internal/tlshint"
 )
 
@@ -672,21 +673,13 @@ func (h *handlers) start(r *jobRun) {
 // loop runs r, then the jobs start hands it while it waits.
 func (h *handlers) loop(r *jobRun) {
 	defer h.all.Done()
-	var wait *time.Timer
+	wait := idlewait.Waiter[*jobRun]{Idle: handlerIdle}
+	defer wait.Stop()
 	for {
 		h.run(r)
 		h.finish()
-		if wait == nil {
-			wait = time.NewTimer(handlerIdle)
-			defer wait.Stop()
-		} else {
-			wait.Reset(handlerIdle)
-		}
-		select {
-		case r = <-h.next:
-		case <-h.quit:
-			return
-		case <-wait.C:
+		var ok bool
+		if r, ok = wait.Next(h.next, h.quit); !ok {
 			return
 		}
 	}

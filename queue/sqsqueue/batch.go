@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/idlewait"
 	"github.com/sluice-dev/sluice/queue"
 )
 
@@ -139,21 +140,13 @@ func (bt *batcher[T]) flushLocked() {
 // flusher sends entries, then the batches handed to it while it waits
 // (flushLocked), until none comes for flusherIdle or the backend closes.
 func (bt *batcher[T]) flusher(entries []T) {
-	var idle *time.Timer
+	wait := idlewait.Waiter[[]T]{Idle: flusherIdle}
+	defer wait.Stop()
 	for {
 		bt.flush(bt, entries)
 		bt.b.inflight.Done()
-		if idle == nil {
-			idle = time.NewTimer(flusherIdle)
-			defer idle.Stop()
-		} else {
-			idle.Reset(flusherIdle)
-		}
-		select {
-		case entries = <-bt.idle:
-		case <-idle.C:
-			return
-		case <-bt.b.closeCtx.Done():
+		var ok bool
+		if entries, ok = wait.Next(bt.idle, bt.b.closeCtx.Done()); !ok {
 			return
 		}
 	}
